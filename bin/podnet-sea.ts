@@ -1,0 +1,23 @@
+// Main script of the single executable (docs/adr/0001). It holds the plugin path alone; the
+// command line and daemon ride in the executable as an asset, compiled only when a command runs.
+import { getAsset } from 'node:sea';
+import { compileFunction } from 'node:vm';
+import { createRequire } from 'node:module';
+import { pluginMain } from '../src/cni/main.ts';
+
+type CliModule = { exports: { cliMain?: (argv: readonly string[]) => Promise<void> } };
+
+function loadCli(): CliModule['exports'] {
+  const source = getAsset('cli.cjs', 'utf8');
+  const run = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: 'podnet-cli.cjs' });
+  const module: CliModule = { exports: {} };
+  run(module.exports, createRequire(process.execPath), module, process.execPath, '/');
+  return module.exports;
+}
+
+// The main script is CommonJS (what a single executable runs), so no top-level await.
+const main = process.env['CNI_COMMAND'] ? pluginMain() : loadCli().cliMain?.(process.argv);
+void main?.catch((err: unknown) => {
+  process.stderr.write(`podnet: ${String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,38 @@
+// npm run build → dist/podnet, one Node single executable (docs/adr/0001):
+//  - dist/plugin-main.cjs, the main script: the CNI plugin path alone, with V8's code cache;
+//  - dist/cli.cjs, the command line and daemon, embedded as an asset and compiled on demand.
+import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { mkdir, writeFile, stat } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const dist = `${root}dist`;
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node26',
+  format: 'cjs',
+  minify: true,
+  legalComments: 'none',
+  logLevel: 'warning',
+} as const;
+
+await mkdir(dist, { recursive: true });
+await build({ ...common, entryPoints: [`${root}bin/podnet-sea.ts`], outfile: `${dist}/plugin-main.cjs` });
+await build({ ...common, entryPoints: [`${root}src/cli/main.ts`], outfile: `${dist}/cli.cjs` });
+
+const seaConfig = {
+  main: `${dist}/plugin-main.cjs`,
+  output: `${dist}/podnet`,
+  disableExperimentalSEAWarning: true,
+  useCodeCache: true,
+  assets: { 'cli.cjs': `${dist}/cli.cjs` },
+};
+await writeFile(`${dist}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
+execFileSync(process.execPath, ['--build-sea', `${dist}/sea-config.json`], { stdio: ['ignore', 'ignore', 'inherit'] });
+
+for (const f of ['plugin-main.cjs', 'cli.cjs', 'podnet']) {
+  console.log(`dist/${f}  ${((await stat(`${dist}/${f}`)).size / 1024).toFixed(0)} KiB`);
+}

@@ -1,0 +1,27 @@
+// The command line: one file per command. Loaded only when podnet runs as a command, never on the
+// CNI plugin path.
+import { Command } from 'commander';
+import { toPodnetError } from '../errors.ts';
+import { podnetVersion } from '../version.ts';
+import { daemonCommand } from './daemon.ts';
+import { podsCommand } from './pods.ts';
+import { versionCommand } from './version.ts';
+
+export function program(): Command {
+  return new Command('podnet')
+    .description('change the network of running pods; run as a CNI plugin when CNI_COMMAND is set')
+    .version(podnetVersion, '--version')
+    .addCommand(daemonCommand())
+    .addCommand(podsCommand())
+    .addCommand(versionCommand());
+}
+
+export async function cliMain(argv: readonly string[]): Promise<void> {
+  try {
+    await program().parseAsync([...argv], { from: 'node' });
+  } catch (err) {
+    const e = toPodnetError(err);
+    process.stderr.write(`podnet: ${e.message}${e.details ? ` (${e.details})` : ''}\n`);
+    process.exitCode = 1;
+  }
+}

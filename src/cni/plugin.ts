@@ -1,0 +1,211 @@
+// The CNI plugin as a function: environment and stdin in, stdout and exit code out, side effects
+// behind a Recorder. It records the attachment and passes the chain's result through; it never
+// changes the pod's network itself (that is the daemon's job, later and asynchronously).
+import { PodnetError, toPodnetError } from '../errors.ts';
+import { defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
+import { parseDocument, type AttachmentKey, type CniVersion, type PluginConfig } from '../protocol/validate.ts';
+import { parseCniArgs, podIdentityFromArgs } from './args.ts';
+import type { Recorder, RecorderSettings } from './recorder.ts';
+import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions, type CniResult } from './version.ts';
+
+export interface PluginContext {
+  env: Readonly<Record<string, string | undefined>>;
+  stdin: string;
+  openRecorder(settings: RecorderSettings): Recorder;
+  isNetworkNamespace(path: string): Promise<boolean>;
+  now(): Date;
+}
+
+export interface PluginOutput {
+  stdout: string;
+  exitCode: 0 | 1;
+}
+
+interface Invocation {
+  ctx: PluginContext;
+  config: PluginConfig;
+  cniVersion: CniVersion;
+  recorder: Recorder;
+}
+
+export async function runPlugin(ctx: PluginContext): Promise<PluginOutput> {
+  let answerVersion: string = latestVersion;
+  try {
+    const command = ctx.env['CNI_COMMAND'];
+    if (command === 'VERSION') return versionInfo(ctx.stdin);
+    const config = parseConfig(ctx.stdin);
+    answerVersion = config.cniVersion;
+    if (!isSupportedVersion(config.cniVersion)) {
+      throw new PodnetError(
+        'INCOMPATIBLE_CNI_VERSION',
+        `cniVersion ${config.cniVersion} is not supported; podnet speaks ${supportedVersions.join(', ')}`,
+      );
+    }
+    const inv: Invocation = {
+      ctx,
+      config,
+      cniVersion: config.cniVersion,
+      recorder: ctx.openRecorder({
+        socketPath: config.socketPath ?? defaultSocketPath,
+        stateDir: config.stateDir ?? defaultStateDir,
+        timeoutMs: config.timeoutMs ?? defaultTimeoutMs,
+      }),
+    };
+    switch (command) {
+      case 'ADD':
+        return await add(inv);
+      case 'DEL':
+        return await del(inv);
+      case 'CHECK':
+        return await check(inv);
+      case 'STATUS':
+        return await status(inv);
+      case 'GC':
+        return await gc(inv);
+      default:
+        throw new PodnetError(
+          'INVALID_ENVIRONMENT',
+          command ? `unknown CNI_COMMAND "${command}"` : 'CNI_COMMAND is not set',
+          'podnet answers ADD, DEL, CHECK, STATUS, GC and VERSION',
+        );
+    }
+  } catch (err) {
+    return errorOutput(answerVersion, toPodnetError(err));
+  }
+}
+
+function success(result?: unknown): PluginOutput {
+  return { stdout: result === undefined ? '' : `${JSON.stringify(result)}\n`, exitCode: 0 };
+}
+
+/** The spec's error object, in the configuration's version. */
+export function errorOutput(cniVersion: string, err: PodnetError): PluginOutput {
+  const body: Record<string, unknown> = { cniVersion, code: err.cniCode, msg: err.message };
+  if (err.details !== undefined) body['details'] = err.details;
+  return { stdout: `${JSON.stringify(body)}\n`, exitCode: 1 };
+}
+
+function parseJson(stdin: string): unknown {
+  try {
+    return JSON.parse(stdin);
+  } catch (err) {
+    throw new PodnetError('DECODE_FAILURE', `network configuration on stdin is not JSON: ${(err as Error).message}`);
+  }
+}
+
+export function parseConfig(stdin: string): PluginConfig {
+  return parseDocument('PluginConfig', parseJson(stdin), 'network configuration', 'INVALID_CONFIG');
+}
+
+function versionInfo(stdin: string): PluginOutput {
+  // The request's own version when podnet speaks it, so an older runtime reads the answer.
+  let requested: unknown;
+  try {
+    requested = (JSON.parse(stdin) as { cniVersion?: unknown }).cniVersion;
+  } catch {
+    requested = undefined;
+  }
+  const cniVersion = typeof requested === 'string' && isSupportedVersion(requested) ? requested : latestVersion;
+  return success({ cniVersion, supportedVersions });
+}
+
+function requireEnv(ctx: PluginContext, name: string): string {
+  const value = ctx.env[name];
+  if (!value) throw new PodnetError('INVALID_ENVIRONMENT', `${name} is not set`);
+  return value;
+}
+
+function attachmentKey(ctx: PluginContext): AttachmentKey {
+  const key = { containerId: requireEnv(ctx, 'CNI_CONTAINERID'), ifname: requireEnv(ctx, 'CNI_IFNAME') };
+  return parseDocument('AttachmentKey', key, 'CNI_CONTAINERID or CNI_IFNAME', 'INVALID_ENVIRONMENT');
+}
+
+function requireVersion(inv: Invocation, command: string, since: string): void {
+  if (compareVersions(inv.cniVersion, since) < 0) {
+    throw new PodnetError('INCOMPATIBLE_CNI_VERSION', `${command} needs cniVersion ${since} or later; the configuration has ${inv.cniVersion}`);
+  }
+}
+
+async function requireNetworkNamespace(ctx: PluginContext): Promise<string> {
+  const netns = requireEnv(ctx, 'CNI_NETNS');
+  if (!(await ctx.isNetworkNamespace(netns))) {
+    throw new PodnetError('INVALID_ENVIRONMENT', `CNI_NETNS ${netns} is not a network namespace`);
+  }
+  return netns;
+}
+
+async function add(inv: Invocation): Promise<PluginOutput> {
+  const { ctx, config } = inv;
+  if (!config.prevResult) {
+    throw new PodnetError(
+      'INVALID_CONFIG',
+      'ADD without a prevResult: podnet is a chained plugin and must follow the primary plugin in a conflist',
+    );
+  }
+  const result = convertResult(config.prevResult as CniResult, inv.cniVersion);
+  const key = attachmentKey(ctx);
+  const netns = await requireNetworkNamespace(ctx);
+  const record = parseDocument(
+    'AttachmentRecord',
+    {
+      ...key,
+      network: config.name,
+      netns,
+      cniVersion: inv.cniVersion,
+      pod: podIdentityFromArgs(parseCniArgs(ctx.env['CNI_ARGS'])),
+      prevResult: config.prevResult,
+      createdAt: ctx.now().toISOString(),
+    },
+    'attachment from CNI_NETNS and CNI_ARGS',
+    'INVALID_ENVIRONMENT',
+  );
+  await inv.recorder.add(record);
+  return success(result);
+}
+
+async function del(inv: Invocation): Promise<PluginOutput> {
+  // Idempotent: a missing record, netns or daemon is fine; the removal itself is never lost.
+  await inv.recorder.del(attachmentKey(inv.ctx));
+  return success();
+}
+
+async function check(inv: Invocation): Promise<PluginOutput> {
+  requireVersion(inv, 'CHECK', '0.4.0');
+  const key = attachmentKey(inv.ctx);
+  const netns = requireEnv(inv.ctx, 'CNI_NETNS');
+  const record = await inv.recorder.find(key);
+  if (!record) {
+    throw new PodnetError('UNKNOWN_CONTAINER', `podnet has no record of container ${key.containerId} interface ${key.ifname}`);
+  }
+  if (record.netns !== netns) {
+    throw new PodnetError('UNKNOWN_CONTAINER', `podnet recorded netns ${record.netns} for container ${key.containerId}, the runtime says ${netns}`);
+  }
+  if (!(await inv.ctx.isNetworkNamespace(netns))) {
+    throw new PodnetError('UNKNOWN_CONTAINER', `netns ${netns} of container ${key.containerId} is gone`);
+  }
+  return success();
+}
+
+async function status(inv: Invocation): Promise<PluginOutput> {
+  requireVersion(inv, 'STATUS', '1.1.0');
+  await inv.recorder.ready();
+  return success();
+}
+
+async function gc(inv: Invocation): Promise<PluginOutput> {
+  requireVersion(inv, 'GC', '1.1.0');
+  // A runtime may list attachments podnet never saw or whose names it would refuse; those cannot
+  // match a record, so they are left out rather than failing the whole collection.
+  const validAttachments = (inv.config['cni.dev/valid-attachments'] ?? [])
+    .map((a) => ({ containerId: a.containerID, ifname: a.ifname }))
+    .filter((k) => {
+      try {
+        parseDocument('AttachmentKey', k, 'attachment');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  await inv.recorder.gc({ network: inv.config.name, validAttachments });
+  return success();
+}

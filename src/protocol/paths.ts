@@ -1,0 +1,37 @@
+// Where things are: defaults shared by the plugin config, the daemon and the CLI, the socket's
+// HTTP routes, and the layout of the state directory.
+
+export const defaultSocketPath = '/run/podnet/podnet.sock';
+export const defaultStateDir = '/var/lib/podnet';
+export const defaultTimeoutMs = 1000;
+
+/** The socket's routes. Versioned so a newer daemon can keep answering an older plugin. */
+export const routes = {
+  healthz: '/healthz',
+  readyz: '/readyz',
+  status: '/v1/status',
+  attachments: '/v1/attachments',
+  gc: '/v1/gc',
+} as const;
+
+export function attachmentRoute(key: { containerId: string; ifname: string }): string {
+  return `${routes.attachments}/${encodeURIComponent(key.containerId)}/${encodeURIComponent(key.ifname)}`;
+}
+
+/** Folders of the state directory. */
+export const stateLayout = {
+  /** One file per attachment record. */
+  records: 'records',
+  /** Changes the plugin could not hand the daemon; replayed by the daemon. */
+  spool: 'spool',
+  /** Files found corrupt, set aside for a human. */
+  quarantine: 'quarantine',
+} as const;
+
+/**
+ * The file name of an attachment's record. A container id cannot hold '@' (the spec restricts it
+ * to alphanumerics, '_', '.', '-'), so the name is unambiguous; the ifname holds no '/'.
+ */
+export function recordFileName(key: { containerId: string; ifname: string }): string {
+  return `${key.containerId}@${key.ifname}.json`;
+}

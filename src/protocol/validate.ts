@@ -1,0 +1,96 @@
+// Typed parsing of every protocol document with the ajv validators generated from schemas/.
+import { PodnetError, type ErrorCode } from '../errors.ts';
+import * as validators from '../generated/validators.js';
+import type {
+  AttachmentKey,
+  AttachmentList,
+  AttachmentRecord,
+  DaemonStatus,
+  DeleteResponse,
+  ErrorBody,
+  GcRequest,
+  GcResponse,
+  PluginConfig,
+  SpoolEntry,
+} from '../generated/schema-types.ts';
+
+export type {
+  AttachmentKey,
+  AttachmentList,
+  AttachmentRecord,
+  AttachmentView,
+  DaemonStatus,
+  DeleteResponse,
+  ErrorBody,
+  GcRequest,
+  GcResponse,
+  PluginConfig,
+  PodIdentity,
+  SpoolEntry,
+  CniVersion,
+} from '../generated/schema-types.ts';
+
+interface AjvError {
+  instancePath: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+interface Validator {
+  (data: unknown): boolean;
+  errors?: AjvError[] | null;
+}
+
+const documents = {
+  PluginConfig: validators.PluginConfig as Validator,
+  AttachmentRecord: validators.AttachmentRecord as Validator,
+  AttachmentKey: validators.AttachmentKey as Validator,
+  AttachmentList: validators.AttachmentList as Validator,
+  GcRequest: validators.GcRequest as Validator,
+  GcResponse: validators.GcResponse as Validator,
+  DeleteResponse: validators.DeleteResponse as Validator,
+  SpoolEntry: validators.SpoolEntry as Validator,
+  DaemonStatus: validators.DaemonStatus as Validator,
+  ErrorBody: validators.ErrorBody as Validator,
+};
+
+interface DocumentTypes {
+  PluginConfig: PluginConfig;
+  AttachmentRecord: AttachmentRecord;
+  AttachmentKey: AttachmentKey;
+  AttachmentList: AttachmentList;
+  GcRequest: GcRequest;
+  GcResponse: GcResponse;
+  DeleteResponse: DeleteResponse;
+  SpoolEntry: SpoolEntry;
+  DaemonStatus: DaemonStatus;
+  ErrorBody: ErrorBody;
+}
+
+export type DocumentName = keyof DocumentTypes;
+
+/** "at /ifname: must match pattern ..." for each violation, so a user sees where and what. */
+export function describeViolations(errors: readonly AjvError[]): string {
+  return errors
+    .map((e) => {
+      const where = e.instancePath === '' ? '(top level)' : e.instancePath;
+      const extra = e.params?.['additionalProperty'] ? ` "${String(e.params['additionalProperty'])}"` : '';
+      return `at ${where}: ${e.message ?? 'is invalid'}${extra}`;
+    })
+    .join('; ');
+}
+
+/**
+ * Returns `value` typed as the named document, or throws a PodnetError with `code` naming
+ * every violation. `what` says in the message which input it was ("plugin config", "request body").
+ */
+export function parseDocument<N extends DocumentName>(
+  name: N,
+  value: unknown,
+  what: string,
+  code: ErrorCode = 'INVALID_REQUEST',
+): DocumentTypes[N] {
+  const validate = documents[name];
+  if (validate(value)) return value as DocumentTypes[N];
+  throw new PodnetError(code, `invalid ${what}: ${describeViolations(validate.errors ?? [])}`);
+}

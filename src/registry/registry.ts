@@ -1,0 +1,149 @@
+// The daemon's registry of attachments: a map in memory mirrored by one file per record under
+// <stateDir>/records. Every change is on disk before it is acknowledged. Changes are serialized,
+// and each one first replays the spool, so a change the plugin spooled earlier is applied before a
+// later one that reached the daemon directly (ADD spooled on a timeout, then DEL over the socket).
+import { readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { stateLayout, recordFileName } from '../protocol/paths.ts';
+import { parseDocument, type AttachmentKey, type AttachmentRecord, type SpoolEntry } from '../protocol/validate.ts';
+import { ensurePrivateDir, removeFileDurable, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
+import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
+import type { Logger } from '../log.ts';
+
+export interface Quarantined {
+  file: string;
+  reason: string;
+}
+
+/** A plugin's temp file older than this belongs to a plugin that died mid-write. */
+const staleSpoolTempMs = 5 * 60_000;
+
+export class Registry {
+  readonly stateDir: string;
+  private readonly log: Logger;
+  private readonly records = new Map<string, AttachmentRecord>();
+  private readonly quarantinedFiles: Quarantined[] = [];
+  private tail: Promise<unknown> = Promise.resolve();
+
+  private constructor(stateDir: string, log: Logger) {
+    this.stateDir = stateDir;
+    this.log = log;
+  }
+
+  /** Loads the records on disk, setting aside any that are corrupt, and replays the spool. */
+  static async open(stateDir: string, log: Logger): Promise<Registry> {
+    const registry = new Registry(stateDir, log);
+    for (const dir of Object.values(stateLayout)) await ensurePrivateDir(join(stateDir, dir));
+    await registry.load();
+    await registry.drainSpool();
+    return registry;
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+
+  list(): AttachmentRecord[] {
+    return [...this.records.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || keyOf(a).localeCompare(keyOf(b)));
+  }
+
+  get(key: AttachmentKey): AttachmentRecord | undefined {
+    return this.records.get(keyOf(key));
+  }
+
+  quarantined(): readonly Quarantined[] {
+    return this.quarantinedFiles;
+  }
+
+  async spoolPending(): Promise<number> {
+    return (await listSpool(this.stateDir)).length;
+  }
+
+  /** Applies one change after everything spooled before it; resolves once it is on disk. */
+  apply(entry: SpoolEntry): Promise<FoldOutcome> {
+    return this.serialize(async () => {
+      await this.replaySpool();
+      return this.commit(entry);
+    });
+  }
+
+  /** Replays whatever the plugins spooled; the number of entries applied. */
+  drainSpool(): Promise<number> {
+    return this.serialize(() => this.replaySpool());
+  }
+
+  private serialize<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(work, work);
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  private async commit(entry: SpoolEntry): Promise<FoldOutcome> {
+    const changes = changesFor(this.records, entry);
+    const recordsDir = join(this.stateDir, stateLayout.records);
+    for (const r of changes.put) await writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
+    for (const k of changes.removed) await removeFileDurable(join(recordsDir, recordFileName(k)));
+    applyChanges(this.records, changes);
+    return changes;
+  }
+
+  private async replaySpool(): Promise<number> {
+    let applied = 0;
+    for (const name of await listSpool(this.stateDir)) {
+      let entry: SpoolEntry;
+      try {
+        entry = await readSpoolEntry(this.stateDir, name);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        await this.quarantine(join(spoolDir(this.stateDir), name), (err as Error).message);
+        continue;
+      }
+      const changes = await this.commit(entry);
+      // Only once the change is on disk does its spool file go; a crash in between replays it,
+      // which is harmless: every change is idempotent.
+      await removeFileDurable(join(spoolDir(this.stateDir), name));
+      applied++;
+      this.log.info('replayed spooled change', { file: name, op: entry.op, put: changes.put.length, removed: changes.removed.length });
+    }
+    return applied;
+  }
+
+  private async load(): Promise<void> {
+    const recordsDir = join(this.stateDir, stateLayout.records);
+    for (const name of await readdir(recordsDir)) {
+      const path = join(recordsDir, name);
+      if (name.startsWith(tempPrefix)) {
+        // Only the daemon writes here, and only one daemon runs: a temp file is a write cut short.
+        await unlink(path).catch(() => undefined);
+        continue;
+      }
+      try {
+        const record = parseDocument('AttachmentRecord', JSON.parse(await readFile(path, 'utf8')) as unknown, `record ${name}`);
+        if (recordFileName(record) !== name) throw new Error(`holds the record of ${keyOf(record)}, not of its own name`);
+        this.records.set(keyOf(record), record);
+      } catch (err) {
+        await this.quarantine(path, (err as Error).message);
+      }
+    }
+    await this.sweepSpoolTemps();
+  }
+
+  private async sweepSpoolTemps(): Promise<void> {
+    const dir = spoolDir(this.stateDir);
+    for (const name of await readdir(dir)) {
+      if (!name.startsWith(tempPrefix)) continue;
+      const path = join(dir, name);
+      const info = await stat(path).catch(() => undefined);
+      if (info && Date.now() - info.mtimeMs > staleSpoolTempMs) await unlink(path).catch(() => undefined);
+    }
+  }
+
+  /** Moves a corrupt file out of the way, keeping it for a human, and remembers why. */
+  private async quarantine(path: string, reason: string): Promise<void> {
+    const name = `${Date.now()}-${path.split('/').pop() ?? 'file'}`;
+    await rename(path, join(this.stateDir, stateLayout.quarantine, name));
+    this.quarantinedFiles.push({ file: name, reason });
+    this.log.warn('set aside a corrupt file', { file: path, quarantinedAs: name, reason });
+  }
+}
