@@ -1,0 +1,82 @@
+// The node daemon as a real process of the built executable, in folders of the test's own.
+import { execa, type ResultPromise } from 'execa';
+import { dir } from 'tmp-promise';
+import { mkdir, symlink } from 'node:fs/promises';
+import type { Test } from 'tap';
+import { callDaemon } from '../../src/protocol/client.ts';
+import { routes } from '../../src/protocol/paths.ts';
+import { parseDocument, type AttachmentRecord } from '../../src/protocol/validate.ts';
+import { podnetBinary } from './env.ts';
+
+export interface DaemonSandbox {
+  /** Holds state/, run/podnet.sock and bin/podnet (a link to the built executable). */
+  root: string;
+  stateDir: string;
+  socketPath: string;
+  binDir: string;
+  /** Starts the daemon and waits until it answers /readyz. */
+  start(): Promise<void>;
+  /** SIGTERM, and wait for the exit. */
+  stop(): Promise<void>;
+  /** SIGKILL, and wait for the exit. */
+  kill(): Promise<void>;
+  records(): Promise<AttachmentRecord[]>;
+  /** The plugin config keys that point podnet at this sandbox. */
+  pluginSettings(): { socketPath: string; stateDir: string; timeoutMs: number };
+}
+
+export async function daemonSandbox(t: Test, timeoutMs = 1000): Promise<DaemonSandbox> {
+  const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
+  const root = tmp.path;
+  const stateDir = `${root}/state`;
+  const socketPath = `${root}/run/podnet.sock`;
+  const binDir = `${root}/bin`;
+  await mkdir(binDir);
+  await symlink(podnetBinary, `${binDir}/podnet`);
+  let proc: ResultPromise | undefined;
+  let exited: Promise<{ stderr: unknown }> | undefined;
+
+  const waitReady = async () => {
+    for (let i = 0; i < 200; i++) {
+      try {
+        await callDaemon({ socketPath, method: 'GET', path: routes.readyz, timeoutMs: 500 });
+        return;
+      } catch {
+        const early = await Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 25))]);
+        if (early) throw new Error(`podnet daemon exited before it was ready: ${String(early.stderr)}`);
+      }
+    }
+    throw new Error(`podnet daemon did not become ready on ${socketPath}`);
+  };
+  const end = async (signal: 'SIGTERM' | 'SIGKILL') => {
+    const running = proc;
+    proc = undefined;
+    if (!running) return;
+    running.kill(signal);
+    await running.catch(() => undefined);
+  };
+
+  const sandbox: DaemonSandbox = {
+    root,
+    stateDir,
+    socketPath,
+    binDir,
+    async start() {
+      proc = execa(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir], { reject: false, stdio: ['ignore', 'ignore', 'pipe'] });
+      exited = proc.then((r) => ({ stderr: r.stderr }));
+      await waitReady();
+    },
+    stop: () => end('SIGTERM'),
+    kill: () => end('SIGKILL'),
+    async records() {
+      const body = await callDaemon({ socketPath, method: 'GET', path: routes.attachments, timeoutMs: 5000 });
+      return parseDocument('AttachmentList', body, 'daemon answer').items.map((i) => i.record);
+    },
+    pluginSettings: () => ({ socketPath, stateDir, timeoutMs }),
+  };
+  t.teardown(async () => {
+    await end('SIGKILL');
+    await tmp.cleanup();
+  });
+  return sandbox;
+}
