@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { chmod, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { routes } from '../protocol/paths.ts';
+import { deadlineHeader, routes } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type ErrorBody } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
@@ -66,6 +66,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       'attachment in the request path',
     );
 
+  /** The sender's deadline, when it sent one (the plugin does; curl need not). */
+  const deadlineOf = (req: IncomingMessage): number => {
+    const value = Number(req.headers[deadlineHeader]);
+    return Number.isFinite(value) && value > 0 ? value : Infinity;
+  };
+
   const view = async (key: AttachmentKey) => {
     const record = registry.get(key);
     if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
@@ -111,11 +117,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
           if (record.containerId !== key.containerId || record.ifname !== key.ifname) {
             throw new PodnetError('INVALID_REQUEST', `record of ${record.containerId}/${record.ifname} sent to the path of ${key.containerId}/${key.ifname}`);
           }
-          await registry.apply({ op: 'add', record });
+          await registry.apply({ op: 'add', record }, deadlineOf(req));
           return { status: 200, body: { record, netnsExists: await isNetworkNamespace(record.netns) } };
         },
-        DELETE: async (_req, params) => {
-          const changes = await registry.apply({ op: 'del', key: keyFromPath(params) });
+        DELETE: async (req, params) => {
+          const changes = await registry.apply({ op: 'del', key: keyFromPath(params) }, deadlineOf(req));
           return { status: 200, body: { removed: changes.removed.length > 0 } };
         },
       },
@@ -125,7 +131,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       methods: {
         POST: async (req) => {
           const gc = parseDocument('GcRequest', await readJson(req), 'GC request');
-          const changes = await registry.apply({ op: 'gc', gc });
+          const changes = await registry.apply({ op: 'gc', gc }, deadlineOf(req));
           return { status: 200, body: { removed: changes.removed } };
         },
       },

@@ -2,6 +2,7 @@
 // daemon's unix socket (see docs/adr/0002). Errors come back as PodnetError with the daemon's code.
 import { request } from 'node:http';
 import { PodnetError, isErrorCode } from '../errors.ts';
+import { deadlineHeader } from './paths.ts';
 
 export interface DaemonRequest {
   socketPath: string;
@@ -25,9 +26,10 @@ export function callDaemon(req: DaemonRequest): Promise<unknown> {
         method: req.method,
         path: req.path,
         agent: false,
-        headers: payload === undefined
-          ? {}
-          : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        headers: {
+          [deadlineHeader]: String(Date.now() + req.timeoutMs),
+          ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+        },
       },
       (res) => {
         const chunks: Buffer[] = [];

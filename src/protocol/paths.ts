@@ -14,6 +14,13 @@ export const routes = {
   gc: '/v1/gc',
 } as const;
 
+/**
+ * Request header: the wall-clock time (ms since the epoch) at which the sender stops waiting and
+ * spools the change instead. The daemon commits no change after it, so a request that a stalled
+ * daemon dequeues late can never overtake the spooled copy and the changes that followed it.
+ */
+export const deadlineHeader = 'podnet-deadline';
+
 export function attachmentRoute(key: { containerId: string; ifname: string }): string {
   return `${routes.attachments}/${encodeURIComponent(key.containerId)}/${encodeURIComponent(key.ifname)}`;
 }

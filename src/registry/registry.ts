@@ -10,6 +10,7 @@ import { ensurePrivateDir, removeFileDurable, tempPrefix, writeFileAtomic } from
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import type { Logger } from '../log.ts';
+import { PodnetError } from '../errors.ts';
 
 export interface Quarantined {
   file: string;
@@ -60,10 +61,17 @@ export class Registry {
     return (await listSpool(this.stateDir)).length;
   }
 
-  /** Applies one change after everything spooled before it; resolves once it is on disk. */
-  apply(entry: SpoolEntry): Promise<FoldOutcome> {
+  /**
+   * Applies one change after everything spooled before it; resolves once it is on disk. A change
+   * whose sender's deadline (ms since the epoch) has passed is refused: the sender has spooled it,
+   * and the spooled copy takes its place in order.
+   */
+  apply(entry: SpoolEntry, deadline = Infinity): Promise<FoldOutcome> {
     return this.serialize(async () => {
       await this.replaySpool();
+      if (Date.now() > deadline) {
+        throw new PodnetError('TRY_AGAIN_LATER', `${entry.op} arrived after its sender stopped waiting; its spooled copy applies instead`);
+      }
       return this.commit(entry);
     });
   }

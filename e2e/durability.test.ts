@@ -1,0 +1,123 @@
+// Nothing the runtime was told succeeded is ever lost: with the daemon down, frozen, or killed
+// with SIGKILL in a loop, the records end up equal to the sandboxes that live.
+import t, { type Test } from 'tap';
+import { execa } from 'execa';
+import { readdir, rename } from 'node:fs/promises';
+import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
+import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
+import { missingPrerequisite } from './lib/env.ts';
+import { makeNetns, uniqueName } from './lib/netns.ts';
+
+const skip = missingPrerequisite();
+
+/** podnet alone, as the last plugin of a 1.0.0 list, with a primary result made up for it. */
+function podnetList(daemon: DaemonSandbox, timeoutMs: number) {
+  return {
+    cniVersion: '1.0.0',
+    name: 'durability',
+    plugins: [{ type: 'podnet', ...daemon.pluginSettings(), timeoutMs }],
+  };
+}
+const primaryResult = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '198.18.50.2/24', interface: 0 }] };
+
+async function plugin(t: Test, daemon: DaemonSandbox, command: 'ADD' | 'DEL', att: Attachment, timeoutMs = 300) {
+  const runtime = new CniRuntime([daemon.binDir]);
+  const list = podnetList(daemon, timeoutMs);
+  const out = await runtime.invoke(list, list.plugins[0]!, command, att, primaryResult);
+  if (command === 'ADD') t.same(out, primaryResult, `ADD ${att.containerId} passed the result through`);
+}
+
+async function spoolFiles(daemon: DaemonSandbox): Promise<string[]> {
+  return (await readdir(`${daemon.stateDir}/spool`).catch(() => [])).filter((n) => n.endsWith('.json'));
+}
+
+async function recordedIds(daemon: DaemonSandbox): Promise<string[]> {
+  return (await daemon.records()).map((r) => r.containerId).sort();
+}
+
+t.test('daemon down during ADD and DEL, then started: nothing lost', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t);
+  const netns = await makeNetns(t);
+  const atts = ['a', 'b', 'c'].map((id): Attachment => ({ containerId: uniqueName(`down-${id}-`), netns: netns.path, ifname: 'eth0' }));
+  for (const att of atts) await plugin(t, daemon, 'ADD', att);
+  await plugin(t, daemon, 'DEL', atts[1]!);
+  t.equal((await spoolFiles(daemon)).length, 4, 'the four changes wait in the spool');
+
+  await daemon.start();
+  t.same(await recordedIds(daemon), [atts[0]!.containerId, atts[2]!.containerId].sort(), 'replayed in order');
+  t.same(await spoolFiles(daemon), [], 'the spool is empty once replayed');
+});
+
+t.test('a request a stalled daemon takes up after its sender gave up never overtakes later changes', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t);
+  await daemon.start();
+  const netns = await makeNetns(t);
+  const att: Attachment = { containerId: uniqueName('stale-'), netns: netns.path, ifname: 'eth0' };
+  const pid = Number((await execa('pgrep', ['-f', `daemon --socket ${daemon.socketPath}`])).stdout.split('\n')[0]);
+  process.kill(pid, 'SIGSTOP');
+  try {
+    // The ADD waits in the frozen daemon's socket queue until the plugin times out and spools it.
+    await plugin(t, daemon, 'ADD', att, 200);
+    // The DEL finds no socket at all and goes straight to the spool.
+    await rename(daemon.socketPath, `${daemon.socketPath}.away`);
+    await plugin(t, daemon, 'DEL', att, 200);
+    await rename(`${daemon.socketPath}.away`, daemon.socketPath);
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  // The daemon now takes up the stale ADD: it replays the spool (ADD, DEL) first, and must not
+  // then apply the ADD on top.
+  await new Promise((r) => setTimeout(r, 300));
+  t.same(await recordedIds(daemon), [], 'the late ADD did not overtake its DEL');
+  t.same(await spoolFiles(daemon), []);
+});
+
+t.test('SIGKILL in a loop under a burst of 100 ADD/DEL: records equal the live sandboxes', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t);
+  await daemon.start();
+  const namespaces = await Promise.all([0, 1, 2, 3].map(() => makeNetns(t)));
+  // 60 sandboxes are added; 40 of them are deleted again: 100 plugin runs.
+  const sandboxes = Array.from({ length: 60 }, (_, i) => ({
+    att: { containerId: `burst-${i}-${uniqueName('')}`, netns: namespaces[i % 4]!.path, ifname: 'eth0' } as Attachment,
+    deleted: i % 3 !== 0,
+  }));
+
+  let bursting = true;
+  let kills = 0;
+  const killer = (async () => {
+    while (bursting) {
+      await new Promise((r) => setTimeout(r, 20 + Math.floor(Math.random() * 80)));
+      await daemon.kill();
+      kills++;
+      await daemon.start();
+    }
+  })();
+
+  // Four runtimes at once; each sandbox's own ADD and DEL in order, as a runtime issues them.
+  const queue = [...sandboxes];
+  const failures: string[] = [];
+  await Promise.all(
+    [0, 1, 2, 3].map(async () => {
+      for (let s = queue.shift(); s; s = queue.shift()) {
+        try {
+          await plugin(t, daemon, 'ADD', s.att);
+          if (s.deleted) await plugin(t, daemon, 'DEL', s.att);
+        } catch (err) {
+          failures.push(`${s.att.containerId}: ${(err as Error).message}`);
+        }
+      }
+    }),
+  );
+  bursting = false;
+  await killer;
+  t.same(failures, [], 'every plugin run succeeded');
+  t.ok(kills >= 3, `the daemon was killed during the burst (${kills} times)`);
+
+  await daemon.kill();
+  await daemon.start();
+  const live = sandboxes.filter((s) => !s.deleted).map((s) => s.att.containerId).sort();
+  t.same(await recordedIds(daemon), live, 'records equal exactly the live sandboxes');
+  t.same(await spoolFiles(daemon), [], 'nothing left in the spool');
+  const leftovers = (await readdir(`${daemon.stateDir}/records`)).filter((n) => !n.endsWith('.json'));
+  t.same(leftovers, [], 'no temp files left in records/');
+});
