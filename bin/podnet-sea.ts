@@ -1,13 +1,14 @@
 // Main script of the single executable (docs/adr/0001). It holds the plugin path alone; the
 // command line and daemon ride in the executable as an asset, compiled only when a command runs.
-import { getAsset } from 'node:sea';
-import { compileFunction } from 'node:vm';
-import { createRequire } from 'node:module';
 import { pluginMain } from '../src/cni/main.ts';
 
 type CliModule = { exports: { cliMain?: (argv: readonly string[]) => Promise<void> } };
 
 function loadCli(): CliModule['exports'] {
+  // Loaded here, not at the top: the plugin path needs none of them.
+  const { getAsset } = process.getBuiltinModule('node:sea');
+  const { compileFunction } = process.getBuiltinModule('node:vm');
+  const { createRequire } = process.getBuiltinModule('node:module');
   const source = getAsset('cli.cjs', 'utf8');
   const run = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: 'podnet-cli.cjs' });
   const module: CliModule = { exports: {} };

@@ -2,7 +2,7 @@
 // imports are the whole main script of the executable, so nothing else loads on a pod's creation.
 import { readFileSync, writeSync } from 'node:fs';
 import { runPlugin } from './plugin.ts';
-import { daemonRecorder } from './recorder.ts';
+import { spoolRecorder } from './recorder.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
 
 export async function pluginMain(): Promise<void> {
@@ -15,7 +15,7 @@ export async function pluginMain(): Promise<void> {
   const out = await runPlugin({
     env: process.env,
     stdin,
-    openRecorder: daemonRecorder,
+    openRecorder: spoolRecorder,
     isNetworkNamespace,
     now: () => new Date(),
   });

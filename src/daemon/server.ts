@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { chmod, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { deadlineHeader, routes } from '../protocol/paths.ts';
+import { routes } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type ErrorBody } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
@@ -66,13 +66,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       'attachment in the request path',
     );
 
-  /** The sender's deadline, when it sent one (the plugin does; curl need not). */
-  const deadlineOf = (req: IncomingMessage): number => {
-    const value = Number(req.headers[deadlineHeader]);
-    return Number.isFinite(value) && value > 0 ? value : Infinity;
-  };
-
   const view = async (key: AttachmentKey) => {
+    await registry.drainSpool();
     const record = registry.get(key);
     if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
     return { record, netnsExists: await isNetworkNamespace(record.netns) };
@@ -99,6 +94,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       pattern: /^\/v1\/attachments$/,
       methods: {
         GET: async () => {
+          await registry.drainSpool();
           const items = await Promise.all(
             registry.list().map(async (record) => ({ record, netnsExists: await isNetworkNamespace(record.netns) })),
           );
@@ -117,11 +113,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
           if (record.containerId !== key.containerId || record.ifname !== key.ifname) {
             throw new PodnetError('INVALID_REQUEST', `record of ${record.containerId}/${record.ifname} sent to the path of ${key.containerId}/${key.ifname}`);
           }
-          await registry.apply({ op: 'add', record }, deadlineOf(req));
+          await registry.apply({ op: 'add', record });
           return { status: 200, body: { record, netnsExists: await isNetworkNamespace(record.netns) } };
         },
-        DELETE: async (req, params) => {
-          const changes = await registry.apply({ op: 'del', key: keyFromPath(params) }, deadlineOf(req));
+        DELETE: async (_req, params) => {
+          const changes = await registry.apply({ op: 'del', key: keyFromPath(params) });
           return { status: 200, body: { removed: changes.removed.length > 0 } };
         },
       },
@@ -131,7 +127,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       methods: {
         POST: async (req) => {
           const gc = parseDocument('GcRequest', await readJson(req), 'GC request');
-          const changes = await registry.apply({ op: 'gc', gc }, deadlineOf(req));
+          const changes = await registry.apply({ op: 'gc', gc });
           return { status: 200, body: { removed: changes.removed } };
         },
       },

@@ -14,13 +14,6 @@ export const routes = {
   gc: '/v1/gc',
 } as const;
 
-/**
- * Request header: the wall-clock time (ms since the epoch) at which the sender stops waiting and
- * spools the change instead. The daemon commits no change after it, so a request that a stalled
- * daemon dequeues late can never overtake the spooled copy and the changes that followed it.
- */
-export const deadlineHeader = 'podnet-deadline';
-
 export function attachmentRoute(key: { containerId: string; ifname: string }): string {
   return `${routes.attachments}/${encodeURIComponent(key.containerId)}/${encodeURIComponent(key.ifname)}`;
 }
@@ -29,7 +22,7 @@ export function attachmentRoute(key: { containerId: string; ifname: string }): s
 export const stateLayout = {
   /** One file per attachment record. */
   records: 'records',
-  /** Changes the plugin could not hand the daemon; replayed by the daemon. */
+  /** The plugins' changes, in order, until the daemon has applied them (docs/adr/0003). */
   spool: 'spool',
   /** Files found corrupt, set aside for a human. */
   quarantine: 'quarantine',

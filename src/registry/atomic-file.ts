@@ -2,7 +2,6 @@
 // torn one. Temp file in the same directory, fsync, rename, fsync of the directory.
 import { open, rename, unlink, mkdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 
 /** Temp files start with this; a reader skips them and a start-up sweep may remove stale ones. */
 export const tempPrefix = '.tmp-';
@@ -22,7 +21,8 @@ async function syncDir(dir: string): Promise<void> {
 
 export async function writeFileAtomic(path: string, data: string, mode = 0o600): Promise<void> {
   const dir = dirname(path);
-  const temp = join(dir, `${tempPrefix}${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}`);
+  // pid and the monotonic clock make the name unique without loading node:crypto on the plugin path.
+  const temp = join(dir, `${tempPrefix}${basename(path)}.${process.pid}.${process.hrtime.bigint()}`);
   const handle = await open(temp, 'wx', mode);
   try {
     await handle.writeFile(data);

@@ -1,7 +1,7 @@
 // The daemon's registry of attachments: a map in memory mirrored by one file per record under
 // <stateDir>/records. Every change is on disk before it is acknowledged. Changes are serialized,
-// and each one first replays the spool, so a change the plugin spooled earlier is applied before a
-// later one that reached the daemon directly (ADD spooled on a timeout, then DEL over the socket).
+// and each one first replays the spool (the plugins' inbox), so a change that reaches the daemon
+// over the socket never overtakes one the plugins recorded before it.
 import { readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
@@ -10,7 +10,6 @@ import { ensurePrivateDir, removeFileDurable, tempPrefix, writeFileAtomic } from
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import type { Logger } from '../log.ts';
-import { PodnetError } from '../errors.ts';
 
 export interface Quarantined {
   file: string;
@@ -61,17 +60,10 @@ export class Registry {
     return (await listSpool(this.stateDir)).length;
   }
 
-  /**
-   * Applies one change after everything spooled before it; resolves once it is on disk. A change
-   * whose sender's deadline (ms since the epoch) has passed is refused: the sender has spooled it,
-   * and the spooled copy takes its place in order.
-   */
-  apply(entry: SpoolEntry, deadline = Infinity): Promise<FoldOutcome> {
+  /** Applies one change after everything spooled before it; resolves once it is on disk. */
+  apply(entry: SpoolEntry): Promise<FoldOutcome> {
     return this.serialize(async () => {
       await this.replaySpool();
-      if (Date.now() > deadline) {
-        throw new PodnetError('TRY_AGAIN_LATER', `${entry.op} arrived after its sender stopped waiting; its spooled copy applies instead`);
-      }
       return this.commit(entry);
     });
   }

@@ -1,10 +1,13 @@
-// The spool: registry changes the plugin could not hand the daemon in time, one file each in
-// <stateDir>/spool. The plugin writes them; the daemon replays them in name order and removes each
-// once applied. Names sort by wall clock, then by the system-wide monotonic clock, so entries of
-// one sandbox replay in the order the runtime issued them. See docs/adr/0003.
+// The spool: the plugin's durable inbox to the daemon (docs/adr/0003). Every change a plugin makes
+// (ADD, DEL, GC) is one file in <stateDir>/spool, written atomically before the plugin reports
+// success; the daemon applies them in order and removes each once applied.
+//
+// Order: a name holds the boot id, the system-wide monotonic clock and the pid. Within a boot the
+// monotonic clock orders every writer on the node and never steps back (the wall clock does, at
+// boot or under NTP). Entries of an earlier boot, which a daemon never got to, come first.
 import { readdir, readFile, access, constants } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { ensurePrivateDir, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import { parseDocument, type SpoolEntry } from '../protocol/validate.ts';
@@ -13,16 +16,34 @@ export function spoolDir(stateDir: string): string {
   return join(stateDir, stateLayout.spool);
 }
 
-export function spoolFileName(wallClockMs: number, monotonicNs: bigint): string {
-  const wall = String(wallClockMs).padStart(15, '0');
-  const mono = monotonicNs.toString().padStart(20, '0');
-  return `${wall}-${mono}-${process.pid}-${randomBytes(3).toString('hex')}.json`;
+let cachedBootId: string | undefined;
+
+/** This boot's id, without dashes ("unknown" where /proc does not say). */
+export function currentBootId(): string {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim().replaceAll('-', '');
+    } catch {
+      cachedBootId = 'unknown';
+    }
+  }
+  return cachedBootId;
+}
+
+export function spoolFileName(bootId: string, monotonicNs: bigint, pid: number): string {
+  return `${bootId}-${monotonicNs.toString().padStart(20, '0')}-${pid}.json`;
+}
+
+/** Replay order: earlier boots first, then this boot's entries by the monotonic clock. */
+export function replayOrder(names: readonly string[], bootId: string): string[] {
+  const thisBoot = (n: string) => n.startsWith(`${bootId}-`);
+  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || a.localeCompare(b));
 }
 
 export async function writeSpoolEntry(stateDir: string, entry: SpoolEntry): Promise<string> {
   const dir = spoolDir(stateDir);
   await ensurePrivateDir(dir);
-  const path = join(dir, spoolFileName(Date.now(), process.hrtime.bigint()));
+  const path = join(dir, spoolFileName(currentBootId(), process.hrtime.bigint(), process.pid));
   await writeFileAtomic(path, JSON.stringify(entry));
   return path;
 }
@@ -36,7 +57,10 @@ export async function listSpool(stateDir: string): Promise<string[]> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  return names.filter((n) => n.endsWith('.json') && !n.startsWith(tempPrefix)).sort();
+  return replayOrder(
+    names.filter((n) => n.endsWith('.json') && !n.startsWith(tempPrefix)),
+    currentBootId(),
+  );
 }
 
 export async function readSpoolEntry(stateDir: string, name: string): Promise<SpoolEntry> {
@@ -44,7 +68,7 @@ export async function readSpoolEntry(stateDir: string, name: string): Promise<Sp
   return parseDocument('SpoolEntry', JSON.parse(text) as unknown, `spool entry ${name}`);
 }
 
-/** Whether a plugin could spool now: the spool folder exists (or can be made) and is writable. */
+/** Whether a plugin can record now: the spool folder exists (or can be made) and is writable. */
 export async function spoolWritable(stateDir: string): Promise<boolean> {
   try {
     await ensurePrivateDir(spoolDir(stateDir));

@@ -1,0 +1,87 @@
+// bench/plugin-add: what podnet adds to a pod's creation. Median wall time of a podnet ADD through
+// the built executable (daemon up, record written durably) against two anchors measured in the
+// same run, alternating A B C A B C ...:
+//  - `node -e 0` on the same pinned Node: the floor of any Node executable's start;
+//  - the reference `tuning` plugin in podnet's chain position, with the same prevResult.
+// Target (issue 2): podnet ADD / node -e 0 <= 1.15. Run as root: npm run bench [-- RUNS]
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { podnetBinary } from '../e2e/lib/env.ts';
+
+const runs = Number(process.argv[2] ?? 40);
+const target = 1.15;
+
+const work = mkdtempSync(`${tmpdir()}/podnet-bench-`);
+const netnsName = `pnbench${process.pid}`;
+const socketPath = `${work}/run/podnet.sock`;
+const stateDir = `${work}/state`;
+execFileSync('ip', ['netns', 'add', netnsName]);
+execFileSync('ip', ['-n', netnsName, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
+
+const prevResult = {
+  cniVersion: '1.0.0',
+  interfaces: [{ name: 'eth0', sandbox: `/run/netns/${netnsName}` }],
+  ips: [{ address: '198.18.70.2/24', gateway: '198.18.70.1', interface: 0 }],
+};
+const config = (type: string, extra: object = {}) =>
+  JSON.stringify({ cniVersion: '1.0.0', name: 'bench', type, ...extra, prevResult });
+const podnetConfig = config('podnet', { socketPath, stateDir });
+const tuningConfig = config('tuning');
+
+function timeOnce(file: string, args: string[], input: string, env: NodeJS.ProcessEnv): number {
+  const start = process.hrtime.bigint();
+  const r = spawnSync(file, args, { input, env });
+  const ms = Number(process.hrtime.bigint() - start) / 1e6;
+  if (r.status !== 0) throw new Error(`${file} ${args.join(' ')} failed: ${r.stdout}${r.stderr}`);
+  return ms;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+
+// The daemon runs as in production: its own process, started before the measurement.
+const daemon = spawn(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir], { stdio: 'ignore' });
+for (let i = 0; i < 100 && !existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 20));
+try {
+  const cniEnv = (containerId: string): NodeJS.ProcessEnv => ({
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: `/run/netns/${netnsName}`,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/usr/lib/cni',
+    CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=bench-0',
+  });
+  const node: number[] = [];
+  const podnet: number[] = [];
+  const tuning: number[] = [];
+  for (let i = -3; i < runs; i++) {
+    const n = timeOnce(process.execPath, ['-e', '0'], '', {});
+    const p = timeOnce(podnetBinary, [], podnetConfig, cniEnv(`bench${i + 3}`));
+    const u = timeOnce('/usr/lib/cni/tuning', [], tuningConfig, cniEnv(`bench${i + 3}`));
+    if (i < 0) continue; // warm-up: page cache, first daemon writes
+    node.push(n);
+    podnet.push(p);
+    tuning.push(u);
+  }
+  // Every ADD must have reached the daemon: a spooled one would mean a timeout was measured.
+  const spooled = readdirSync(`${stateDir}/spool`).length;
+  const recorded = readdirSync(`${stateDir}/records`).length;
+  if (spooled !== 0 || recorded !== runs + 3) throw new Error(`expected ${runs + 3} records and no spool; found ${recorded} and ${spooled}`);
+  const [mn, mp, mu] = [median(node), median(podnet), median(tuning)];
+  const ratio = mp / mn;
+  console.log(`runs: ${runs} (alternating, after 3 warm-up rounds), Node ${process.version}`);
+  console.log(`node -e 0        median ${mn.toFixed(1)} ms`);
+  console.log(`podnet ADD       median ${mp.toFixed(1)} ms   ${ratio.toFixed(2)} x node -e 0 (target <= ${target})`);
+  console.log(`tuning ADD       median ${mu.toFixed(1)} ms   podnet ADD is ${(mp / mu).toFixed(1)} x tuning`);
+  console.log(ratio <= target ? 'PASS' : 'FAIL');
+  process.exitCode = ratio <= target ? 0 : 1;
+} finally {
+  daemon.kill('SIGTERM');
+  await new Promise((r) => daemon.once('exit', r));
+  execFileSync('ip', ['netns', 'del', netnsName]);
+  rmSync(work, { recursive: true, force: true });
+}

@@ -1,0 +1,190 @@
+import t, { type Test } from 'tap';
+import { readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { dir } from 'tmp-promise';
+import { silentLogger } from '../log.ts';
+import type { AttachmentKey, AttachmentRecord } from '../protocol/validate.ts';
+import { keyOf } from './fold.ts';
+import { Registry } from './registry.ts';
+import { writeSpoolEntry } from './spool.ts';
+
+/** A fresh state directory, removed when the test ends however it ends. */
+async function stateDir(t: Test): Promise<string> {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(tmp.cleanup);
+  return tmp.path;
+}
+
+function record(containerId: string, network = 'kindnet', netns = `/var/run/netns/cni-${containerId}`): AttachmentRecord {
+  return {
+    containerId,
+    ifname: 'eth0',
+    network,
+    netns,
+    cniVersion: '1.0.0',
+    pod: { namespace: 'shop', name: `pod-${containerId}` },
+    prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.244.0.5/24' }] },
+    createdAt: '2026-03-01T12:00:00.000Z',
+  };
+}
+
+const keyFor = (containerId: string): AttachmentKey => ({ containerId, ifname: 'eth0' });
+const listed = (registry: Registry) => registry.list().map(keyOf).sort();
+const ls = async (path: string) => (await readdir(path)).sort();
+const reopen = (path: string) => Registry.open(path, silentLogger);
+
+const a = record('aaa');
+const b = record('bbb');
+const c = record('ccc', 'vlan100');
+
+t.test('open makes the state layout, private', async (t) => {
+  const path = await stateDir(t);
+  const registry = await reopen(path);
+  t.equal(registry.size, 0);
+  t.strictSame(await ls(path), ['quarantine', 'records', 'spool']);
+  for (const sub of ['quarantine', 'records', 'spool']) t.equal((await stat(join(path, sub))).mode & 0o777, 0o700, `${sub} is 0700`);
+});
+
+t.test('add, del and gc are on disk when apply resolves', async (t) => {
+  const path = await stateDir(t);
+  const registry = await reopen(path);
+  for (const r of [a, b, c]) t.strictSame(await registry.apply({ op: 'add', record: r }), { put: [r], removed: [] });
+  t.strictSame((await reopen(path)).list(), [a, b, c], 'reopened: the same records');
+
+  const recordFile = join(path, 'records', 'aaa@eth0.json');
+  t.strictSame(JSON.parse(await readFile(recordFile, 'utf8')), a, 'one file per record, named container@ifname');
+  t.equal((await stat(recordFile)).mode & 0o777, 0o600, 'record files are 0600');
+
+  t.strictSame(await registry.apply({ op: 'del', key: keyFor('aaa') }), { put: [], removed: [keyFor('aaa')] });
+  t.strictSame(await registry.apply({ op: 'del', key: keyFor('aaa') }), { put: [], removed: [] }, 'a second DEL removes nothing');
+  t.strictSame(listed(await reopen(path)), ['bbb@eth0', 'ccc@eth0'], 'reopened after DEL');
+
+  const gc = await registry.apply({ op: 'gc', gc: { network: 'kindnet', validAttachments: [] } });
+  t.strictSame(gc.removed, [keyFor('bbb')], 'GC of kindnet leaves vlan100 alone');
+  t.strictSame(listed(await reopen(path)), ['ccc@eth0'], 'reopened after GC');
+  t.strictSame(await ls(join(path, 'records')), ['ccc@eth0.json'], 'removed records leave no file');
+});
+
+t.test('corrupt record files are quarantined, the others load', async (t) => {
+  const path = await stateDir(t);
+  const records = join(path, 'records');
+  await (await reopen(path)).apply({ op: 'add', record: b });
+  const corrupt: Record<string, string> = {
+    'notjson@eth0.json': 'not json{',
+    'schema@eth0.json': JSON.stringify({ ...record('schema'), ifname: '..' }),
+    'other@eth0.json': JSON.stringify(a),
+  };
+  for (const [name, text] of Object.entries(corrupt)) await writeFile(join(records, name), text);
+
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), [b], 'the good record loads');
+  t.strictSame(await ls(records), ['bbb@eth0.json'], 'the corrupt files left records/');
+
+  const why = new Map(registry.quarantined().map((q) => [q.file.replace(/^\d+-/, ''), q]));
+  t.strictSame([...why.keys()].sort(), Object.keys(corrupt).sort(), 'each corrupt file is listed');
+  t.match(why.get('notjson@eth0.json'), { file: /^\d+-notjson@eth0\.json$/, reason: /JSON/ });
+  t.match(why.get('schema@eth0.json'), { reason: /at \/ifname: must match pattern/ });
+  t.match(why.get('other@eth0.json'), { reason: /holds the record of aaa@eth0, not of its own name/ });
+
+  const kept = await ls(join(path, 'quarantine'));
+  t.strictSame(kept, registry.quarantined().map((q) => q.file).sort(), 'quarantine/ holds the files listed');
+  for (const q of registry.quarantined()) {
+    const original = corrupt[q.file.replace(/^\d+-/, '')];
+    t.equal(await readFile(join(path, 'quarantine', q.file), 'utf8'), original, `${q.file} is kept as it was`);
+  }
+  t.strictSame((await reopen(path)).quarantined(), [], 'the next start finds nothing new to set aside');
+});
+
+t.test('spooled changes are replayed in order at open, and their files removed', async (t) => {
+  const path = await stateDir(t);
+  await writeSpoolEntry(path, { op: 'add', record: a });
+  await writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
+  await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') });
+  await writeSpoolEntry(path, { op: 'add', record: b });
+  t.equal((await ls(join(path, 'spool'))).length, 4);
+
+  const registry = await reopen(path);
+  t.equal(registry.get(keyFor('aaa')), undefined, 'add then del: absent');
+  t.strictSame(registry.get(keyFor('bbb')), b, 'del then add: present');
+  t.strictSame(await ls(join(path, 'spool')), [], 'spool files removed');
+  t.equal(await registry.spoolPending(), 0);
+  t.strictSame(listed(await reopen(path)), ['bbb@eth0'], 'the replay is on disk');
+});
+
+t.test('a spooled GC is replayed against the records on disk', async (t) => {
+  const path = await stateDir(t);
+  const registry = await reopen(path);
+  for (const r of [a, b, c]) await registry.apply({ op: 'add', record: r });
+  await writeSpoolEntry(path, { op: 'gc', gc: { network: 'kindnet', validAttachments: [keyFor('bbb')] } });
+  t.strictSame(listed(await reopen(path)), ['bbb@eth0', 'ccc@eth0']);
+});
+
+t.test('corrupt spool files are quarantined, the others replayed', async (t) => {
+  const path = await stateDir(t);
+  const spool = join(path, 'spool');
+  // Spool files as a plugin names them, then spoiled: one cut short, one failing the schema.
+  const garbage = basename(await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  await writeSpoolEntry(path, { op: 'add', record: a });
+  const invalid = basename(await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  await writeFile(join(spool, garbage), '{"op":"add",');
+  await writeFile(join(spool, invalid), JSON.stringify({ op: 'add', record: { ...b, netns: 'relative/path' } }));
+
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), [a], 'the good entry is replayed');
+  t.strictSame(await ls(spool), [], 'the spool is empty');
+  t.strictSame(registry.quarantined().map((q) => q.file.replace(/^\d+-/, '')).sort(), [garbage, invalid].sort());
+  t.match(registry.quarantined().find((q) => q.file.endsWith(invalid)), { reason: /at \/record\/netns: must match pattern/ });
+  t.equal((await ls(join(path, 'quarantine'))).length, 2);
+});
+
+t.test('temp files of cut-short writes are swept at open', async (t) => {
+  const path = await stateDir(t);
+  await reopen(path);
+  const recordTemp = join(path, 'records', '.tmp-aaa@eth0.json.123.abcd');
+  const oldSpoolTemp = join(path, 'spool', '.tmp-000000000000001-x.json.9.ab');
+  const freshSpoolTemp = join(path, 'spool', '.tmp-000000000000002-x.json.9.cd');
+  for (const file of [recordTemp, oldSpoolTemp, freshSpoolTemp]) await writeFile(file, '{"op":');
+  const hourAgo = new Date(Date.now() - 60 * 60_000);
+  await utimes(oldSpoolTemp, hourAgo, hourAgo);
+
+  const registry = await reopen(path);
+  t.strictSame(await ls(join(path, 'records')), [], 'a record temp file is removed');
+  t.strictSame(await ls(join(path, 'spool')), ['.tmp-000000000000002-x.json.9.cd'], 'only a spool temp a plugin may still be writing stays');
+  t.strictSame(registry.quarantined(), [], 'temp files are not quarantined');
+  t.equal(await registry.spoolPending(), 0, 'a spool temp is not pending');
+});
+
+t.test('apply replays what was spooled before its own change', async (t) => {
+  t.test('ADD spooled on a timeout, then DEL over the socket: absent', async (t) => {
+    const path = await stateDir(t);
+    const registry = await reopen(path);
+    await writeSpoolEntry(path, { op: 'add', record: a });
+    t.strictSame(await registry.apply({ op: 'del', key: keyFor('aaa') }), { put: [], removed: [keyFor('aaa')] });
+    t.equal(registry.get(keyFor('aaa')), undefined);
+    t.strictSame(await ls(join(path, 'spool')), []);
+    t.strictSame(listed(await reopen(path)), []);
+  });
+
+  t.test('DEL spooled, then a new ADD of the same key: present', async (t) => {
+    const path = await stateDir(t);
+    const registry = await reopen(path);
+    await registry.apply({ op: 'add', record: a });
+    await writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
+    const again = record('aaa', 'kindnet', '/var/run/netns/cni-new');
+    await registry.apply({ op: 'add', record: again });
+    t.strictSame(registry.get(keyFor('aaa')), again);
+    t.strictSame((await reopen(path)).get(keyFor('aaa')), again);
+  });
+});
+
+t.test('changes applied at once run in call order', async (t) => {
+  const path = await stateDir(t);
+  const registry = await reopen(path);
+  await Promise.all([
+    registry.apply({ op: 'add', record: a }),
+    registry.apply({ op: 'del', key: keyFor('aaa') }),
+    registry.apply({ op: 'add', record: b }),
+  ]);
+  t.strictSame(listed(registry), ['bbb@eth0']);
+  t.strictSame(listed(await reopen(path)), ['bbb@eth0']);
+});
