@@ -9,6 +9,7 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
 
 /** 45s, 12m, 3h, 5d: the largest unit, as kubectl's AGE column. */
 export function formatAge(ms: number): string {
+  if (!Number.isFinite(ms)) return '?';
   const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 120) return `${s}s`;
   const m = Math.floor(s / 60);

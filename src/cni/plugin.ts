@@ -33,8 +33,10 @@ export async function runPlugin(ctx: PluginContext): Promise<PluginOutput> {
   try {
     const command = ctx.env['CNI_COMMAND'];
     if (command === 'VERSION') return versionInfo(ctx.stdin);
-    const config = parseConfig(ctx.stdin);
-    answerVersion = config.cniVersion;
+    const json = parseJson(ctx.stdin);
+    // An error answers in the configuration's own version, also when the rest of it is invalid.
+    answerVersion = declaredVersion(json) ?? answerVersion;
+    const config = parseDocument('PluginConfig', json, 'network configuration', 'INVALID_CONFIG');
     if (!isSupportedVersion(config.cniVersion)) {
       throw new PodnetError(
         'INCOMPATIBLE_CNI_VERSION',
@@ -93,19 +95,20 @@ function parseJson(stdin: string): unknown {
   }
 }
 
-export function parseConfig(stdin: string): PluginConfig {
-  return parseDocument('PluginConfig', parseJson(stdin), 'network configuration', 'INVALID_CONFIG');
+function declaredVersion(json: unknown): string | undefined {
+  const v = json && typeof json === 'object' ? (json as { cniVersion?: unknown }).cniVersion : undefined;
+  return typeof v === 'string' && /^\d+\.\d+\.\d+$/.test(v) ? v : undefined;
 }
 
 function versionInfo(stdin: string): PluginOutput {
   // The request's own version when podnet speaks it, so an older runtime reads the answer.
-  let requested: unknown;
+  let requested: string | undefined;
   try {
-    requested = (JSON.parse(stdin) as { cniVersion?: unknown }).cniVersion;
+    requested = declaredVersion(JSON.parse(stdin));
   } catch {
     requested = undefined;
   }
-  const cniVersion = typeof requested === 'string' && isSupportedVersion(requested) ? requested : latestVersion;
+  const cniVersion = requested && isSupportedVersion(requested) ? requested : latestVersion;
   return success({ cniVersion, supportedVersions });
 }
 
@@ -194,9 +197,14 @@ async function status(inv: Invocation): Promise<PluginOutput> {
 
 async function gc(inv: Invocation): Promise<PluginOutput> {
   requireVersion(inv, 'GC', '1.1.0');
+  const listed = inv.config['cni.dev/valid-attachments'];
+  if (!listed) {
+    // Read as an empty list it would drop every record of the network: refuse instead.
+    throw new PodnetError('INVALID_CONFIG', 'GC without cni.dev/valid-attachments: the runtime must list the attachments that stay');
+  }
   // A runtime may list attachments podnet never saw or whose names it would refuse; those cannot
   // match a record, so they are left out rather than failing the whole collection.
-  const validAttachments = (inv.config['cni.dev/valid-attachments'] ?? [])
+  const validAttachments = listed
     .map((a) => ({ containerId: a.containerID, ifname: a.ifname }))
     .filter((k) => {
       try {

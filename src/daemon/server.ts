@@ -40,7 +40,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const readJson = async (req: IncomingMessage): Promise<unknown> => {
     const type = req.headers['content-type'] ?? '';
-    if (!/^application\/json\b/.test(type)) {
+    if (!/^application\/json\s*(;|$)/i.test(type)) {
       throw new PodnetError('UNSUPPORTED_MEDIA_TYPE', `request body must be application/json, not "${type}"`);
     }
     const declared = Number(req.headers['content-length'] ?? NaN);
@@ -59,10 +59,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     }
   };
 
+  const decodeSegment = (segment: string | undefined): string => {
+    try {
+      return decodeURIComponent(segment ?? '');
+    } catch {
+      throw new PodnetError('INVALID_REQUEST', `request path segment "${segment}" is not valid percent-encoding`);
+    }
+  };
   const keyFromPath = (params: string[]): AttachmentKey =>
     parseDocument(
       'AttachmentKey',
-      { containerId: decodeURIComponent(params[0] ?? ''), ifname: decodeURIComponent(params[1] ?? '') },
+      { containerId: decodeSegment(params[0]), ifname: decodeSegment(params[1]) },
       'attachment in the request path',
     );
 
@@ -75,7 +82,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const table: Route[] = [
     { pattern: /^\/healthz$/, methods: { GET: async () => ({ status: 200, body: { status: 'ok' } }) } },
-    { pattern: /^\/readyz$/, methods: { GET: async () => ({ status: 200, body: { status: 'ready' } }) } },
+    {
+      // Ready while the daemon can apply changes: its records and the plugins' spool are writable.
+      pattern: /^\/readyz$/,
+      methods: {
+        GET: async () => {
+          const problem = await registry.writableProblem();
+          if (problem) throw new PodnetError('NOT_AVAILABLE', `not ready: ${problem}`);
+          return { status: 200, body: { status: 'ready' } };
+        },
+      },
+    },
     {
       pattern: /^\/v1\/status$/,
       methods: {

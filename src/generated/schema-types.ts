@@ -46,7 +46,7 @@ export interface PluginConfig {
  */
 export type ContainerId = string;
 /**
- * CNI_IFNAME: 1 to 15 characters, not . or .., no /, : or whitespace (the CNI spec, and the kernel's IFNAMSIZ).
+ * CNI_IFNAME: 1 to 15 printable ASCII characters (so 15 bytes, the kernel's IFNAMSIZ), not . or .., no /, : or whitespace (the CNI spec).
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "IfName".

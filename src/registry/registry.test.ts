@@ -80,16 +80,16 @@ t.test('corrupt record files are quarantined, the others load', async (t) => {
   t.strictSame(registry.list(), [b], 'the good record loads');
   t.strictSame(await ls(records), ['bbb@eth0.json'], 'the corrupt files left records/');
 
-  const why = new Map(registry.quarantined().map((q) => [q.file.replace(/^\d+-/, ''), q]));
+  const why = new Map(registry.quarantined().map((q) => [q.file.replace(/^\d+-\d+-/, ''), q]));
   t.strictSame([...why.keys()].sort(), Object.keys(corrupt).sort(), 'each corrupt file is listed');
-  t.match(why.get('notjson@eth0.json'), { file: /^\d+-notjson@eth0\.json$/, reason: /JSON/ });
+  t.match(why.get('notjson@eth0.json'), { file: /^\d+-\d+-notjson@eth0\.json$/, reason: /JSON/ });
   t.match(why.get('schema@eth0.json'), { reason: /at \/ifname: must match pattern/ });
   t.match(why.get('other@eth0.json'), { reason: /holds the record of aaa@eth0, not of its own name/ });
 
   const kept = await ls(join(path, 'quarantine'));
   t.strictSame(kept, registry.quarantined().map((q) => q.file).sort(), 'quarantine/ holds the files listed');
   for (const q of registry.quarantined()) {
-    const original = corrupt[q.file.replace(/^\d+-/, '')];
+    const original = corrupt[q.file.replace(/^\d+-\d+-/, '')];
     t.equal(await readFile(join(path, 'quarantine', q.file), 'utf8'), original, `${q.file} is kept as it was`);
   }
   t.strictSame((await reopen(path)).quarantined(), [], 'the next start finds nothing new to set aside');
@@ -132,7 +132,7 @@ t.test('corrupt spool files are quarantined, the others replayed', async (t) => 
   const registry = await reopen(path);
   t.strictSame(registry.list(), [a], 'the good entry is replayed');
   t.strictSame(await ls(spool), [], 'the spool is empty');
-  t.strictSame(registry.quarantined().map((q) => q.file.replace(/^\d+-/, '')).sort(), [garbage, invalid].sort());
+  t.strictSame(registry.quarantined().map((q) => q.file.replace(/^\d+-\d+-/, '')).sort(), [garbage, invalid].sort());
   t.match(registry.quarantined().find((q) => q.file.endsWith(invalid)), { reason: /at \/record\/netns: must match pattern/ });
   t.equal((await ls(join(path, 'quarantine'))).length, 2);
 });

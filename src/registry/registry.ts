@@ -2,7 +2,7 @@
 // <stateDir>/records. Every change is on disk before it is acknowledged. Changes are serialized,
 // and each one first replays the spool (the plugins' inbox), so a change that reaches the daemon
 // over the socket never overtakes one the plugins recorded before it.
-import { readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { access, constants, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentRecord, type SpoolEntry } from '../protocol/validate.ts';
@@ -54,6 +54,19 @@ export class Registry {
 
   quarantined(): readonly Quarantined[] {
     return this.quarantinedFiles;
+  }
+
+  /** Why changes could not be applied now (a folder of the state dir is not writable), if so. */
+  async writableProblem(): Promise<string | undefined> {
+    for (const dir of [stateLayout.records, stateLayout.spool]) {
+      const path = join(this.stateDir, dir);
+      try {
+        await access(path, constants.W_OK);
+      } catch (err) {
+        return `${path} is not writable: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+      }
+    }
+    return undefined;
   }
 
   async spoolPending(): Promise<number> {
@@ -141,7 +154,8 @@ export class Registry {
 
   /** Moves a corrupt file out of the way, keeping it for a human, and remembers why. */
   private async quarantine(path: string, reason: string): Promise<void> {
-    const name = `${Date.now()}-${path.split('/').pop() ?? 'file'}`;
+    // The clock's nanoseconds keep two files of one name set aside in one millisecond apart.
+    const name = `${Date.now()}-${process.hrtime.bigint()}-${path.split('/').pop() ?? 'file'}`;
     await rename(path, join(this.stateDir, stateLayout.quarantine, name));
     this.quarantinedFiles.push({ file: name, reason });
     this.log.warn('set aside a corrupt file', { file: path, quarantinedAs: name, reason });
