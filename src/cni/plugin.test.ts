@@ -100,7 +100,7 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
       opened.push(settings);
       return recorder;
     },
-    isNetworkNamespace: async (path) => namespaces.has(path),
+    isNetworkNamespace: (path) => namespaces.has(path),
     now: () => now,
   });
   return { ...out, answer: out.stdout === '' ? undefined : JSON.parse(out.stdout), calls, opened };

@@ -12,7 +12,7 @@ export interface PluginContext {
   env: Readonly<Record<string, string | undefined>>;
   stdin: string;
   openRecorder(settings: RecorderSettings): Recorder;
-  isNetworkNamespace(path: string): Promise<boolean>;
+  isNetworkNamespace(path: string): boolean;
   now(): Date;
 }
 
@@ -129,9 +129,9 @@ function requireVersion(inv: Invocation, command: string, since: string): void {
   }
 }
 
-async function requireNetworkNamespace(ctx: PluginContext): Promise<string> {
+function requireNetworkNamespace(ctx: PluginContext): string {
   const netns = requireEnv(ctx, 'CNI_NETNS');
-  if (!(await ctx.isNetworkNamespace(netns))) {
+  if (!ctx.isNetworkNamespace(netns)) {
     throw new PodnetError('INVALID_ENVIRONMENT', `CNI_NETNS ${netns} is not a network namespace`);
   }
   return netns;
@@ -147,7 +147,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   }
   const result = convertResult(config.prevResult as CniResult, inv.cniVersion);
   const key = attachmentKey(ctx);
-  const netns = await requireNetworkNamespace(ctx);
+  const netns = requireNetworkNamespace(ctx);
   const record = parseDocument(
     'AttachmentRecord',
     {
@@ -183,7 +183,7 @@ async function check(inv: Invocation): Promise<PluginOutput> {
   if (record.netns !== netns) {
     throw new PodnetError('UNKNOWN_CONTAINER', `podnet recorded netns ${record.netns} for container ${key.containerId}, the runtime says ${netns}`);
   }
-  if (!(await inv.ctx.isNetworkNamespace(netns))) {
+  if (!inv.ctx.isNetworkNamespace(netns)) {
     throw new PodnetError('UNKNOWN_CONTAINER', `netns ${netns} of container ${key.containerId} is gone`);
   }
   return success();

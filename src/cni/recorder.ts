@@ -30,7 +30,7 @@ export interface Recorder {
 export function spoolRecorder(settings: RecorderSettings): Recorder {
   const record = async (entry: SpoolEntry) => {
     try {
-      await writeSpoolEntry(settings.stateDir, entry);
+      writeSpoolEntry(settings.stateDir, entry);
     } catch (err) {
       throw new PodnetError('IO_FAILURE', `podnet could not record the ${entry.op} in ${spoolDir(settings.stateDir)}: ${(err as Error).message}`);
     }
@@ -52,7 +52,7 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
     },
 
     async ready() {
-      if (!(await spoolWritable(settings.stateDir))) {
+      if (!spoolWritable(settings.stateDir)) {
         throw new PodnetError('NOT_AVAILABLE', `podnet cannot record attachments: the spool ${spoolDir(settings.stateDir)} is not writable`);
       }
     },

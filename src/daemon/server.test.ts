@@ -164,7 +164,7 @@ t.test('GET /healthz, /readyz and /v1/status', async (t) => {
   t.strictSame(await call(d, 'GET', '/readyz'), { status: 'ready' });
 
   await call(d, 'PUT', route('aaa'), record('aaa'));
-  await writeSpoolEntry(d.stateDir, { op: 'del', key: { containerId: 'zzz', ifname: 'eth0' } });
+  writeSpoolEntry(d.stateDir, { op: 'del', key: { containerId: 'zzz', ifname: 'eth0' } });
   const status = await call(d, 'GET', '/v1/status?verbose=1');
   t.match(status, { version: '0.1.0-test', attachments: 1, spoolPending: 1, quarantined: [{ file: /^\d+-\d+-broken@eth0\.json$/, reason: /JSON/ }] });
   t.strictSame(Object.keys(status as object).sort(), ['attachments', 'quarantined', 'spoolPending', 'version']);
@@ -193,10 +193,10 @@ t.test('PUT, GET and DELETE an attachment', async (t) => {
 
 t.test('reads apply what the plugins spooled before them', async (t) => {
   const d = await daemon(t);
-  await writeSpoolEntry(d.stateDir, { op: 'add', record: record('aaa') });
+  writeSpoolEntry(d.stateDir, { op: 'add', record: record('aaa') });
   t.strictSame(await call(d, 'GET', route('aaa')), { record: record('aaa'), netnsExists: true }, 'GET of one attachment');
-  await writeSpoolEntry(d.stateDir, { op: 'del', key: { containerId: 'aaa', ifname: 'eth0' } });
-  await writeSpoolEntry(d.stateDir, { op: 'add', record: record('bbb') });
+  writeSpoolEntry(d.stateDir, { op: 'del', key: { containerId: 'aaa', ifname: 'eth0' } });
+  writeSpoolEntry(d.stateDir, { op: 'add', record: record('bbb') });
   t.strictSame(await call(d, 'GET', '/v1/attachments'), { items: [{ record: record('bbb'), netnsExists: true }] }, 'GET of the list');
   t.equal(await d.registry.spoolPending(), 0, 'the spool is drained');
 });

@@ -77,7 +77,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     await registry.drainSpool();
     const record = registry.get(key);
     if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
-    return { record, netnsExists: await isNetworkNamespace(record.netns) };
+    return { record, netnsExists: isNetworkNamespace(record.netns) };
   };
 
   const table: Route[] = [
@@ -113,7 +113,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         GET: async () => {
           await registry.drainSpool();
           const items = await Promise.all(
-            registry.list().map(async (record) => ({ record, netnsExists: await isNetworkNamespace(record.netns) })),
+            registry.list().map(async (record) => ({ record, netnsExists: isNetworkNamespace(record.netns) })),
           );
           const list: AttachmentList = { items };
           return { status: 200, body: list };
@@ -131,7 +131,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
             throw new PodnetError('INVALID_REQUEST', `record of ${record.containerId}/${record.ifname} sent to the path of ${key.containerId}/${key.ifname}`);
           }
           await registry.apply({ op: 'add', record });
-          return { status: 200, body: { record, netnsExists: await isNetworkNamespace(record.netns) } };
+          return { status: 200, body: { record, netnsExists: isNetworkNamespace(record.netns) } };
         },
         DELETE: async (_req, params) => {
           const changes = await registry.apply({ op: 'del', key: keyFromPath(params) });
@@ -200,7 +200,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
 /** Makes way for the socket: refuses when a live daemon holds it, removes a stale one. */
 async function claimSocketPath(socketPath: string): Promise<void> {
-  await ensurePrivateDir(dirname(socketPath));
+  ensurePrivateDir(dirname(socketPath));
   // The folder may predate podnet with looser modes; the socket in it is for root alone.
   await chmod(dirname(socketPath), 0o700);
   const live = await new Promise<boolean>((resolve) => {

@@ -5,23 +5,23 @@
 //  - the type: an opened /proc/<pid>/ns/* file's fd link reads "<type>:[<inode>]", so "mnt:[...]"
 //    or "pid:[...]" is refused. A bind mount's link reads its mount path instead, and there only
 //    the filesystem is known here; the daemon's setns into it (which checks the type) settles it.
-import { open, readlink, statfs } from 'node:fs/promises';
+// Synchronous: it runs on the plugin's path, where a thread-pool round trip costs more than the
+// three system calls.
+import { closeSync, openSync, readlinkSync, statfsSync } from 'node:fs';
 
 /** The filesystem magic of nsfs (linux/magic.h). */
 const NSFS_MAGIC = 0x6e736673;
 
-export async function isNetworkNamespace(path: string): Promise<boolean> {
-  let handle;
+export function isNetworkNamespace(path: string): boolean {
+  let fd: number | undefined;
   try {
-    handle = await open(path, 'r');
-    const [fs, link] = await Promise.all([statfs(path), readlink(`/proc/self/fd/${handle.fd}`)]);
-    if (fs.type !== NSFS_MAGIC) return false;
-    const typed = /^([a-z_]+):\[\d+\]$/.exec(link);
+    fd = openSync(path, 'r');
+    if (statfsSync(path).type !== NSFS_MAGIC) return false;
+    const typed = /^([a-z_]+):\[\d+\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
     return typed === null || typed[1] === 'net';
   } catch {
     return false;
   } finally {
-    await handle?.close();
+    if (fd !== undefined) closeSync(fd);
   }
 }
-

@@ -97,10 +97,10 @@ t.test('corrupt record files are quarantined, the others load', async (t) => {
 
 t.test('spooled changes are replayed in order at open, and their files removed', async (t) => {
   const path = await stateDir(t);
-  await writeSpoolEntry(path, { op: 'add', record: a });
-  await writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
-  await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') });
-  await writeSpoolEntry(path, { op: 'add', record: b });
+  writeSpoolEntry(path, { op: 'add', record: a });
+  writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
+  writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') });
+  writeSpoolEntry(path, { op: 'add', record: b });
   t.equal((await ls(join(path, 'spool'))).length, 4);
 
   const registry = await reopen(path);
@@ -115,7 +115,7 @@ t.test('a spooled GC is replayed against the records on disk', async (t) => {
   const path = await stateDir(t);
   const registry = await reopen(path);
   for (const r of [a, b, c]) await registry.apply({ op: 'add', record: r });
-  await writeSpoolEntry(path, { op: 'gc', gc: { network: 'kindnet', validAttachments: [keyFor('bbb')] } });
+  writeSpoolEntry(path, { op: 'gc', gc: { network: 'kindnet', validAttachments: [keyFor('bbb')] } });
   t.strictSame(listed(await reopen(path)), ['bbb@eth0', 'ccc@eth0']);
 });
 
@@ -123,9 +123,9 @@ t.test('corrupt spool files are quarantined, the others replayed', async (t) => 
   const path = await stateDir(t);
   const spool = join(path, 'spool');
   // Spool files as a plugin names them, then spoiled: one cut short, one failing the schema.
-  const garbage = basename(await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
-  await writeSpoolEntry(path, { op: 'add', record: a });
-  const invalid = basename(await writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  const garbage = basename(writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  writeSpoolEntry(path, { op: 'add', record: a });
+  const invalid = basename(writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
   await writeFile(join(spool, garbage), '{"op":"add",');
   await writeFile(join(spool, invalid), JSON.stringify({ op: 'add', record: { ...b, netns: 'relative/path' } }));
 
@@ -158,7 +158,7 @@ t.test('apply replays what was spooled before its own change', async (t) => {
   t.test('ADD spooled on a timeout, then DEL over the socket: absent', async (t) => {
     const path = await stateDir(t);
     const registry = await reopen(path);
-    await writeSpoolEntry(path, { op: 'add', record: a });
+    writeSpoolEntry(path, { op: 'add', record: a });
     t.strictSame(await registry.apply({ op: 'del', key: keyFor('aaa') }), { put: [], removed: [keyFor('aaa')] });
     t.equal(registry.get(keyFor('aaa')), undefined);
     t.strictSame(await ls(join(path, 'spool')), []);
@@ -169,7 +169,7 @@ t.test('apply replays what was spooled before its own change', async (t) => {
     const path = await stateDir(t);
     const registry = await reopen(path);
     await registry.apply({ op: 'add', record: a });
-    await writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
+    writeSpoolEntry(path, { op: 'del', key: keyFor('aaa') });
     const again = record('aaa', 'kindnet', '/var/run/netns/cni-new');
     await registry.apply({ op: 'add', record: again });
     t.strictSame(registry.get(keyFor('aaa')), again);

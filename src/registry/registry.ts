@@ -34,7 +34,7 @@ export class Registry {
   /** Loads the records on disk, setting aside any that are corrupt, and replays the spool. */
   static async open(stateDir: string, log: Logger): Promise<Registry> {
     const registry = new Registry(stateDir, log);
-    for (const dir of Object.values(stateLayout)) await ensurePrivateDir(join(stateDir, dir));
+    for (const dir of Object.values(stateLayout)) ensurePrivateDir(join(stateDir, dir));
     await registry.load();
     await registry.drainSpool();
     return registry;
@@ -95,8 +95,8 @@ export class Registry {
   private async commit(entry: SpoolEntry): Promise<FoldOutcome> {
     const changes = changesFor(this.records, entry);
     const recordsDir = join(this.stateDir, stateLayout.records);
-    for (const r of changes.put) await writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
-    for (const k of changes.removed) await removeFileDurable(join(recordsDir, recordFileName(k)));
+    for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
+    for (const k of changes.removed) removeFileDurable(join(recordsDir, recordFileName(k)));
     applyChanges(this.records, changes);
     return changes;
   }
@@ -115,7 +115,7 @@ export class Registry {
       const changes = await this.commit(entry);
       // Only once the change is on disk does its spool file go; a crash in between replays it,
       // which is harmless: every change is idempotent.
-      await removeFileDurable(join(spoolDir(this.stateDir), name));
+      removeFileDurable(join(spoolDir(this.stateDir), name));
       applied++;
       this.log.info('replayed spooled change', { file: name, op: entry.op, put: changes.put.length, removed: changes.removed.length });
     }

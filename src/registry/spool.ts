@@ -5,8 +5,8 @@
 // Order: a name holds the boot id, the system-wide monotonic clock and the pid. Within a boot the
 // monotonic clock orders every writer on the node and never steps back (the wall clock does, at
 // boot or under NTP). Entries of an earlier boot, which a daemon never got to, come first.
-import { readdir, readFile, access, constants } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensurePrivateDir, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { stateLayout } from '../protocol/paths.ts';
@@ -40,11 +40,12 @@ export function replayOrder(names: readonly string[], bootId: string): string[] 
   return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || a.localeCompare(b));
 }
 
-export async function writeSpoolEntry(stateDir: string, entry: SpoolEntry): Promise<string> {
+/** Writes one entry durably (synchronously: see atomic-file.ts); its path. */
+export function writeSpoolEntry(stateDir: string, entry: SpoolEntry): string {
   const dir = spoolDir(stateDir);
-  await ensurePrivateDir(dir);
+  ensurePrivateDir(dir);
   const path = join(dir, spoolFileName(currentBootId(), process.hrtime.bigint(), process.pid));
-  await writeFileAtomic(path, JSON.stringify(entry));
+  writeFileAtomic(path, JSON.stringify(entry));
   return path;
 }
 
@@ -69,10 +70,10 @@ export async function readSpoolEntry(stateDir: string, name: string): Promise<Sp
 }
 
 /** Whether a plugin can record now: the spool folder exists (or can be made) and is writable. */
-export async function spoolWritable(stateDir: string): Promise<boolean> {
+export function spoolWritable(stateDir: string): boolean {
   try {
-    await ensurePrivateDir(spoolDir(stateDir));
-    await access(spoolDir(stateDir), constants.W_OK);
+    ensurePrivateDir(spoolDir(stateDir));
+    accessSync(spoolDir(stateDir), constants.W_OK);
     return true;
   } catch {
     return false;
