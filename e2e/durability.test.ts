@@ -3,7 +3,7 @@
 // that live.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
-import { readdir } from 'node:fs/promises';
+import { readdir, writeFile } from 'node:fs/promises';
 import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
 import { missingPrerequisite } from './lib/env.ts';
@@ -112,4 +112,20 @@ t.test('SIGKILL in a loop under a burst of 100 ADD/DEL: records equal the live s
   t.same(await spoolFiles(daemon), [], 'nothing left in the spool');
   const leftovers = (await readdir(`${daemon.stateDir}/records`)).filter((n) => !n.endsWith('.json'));
   t.same(leftovers, [], 'no temp files left in records/');
+});
+
+t.test('a corrupt record file is set aside at start and reported, the others load', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t);
+  const netns = await makeNetns(t);
+  const att: Attachment = { containerId: uniqueName('good-'), netns: netns.path, ifname: 'eth0' };
+  await plugin(t, daemon, 'ADD', att);
+  await daemon.start();
+  await daemon.stop();
+  await writeFile(`${daemon.stateDir}/records/torn@eth0.json`, '{"containerId": "torn", "ifn');
+
+  await daemon.start();
+  t.same(await recordedIds(daemon), [att.containerId], 'the good record loads');
+  const { stdout } = await execa(`${daemon.binDir}/podnet`, ['status', '--socket', daemon.socketPath]);
+  t.match(stdout, /quarantined: +1\n {2}\d+-\d+-torn@eth0\.json: .*JSON/, 'podnet status names the file and why');
+  t.same((await readdir(`${daemon.stateDir}/quarantine`)).length, 1, 'the file is kept for a human in quarantine/');
 });

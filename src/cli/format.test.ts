@@ -93,3 +93,16 @@ t.test('podsTable', async (t) => {
     t.notMatch(podsTable({ items: [item] }, now), /NaN/, 'AGE is not "NaNs"');
   });
 });
+
+t.test('statusText names each file set aside and why', async (t) => {
+  const { statusText } = await import('./status.ts');
+  const text = statusText({
+    version: '0.1.0',
+    attachments: 2,
+    spoolPending: 0,
+    quarantined: [{ file: '1-2-broken@eth0.json', reason: 'not JSON' }],
+  });
+  t.match(text, /attachments: +2\n/);
+  t.match(text, /quarantined: +1\n {2}1-2-broken@eth0\.json: not JSON\n/);
+  t.match(statusText({ version: '0.1.0', attachments: 0, spoolPending: 3, quarantined: [] }), /spool pending: 3\nquarantined: +none\n/);
+});

@@ -5,6 +5,7 @@ import { toPodnetError } from '../errors.ts';
 import { podnetVersion } from '../version.ts';
 import { daemonCommand } from './daemon.ts';
 import { podsCommand } from './pods.ts';
+import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
 export function program(): Command {
@@ -13,6 +14,7 @@ export function program(): Command {
     .version(podnetVersion, '--version')
     .addCommand(daemonCommand())
     .addCommand(podsCommand())
+    .addCommand(statusCommand())
     .addCommand(versionCommand());
 }
 

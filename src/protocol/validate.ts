@@ -1,34 +1,9 @@
 // Typed parsing of every protocol document with the ajv validators generated from schemas/.
 import { PodnetError, type ErrorCode } from '../errors.ts';
 import * as validators from '../generated/validators.js';
-import type {
-  AttachmentKey,
-  AttachmentList,
-  AttachmentRecord,
-  DaemonStatus,
-  DeleteResponse,
-  ErrorBody,
-  GcRequest,
-  GcResponse,
-  PluginConfig,
-  SpoolEntry,
-} from '../generated/schema-types.ts';
+import type * as Doc from '../generated/schema-types.ts';
 
-export type {
-  AttachmentKey,
-  AttachmentList,
-  AttachmentRecord,
-  AttachmentView,
-  DaemonStatus,
-  DeleteResponse,
-  ErrorBody,
-  GcRequest,
-  GcResponse,
-  PluginConfig,
-  PodIdentity,
-  SpoolEntry,
-  CniVersion,
-} from '../generated/schema-types.ts';
+export type * from '../generated/schema-types.ts';
 
 interface AjvError {
   instancePath: string;
@@ -55,16 +30,16 @@ const documents = {
 };
 
 interface DocumentTypes {
-  PluginConfig: PluginConfig;
-  AttachmentRecord: AttachmentRecord;
-  AttachmentKey: AttachmentKey;
-  AttachmentList: AttachmentList;
-  GcRequest: GcRequest;
-  GcResponse: GcResponse;
-  DeleteResponse: DeleteResponse;
-  SpoolEntry: SpoolEntry;
-  DaemonStatus: DaemonStatus;
-  ErrorBody: ErrorBody;
+  PluginConfig: Doc.PluginConfig;
+  AttachmentRecord: Doc.AttachmentRecord;
+  AttachmentKey: Doc.AttachmentKey;
+  AttachmentList: Doc.AttachmentList;
+  GcRequest: Doc.GcRequest;
+  GcResponse: Doc.GcResponse;
+  DeleteResponse: Doc.DeleteResponse;
+  SpoolEntry: Doc.SpoolEntry;
+  DaemonStatus: Doc.DaemonStatus;
+  ErrorBody: Doc.ErrorBody;
 }
 
 export type DocumentName = keyof DocumentTypes;
