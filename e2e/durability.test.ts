@@ -129,3 +129,23 @@ t.test('a corrupt record file is set aside at start and reported, the others loa
   t.match(stdout, /quarantined: +1\n {2}\d+-\d+-torn@eth0\.json: .*JSON/, 'podnet status names the file and why');
   t.same((await readdir(`${daemon.stateDir}/quarantine`)).length, 1, 'the file is kept for a human in quarantine/');
 });
+
+t.test('a second daemon on the same state directory is refused before it touches anything', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t);
+  await daemon.start();
+  const netns = await makeNetns(t);
+  const att: Attachment = { containerId: uniqueName('first-'), netns: netns.path, ifname: 'eth0' };
+  const pid = Number((await execa('pgrep', ['-f', `daemon --socket ${daemon.socketPath}`])).stdout.split('\n')[0]);
+  process.kill(pid, 'SIGSTOP');
+  try {
+    // Left in the spool for the first daemon, which is frozen and cannot drain it.
+    await plugin(t, daemon, 'ADD', att);
+    const second = await execa(`${daemon.binDir}/podnet`, ['daemon', '--socket', `${daemon.root}/other.sock`, '--state-dir', daemon.stateDir], { reject: false });
+    t.not(second.exitCode, 0, 'the second daemon exits non-zero');
+    t.match(second.stderr, new RegExp(`state directory .* is held by the podnet daemon with pid ${pid}`));
+    t.equal((await spoolFiles(daemon)).length, 1, 'it replayed nothing: the entry waits for the first daemon');
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  t.same(await recordedIds(daemon), [att.containerId], 'the first daemon applies it');
+});

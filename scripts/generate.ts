@@ -16,6 +16,7 @@ const validated = {
   PluginConfig: 'https://podnet.opdev.io/schemas/cni-plugin-config.json',
   AttachmentRecord: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/AttachmentRecord',
   AttachmentKey: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/AttachmentKey',
+  PodIdentity: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/PodIdentity',
   AttachmentView: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/AttachmentView',
   AttachmentList: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/AttachmentList',
   GcRequest: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/GcRequest',

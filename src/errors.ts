@@ -13,6 +13,9 @@ export const errorCodes = {
   INVALID_CONFIG: { cni: 7, http: 400 },
   TRY_AGAIN_LATER: { cni: 11, http: 503 },
   NOT_AVAILABLE: { cni: 50, http: 503 },
+  // podnet's own (the spec leaves 100 and up to plugins): CHECK found the attachment not as
+  // recorded. Not 3, which would tell the runtime it need not run DEL.
+  CHECK_FAILED: { cni: 100, http: 409 },
   // Daemon-side kinds; to a runtime they are I/O failures.
   NOT_FOUND: { cni: 5, http: 404 },
   INVALID_REQUEST: { cni: 5, http: 400 },

@@ -83,14 +83,16 @@ export class CniRuntime {
   ): Promise<Record<string, unknown> | undefined> {
     const version = await this.versionFor(plugin.type, list.cniVersion);
     const config: Record<string, unknown> = { ...plugin, cniVersion: version, name: list.name };
-    if (prevResult) config['prevResult'] = { ...prevResult, cniVersion: version };
+    const converted = version !== list.cniVersion;
+    if (prevResult) config['prevResult'] = converted ? { ...prevResult, cniVersion: version } : prevResult;
     const run = await this.exec(plugin.type, command, config, att);
     const parsed = run.stdout.trim() === '' ? undefined : (JSON.parse(run.stdout) as Record<string, unknown>);
     if (run.exitCode !== 0) {
       throw new CniError(plugin.type, Number(parsed?.['code'] ?? -1), String(parsed?.['msg'] ?? run.stdout));
     }
-    // Carried to the conflist's version: the families match for every version used here.
-    return parsed && { ...parsed, cniVersion: list.cniVersion };
+    // A plugin run at an older version has its result carried up to the conflist's (the families
+    // match for every version used here); one run at the conflist's version is returned untouched.
+    return parsed && converted ? { ...parsed, cniVersion: list.cniVersion } : parsed;
   }
 
   /** The first bin dir holding the plugin, as a runtime searches CNI_PATH. */

@@ -1,6 +1,6 @@
 // CNI_ARGS: "K=V;K=V". The pod's identity rides in it (the kubelet's K8S_POD_* keys; podman
 // passes only K8S_POD_NAME).
-import type { PodIdentity } from '../protocol/validate.ts';
+import { parseDocument, type PodIdentity } from '../protocol/validate.ts';
 
 export function parseCniArgs(raw: string | undefined): Map<string, string> {
   const args = new Map<string, string>();
@@ -16,6 +16,19 @@ export function parseCniArgs(raw: string | undefined): Map<string, string> {
   return args;
 }
 
+/**
+ * A value that is not a valid Kubernetes name or uid is left out, not an error: the identity
+ * only describes the sandbox, and podnet never fails a pod over it.
+ */
+function isValid(partial: PodIdentity): boolean {
+  try {
+    parseDocument('PodIdentity', partial, 'CNI_ARGS');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function podIdentityFromArgs(args: Map<string, string>): PodIdentity {
   const identity: PodIdentity = {};
   const fields = [
@@ -26,7 +39,7 @@ export function podIdentityFromArgs(args: Map<string, string>): PodIdentity {
   ] as const;
   for (const [field, key] of fields) {
     const value = args.get(key);
-    if (value) identity[field] = value;
+    if (value && isValid({ [field]: value })) identity[field] = value;
   }
   return identity;
 }

@@ -132,7 +132,10 @@ t.test('VERSION', async (t) => {
     t.strictSame(out.answer, { cniVersion: v, supportedVersions: [...supportedVersions] }, `answers in ${v}`);
     t.strictSame(out.opened, [], 'opens no recorder');
   }
-  for (const stdin of ['', '{"cniVersion":"9.9.9"}', 'not json']) {
+  // The spec: the answer's cniVersion is the input's, even one podnet does not speak.
+  const unknown = await invoke({ CNI_COMMAND: 'VERSION' }, '{"cniVersion":"9.9.9"}');
+  t.strictSame(unknown.answer, { cniVersion: '9.9.9', supportedVersions: [...supportedVersions] }, 'an unknown version is echoed');
+  for (const stdin of ['', 'not json']) {
     const out = await invoke({ CNI_COMMAND: 'VERSION' }, stdin);
     t.strictSame(out.answer, { cniVersion: '1.1.0', supportedVersions: [...supportedVersions] }, `stdin ${JSON.stringify(stdin)}: latest`);
   }
@@ -334,13 +337,13 @@ t.test('CHECK', async (t) => {
     t.strictSame(found.calls, [{ op: 'find', key }]);
 
     const missing = await invoke(kubeletEnv('CHECK'), stdin);
-    assertCniError(t, missing, { cniVersion: v, code: 3, msg: /podnet has no record of container 5b3c9a0e1f2d interface eth0/ });
+    assertCniError(t, missing, { cniVersion: v, code: 100, msg: /podnet has no record of container 5b3c9a0e1f2d interface eth0/ });
 
     const elsewhere = await invoke(kubeletEnv('CHECK'), stdin, { records: [recorded('/var/run/netns/cni-other')], namespaces: [netnsPath, '/var/run/netns/cni-other'] });
-    assertCniError(t, elsewhere, { cniVersion: v, code: 3, msg: /recorded netns \/var\/run\/netns\/cni-other .* the runtime says \/var\/run\/netns\/cni-5b3c/ });
+    assertCniError(t, elsewhere, { cniVersion: v, code: 100, msg: /recorded netns \/var\/run\/netns\/cni-other .* the runtime says \/var\/run\/netns\/cni-5b3c/ });
 
     const gone = await invoke(kubeletEnv('CHECK'), stdin, { records: [recorded(netnsPath)], namespaces: [] });
-    assertCniError(t, gone, { cniVersion: v, code: 3, msg: /netns \/var\/run\/netns\/cni-5b3c of container 5b3c9a0e1f2d is gone/ });
+    assertCniError(t, gone, { cniVersion: v, code: 100, msg: /netns \/var\/run\/netns\/cni-5b3c of container 5b3c9a0e1f2d is gone/ });
   }
 });
 

@@ -101,15 +101,15 @@ function declaredVersion(json: unknown): string | undefined {
 }
 
 function versionInfo(stdin: string): PluginOutput {
-  // The request's own version when podnet speaks it, so an older runtime reads the answer.
+  // The spec: cniVersion is "the value of cniVersion specified on input", supported or not, so
+  // that a runtime can tell from supportedVersions whether podnet speaks it.
   let requested: string | undefined;
   try {
     requested = declaredVersion(JSON.parse(stdin));
   } catch {
     requested = undefined;
   }
-  const cniVersion = requested && isSupportedVersion(requested) ? requested : latestVersion;
-  return success({ cniVersion, supportedVersions });
+  return success({ cniVersion: requested ?? latestVersion, supportedVersions });
 }
 
 function requireEnv(ctx: PluginContext, name: string): string {
@@ -129,12 +129,10 @@ function requireVersion(inv: Invocation, command: string, since: string): void {
   }
 }
 
-function requireNetworkNamespace(ctx: PluginContext): string {
-  const netns = requireEnv(ctx, 'CNI_NETNS');
+function requireNetworkNamespace(ctx: PluginContext, netns: string): void {
   if (!ctx.isNetworkNamespace(netns)) {
     throw new PodnetError('INVALID_ENVIRONMENT', `CNI_NETNS ${netns} is not a network namespace`);
   }
-  return netns;
 }
 
 async function add(inv: Invocation): Promise<PluginOutput> {
@@ -147,13 +145,13 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   }
   const result = convertResult(config.prevResult as CniResult, inv.cniVersion);
   const key = attachmentKey(ctx);
-  const netns = requireNetworkNamespace(ctx);
+  // The record (CNI_NETNS's path among it) passes the schema before the path is looked at.
   const record = parseDocument(
     'AttachmentRecord',
     {
       ...key,
       network: config.name,
-      netns,
+      netns: requireEnv(ctx, 'CNI_NETNS'),
       cniVersion: inv.cniVersion,
       pod: podIdentityFromArgs(parseCniArgs(ctx.env['CNI_ARGS'])),
       prevResult: config.prevResult,
@@ -162,6 +160,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
     'attachment from CNI_NETNS and CNI_ARGS',
     'INVALID_ENVIRONMENT',
   );
+  requireNetworkNamespace(ctx, record.netns);
   await inv.recorder.add(record);
   return success(result);
 }
@@ -178,13 +177,13 @@ async function check(inv: Invocation): Promise<PluginOutput> {
   const netns = requireEnv(inv.ctx, 'CNI_NETNS');
   const record = await inv.recorder.find(key);
   if (!record) {
-    throw new PodnetError('UNKNOWN_CONTAINER', `podnet has no record of container ${key.containerId} interface ${key.ifname}`);
+    throw new PodnetError('CHECK_FAILED', `podnet has no record of container ${key.containerId} interface ${key.ifname}`);
   }
   if (record.netns !== netns) {
-    throw new PodnetError('UNKNOWN_CONTAINER', `podnet recorded netns ${record.netns} for container ${key.containerId}, the runtime says ${netns}`);
+    throw new PodnetError('CHECK_FAILED', `podnet recorded netns ${record.netns} for container ${key.containerId}, the runtime says ${netns}`);
   }
   if (!inv.ctx.isNetworkNamespace(netns)) {
-    throw new PodnetError('UNKNOWN_CONTAINER', `netns ${netns} of container ${key.containerId} is gone`);
+    throw new PodnetError('CHECK_FAILED', `netns ${netns} of container ${key.containerId} is gone`);
   }
   return success();
 }

@@ -16,7 +16,7 @@ import { spoolRecorder, type Recorder } from './recorder.ts';
 interface Node {
   stateDir: string;
   socketPath: string;
-  /** The plugin's recorder on this node; it waits for a daemon's answer up to `timeoutMs`. */
+  /** The plugin's recorder on this node; CHECK waits for a daemon's answer up to `timeoutMs`. */
   recorder(timeoutMs?: number): Recorder;
   /** The spool's entries, in name order (one writer here, so the order written). */
   spooled(): Promise<unknown[]>;

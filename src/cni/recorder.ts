@@ -61,6 +61,8 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
 
 /** The daemon's answer, worked out from the record files and the spool when it does not answer. */
 async function findOnDisk(stateDir: string, key: AttachmentKey): Promise<AttachmentRecord | undefined> {
+  // The spool first: a daemon that applies an entry between the two reads then still shows it.
+  const spooled = await listSpool(stateDir);
   const records = new Map<string, AttachmentRecord>();
   try {
     const text = await readFile(join(stateDir, stateLayout.records, recordFileName(key)), 'utf8');
@@ -69,7 +71,7 @@ async function findOnDisk(stateDir: string, key: AttachmentKey): Promise<Attachm
   } catch {
     // No record file, or a corrupt one the daemon will set aside: not recorded as far as disk says.
   }
-  for (const name of await listSpool(stateDir)) {
+  for (const name of spooled) {
     const entry = await readSpoolEntry(stateDir, name).catch(() => undefined);
     if (entry) applyChanges(records, changesFor(records, entry));
   }

@@ -5,6 +5,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { Registry } from '../registry/registry.ts';
 import { spoolDir } from '../registry/spool.ts';
 import { startServer, type RunningServer } from './server.ts';
+import { acquireStateLock } from './lock.ts';
 import type { Logger } from '../log.ts';
 
 export interface DaemonOptions {
@@ -23,14 +24,45 @@ export interface RunningDaemon {
 
 export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   const { log } = opts;
-  const registry = await Registry.open(opts.stateDir, log);
-  log.info('registry loaded', { stateDir: opts.stateDir, attachments: registry.size, quarantined: registry.quarantined().length });
+  const lock = acquireStateLock(opts.stateDir);
+  let registry: Registry;
+  let server: RunningServer;
+  try {
+    registry = await Registry.open(opts.stateDir, log);
+    server = await startServer({ socketPath: opts.socketPath, registry, version: opts.version, log });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+  log.info('serving', {
+    socket: opts.socketPath,
+    version: opts.version,
+    stateDir: opts.stateDir,
+    attachments: registry.size,
+    quarantined: registry.quarantined().length,
+  });
 
-  const server: RunningServer = await startServer({ socketPath: opts.socketPath, registry, version: opts.version, log });
-  log.info('serving', { socket: opts.socketPath, version: opts.version });
-
+  // A burst of spool writes raises a burst of watch events; one drain at a time, one more queued.
+  let draining: Promise<void> | undefined;
+  let again = false;
   const drain = () => {
-    registry.drainSpool().catch((err: Error) => log.error('spool replay failed', { error: err.message }));
+    if (draining) {
+      again = true;
+      return;
+    }
+    draining = registry
+      .drainSpool()
+      .then(
+        () => undefined,
+        (err: Error) => log.error('spool replay failed', { error: err.message }),
+      )
+      .finally(() => {
+        draining = undefined;
+        if (again) {
+          again = false;
+          drain();
+        }
+      });
   };
   let watcher: FSWatcher | undefined;
   try {
@@ -47,7 +79,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       clearInterval(timer);
       watcher?.close();
       await server.close();
+      await draining;
       await registry.drainSpool().catch(() => undefined);
+      lock.release();
       log.info('stopped');
     },
   };

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { lstat, mkdir, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
@@ -98,12 +98,27 @@ const route = (containerId: string, ifname = 'eth0') => `/v1/attachments/${conta
 
 // ---- the socket -------------------------------------------------------------------------------
 
-t.test('the socket is 0600 in a 0700 folder, even one made looser before', async (t) => {
-  const d = await daemon(t, { prepare: async (stateDir) => mkdir(join(stateDir, '..', 'run'), { mode: 0o755 }).then(() => undefined) });
+t.test('the socket is 0600 in a 0700 folder podnet makes', async (t) => {
+  const d = await daemon(t);
   const socket = await lstat(d.socketPath);
   t.ok(socket.isSocket(), 'a unix socket');
   t.equal(socket.mode & 0o777, 0o600, 'socket 0600');
   t.equal((await stat(join(d.socketPath, '..'))).mode & 0o777, 0o700, 'folder 0700');
+});
+
+t.test('a folder podnet did not make keeps its mode; one others may write into is refused', async (t) => {
+  const shared = await daemon(t, { prepare: async (stateDir) => mkdir(join(stateDir, '..', 'run'), { mode: 0o755 }).then(() => undefined) });
+  t.equal((await stat(join(shared.socketPath, '..'))).mode & 0o777, 0o755, 'a 0755 folder is left as it was');
+  t.equal((await lstat(shared.socketPath)).mode & 0o777, 0o600, 'the socket in it is 0600');
+
+  const tmp = await scratch(t);
+  const open = join(tmp.path, 'open');
+  await mkdir(open);
+  await chmod(open, 0o777);
+  const registry = await Registry.open(join(tmp.path, 'state'), silentLogger);
+  const refused = await failure(startServer({ socketPath: join(open, 'podnet.sock'), registry, version: 'x', log: silentLogger }));
+  t.match(refused, { code: 'INVALID_REQUEST', message: /socket folder .*open is writable by others \(mode 777\)/ });
+  t.equal((await stat(open)).mode & 0o777, 0o777, 'and it is not changed');
 });
 
 t.test('a second daemon on a served path is refused with BUSY, the first keeps serving', async (t) => {
@@ -131,15 +146,14 @@ t.test('a stale socket path is reclaimed', async (t) => {
     t.strictSame(await callDaemon({ socketPath, method: 'GET', path: '/healthz', timeoutMs: 10_000 }), { status: 'ok' });
   });
 
-  t.test('a plain file left at the path', async (t) => {
+  t.test('but never a file that is not a socket', async (t) => {
     const tmp = await scratch(t);
     const socketPath = join(tmp.path, 'podnet.sock');
     await writeFile(socketPath, 'leftover');
     const registry = await Registry.open(join(tmp.path, 'state'), silentLogger);
-    const server = await startServer({ socketPath, registry, version: 'x', log: silentLogger });
-    tmp.onEnd(() => server.close());
-    t.ok((await lstat(socketPath)).isSocket());
-    t.strictSame(await callDaemon({ socketPath, method: 'GET', path: '/readyz', timeoutMs: 10_000 }), { status: 'ready' });
+    const refused = await failure(startServer({ socketPath, registry, version: 'x', log: silentLogger }));
+    t.match(refused, { code: 'INVALID_REQUEST', message: /exists and is not a socket; podnet will not remove it/ });
+    t.equal(await readFile(socketPath, 'utf8'), 'leftover', 'the file is untouched');
   });
 
   t.test('the path of a daemon that closed', async (t) => {

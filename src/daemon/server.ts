@@ -2,7 +2,7 @@
 // JSON, bounded in size and validated against schemas/; errors go out as ErrorBody with a code.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
-import { chmod, unlink } from 'node:fs/promises';
+import { chmod, lstat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
@@ -112,9 +112,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       methods: {
         GET: async () => {
           await registry.drainSpool();
-          const items = await Promise.all(
-            registry.list().map(async (record) => ({ record, netnsExists: isNetworkNamespace(record.netns) })),
-          );
+          const items = registry.list().map((record) => ({ record, netnsExists: isNetworkNamespace(record.netns) }));
           const list: AttachmentList = { items };
           return { status: 200, body: list };
         },
@@ -198,11 +196,22 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 }
 
-/** Makes way for the socket: refuses when a live daemon holds it, removes a stale one. */
-async function claimSocketPath(socketPath: string): Promise<void> {
-  ensurePrivateDir(dirname(socketPath));
-  // The folder may predate podnet with looser modes; the socket in it is for root alone.
-  await chmod(dirname(socketPath), 0o700);
+/**
+ * Makes way for the socket: refuses when a live daemon holds it, removes a stale socket, and
+ * touches nothing else on the host. A folder that others may write into (without the sticky bit)
+ * is refused: whoever can write there can put their own socket in podnet's place.
+ */
+export async function claimSocketPath(socketPath: string): Promise<void> {
+  const dir = dirname(socketPath);
+  ensurePrivateDir(dir);
+  const folder = await lstat(dir);
+  if ((folder.mode & 0o022) !== 0 && (folder.mode & 0o1000) === 0) {
+    throw new PodnetError('INVALID_REQUEST', `socket folder ${dir} is writable by others (mode ${(folder.mode & 0o7777).toString(8)}); give it 0700 or choose another --socket`);
+  }
+  const existing = await lstat(socketPath).catch(() => undefined);
+  if (existing && !existing.isSocket()) {
+    throw new PodnetError('INVALID_REQUEST', `${socketPath} exists and is not a socket; podnet will not remove it`);
+  }
   const live = await new Promise<boolean>((resolve) => {
     const probe = connect(socketPath);
     probe.once('connect', () => {

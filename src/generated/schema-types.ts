@@ -14,15 +14,15 @@ export interface PluginConfig {
   name: string;
   type: string;
   /**
-   * The node daemon's unix socket.
+   * The node daemon's unix socket (CHECK asks the daemon through it).
    */
   socketPath?: string;
   /**
-   * The daemon's state directory; the plugin spools into its spool/ folder when the daemon does not answer.
+   * The daemon's state directory; the plugin records its changes in its spool/ folder.
    */
   stateDir?: string;
   /**
-   * How long the plugin waits for the daemon before it spools instead.
+   * How long CHECK waits for the daemon before it answers from the files on disk.
    */
   timeoutMs?: number;
   /**
@@ -39,7 +39,7 @@ export interface PluginConfig {
 }
 
 /**
- * CNI_CONTAINERID, as the CNI spec restricts it.
+ * CNI_CONTAINERID, as the CNI spec restricts it; at most 128 characters, so that a record's file name and its temp name stay within the 255 bytes a file name may have (runtimes use 64).
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "ContainerId".
@@ -77,7 +77,7 @@ export type Timestamp = string;
  */
 export type CniVersion = '0.3.0' | '0.3.1' | '0.4.0' | '1.0.0' | '1.1.0';
 /**
- * A registry change the plugin could not hand the daemon in time; the daemon replays it, in file-name order.
+ * A registry change the plugin recorded; the daemon applies the spool in file-name order.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "SpoolEntry".
@@ -97,7 +97,7 @@ export type SpoolEntry =
     };
 
 /**
- * The contract between the podnet CNI plugin, the CLI and the node daemon: bodies on the unix socket (HTTP/1.1, paths under /v1) and the spool entries the plugin writes when the daemon does not answer.
+ * The contract between the podnet CNI plugin, the CLI and the node daemon: bodies on the unix socket (HTTP/1.1, paths under /v1) and the spool entries through which the plugin records its changes.
  */
 export interface Protocol {
   [k: string]: unknown;

@@ -18,3 +18,22 @@ t.test('a bind-mounted netns (ip netns add) is one', { skip: root ? false : 'nee
   t.teardown(() => execFileSync('ip', ['netns', 'del', name]));
   t.equal(isNetworkNamespace(`/run/netns/${name}`), true);
 });
+
+t.test('a bind-mounted namespace of another type is not one', { skip: root ? false : 'needs root to bind-mount a namespace' }, async (t) => {
+  const file = `/tmp/pnprobe-uts-${process.pid}`;
+  execFileSync('touch', [file]);
+  execFileSync('unshare', [`--uts=${file}`, 'true']);
+  t.teardown(() => {
+    execFileSync('umount', [file]);
+    execFileSync('rm', ['-f', file]);
+  });
+  t.equal(isNetworkNamespace(file), false, 'a UTS namespace mounted on a file');
+});
+
+t.test('a FIFO is refused without being opened', async (t) => {
+  const fifo = `/tmp/pnprobe-fifo-${process.pid}`;
+  execFileSync('mkfifo', [fifo]);
+  t.teardown(() => execFileSync('rm', ['-f', fifo]));
+  // Opening a FIFO for reading would block until a writer comes: returning at all is the test.
+  t.equal(isNetworkNamespace(fifo), false);
+});

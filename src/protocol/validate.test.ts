@@ -72,7 +72,7 @@ const cases: Case[] = [
     invalid: [
       [{ containerId: 'abc' }, /at \(top level\): must have required property 'ifname'/],
       [{ ...key, containerId: 'has space' }, /at \/containerId: must match pattern/],
-      [{ ...key, containerId: 'a'.repeat(257) }, /at \/containerId: must NOT have more than 256 characters/],
+      [{ ...key, containerId: 'a'.repeat(129) }, /at \/containerId: must NOT have more than 128 characters/],
       [{ ...key, extra: 1 }, /at \(top level\): must NOT have additional properties "extra"/],
     ],
   },

@@ -20,6 +20,7 @@ const documents = {
   PluginConfig: validators.PluginConfig as Validator,
   AttachmentRecord: validators.AttachmentRecord as Validator,
   AttachmentKey: validators.AttachmentKey as Validator,
+  PodIdentity: validators.PodIdentity as Validator,
   AttachmentList: validators.AttachmentList as Validator,
   GcRequest: validators.GcRequest as Validator,
   GcResponse: validators.GcResponse as Validator,
@@ -33,6 +34,7 @@ interface DocumentTypes {
   PluginConfig: Doc.PluginConfig;
   AttachmentRecord: Doc.AttachmentRecord;
   AttachmentKey: Doc.AttachmentKey;
+  PodIdentity: Doc.PodIdentity;
   AttachmentList: Doc.AttachmentList;
   GcRequest: Doc.GcRequest;
   GcResponse: Doc.GcResponse;

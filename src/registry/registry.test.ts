@@ -155,7 +155,7 @@ t.test('temp files of cut-short writes are swept at open', async (t) => {
 });
 
 t.test('apply replays what was spooled before its own change', async (t) => {
-  t.test('ADD spooled on a timeout, then DEL over the socket: absent', async (t) => {
+  t.test('ADD in the spool, then DEL over the socket: absent', async (t) => {
     const path = await stateDir(t);
     const registry = await reopen(path);
     writeSpoolEntry(path, { op: 'add', record: a });

@@ -92,7 +92,7 @@ export class Registry {
     return run;
   }
 
-  private async commit(entry: SpoolEntry): Promise<FoldOutcome> {
+  private commit(entry: SpoolEntry): FoldOutcome {
     const changes = changesFor(this.records, entry);
     const recordsDir = join(this.stateDir, stateLayout.records);
     for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
@@ -112,7 +112,7 @@ export class Registry {
         await this.quarantine(join(spoolDir(this.stateDir), name), (err as Error).message);
         continue;
       }
-      const changes = await this.commit(entry);
+      const changes = this.commit(entry);
       // Only once the change is on disk does its spool file go; a crash in between replays it,
       // which is harmless: every change is idempotent.
       removeFileDurable(join(spoolDir(this.stateDir), name));

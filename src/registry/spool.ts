@@ -37,7 +37,8 @@ export function spoolFileName(bootId: string, monotonicNs: bigint, pid: number):
 /** Replay order: earlier boots first, then this boot's entries by the monotonic clock. */
 export function replayOrder(names: readonly string[], bootId: string): string[] {
   const thisBoot = (n: string) => n.startsWith(`${bootId}-`);
-  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || a.localeCompare(b));
+  const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || byteOrder(a, b));
 }
 
 /** Writes one entry durably (synchronously: see atomic-file.ts); its path. */

@@ -1,0 +1,26 @@
+import t from 'tap';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { dir } from 'tmp-promise';
+import { acquireStateLock, lockFileName } from './lock.ts';
+
+t.test('the lock holds the pid and is released', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const lock = acquireStateLock(tmp.path);
+  t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid}\n`);
+  lock.release();
+  t.notOk(existsSync(join(tmp.path, lockFileName)), 'released');
+});
+
+t.test('a lock left by a dead process or by a process that is no daemon is taken over', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  // pid 1 lives but is no podnet daemon; 2^22+1 is above the kernel's pid limit and so dead.
+  for (const stale of ['1', String(2 ** 22 + 1), 'garbage']) {
+    writeFileSync(join(tmp.path, lockFileName), `${stale}\n`);
+    const lock = acquireStateLock(tmp.path);
+    t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid}\n`, `over a lock holding "${stale}"`);
+    lock.release();
+  }
+});
