@@ -3,7 +3,7 @@
 import { readFileSync, writeSync } from 'node:fs';
 import { runPlugin } from './plugin.ts';
 import { spoolRecorder } from './recorder.ts';
-import { isNetworkNamespace } from '../netns/probe.ts';
+import { isNamespaceFile } from '../netns/probe.ts';
 
 export async function pluginMain(): Promise<void> {
   let stdin = '';
@@ -16,7 +16,7 @@ export async function pluginMain(): Promise<void> {
     env: process.env,
     stdin,
     openRecorder: spoolRecorder,
-    isNetworkNamespace,
+    isNetworkNamespace: isNamespaceFile,
     now: () => new Date(),
   });
   if (out.stdout) writeSync(1, out.stdout);

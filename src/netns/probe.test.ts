@@ -1,6 +1,6 @@
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { isNetworkNamespace } from './probe.ts';
+import { isNamespaceFile, isNetworkNamespace } from './probe.ts';
 
 t.test('a network namespace file is one; other namespace types and plain files are not', async (t) => {
   t.equal(isNetworkNamespace('/proc/self/ns/net'), true, '/proc/self/ns/net');
@@ -9,6 +9,8 @@ t.test('a network namespace file is one; other namespace types and plain files a
   t.equal(isNetworkNamespace('/etc/hostname'), false, 'a plain file');
   t.equal(isNetworkNamespace('/proc/self/ns'), false, 'a directory');
   t.equal(isNetworkNamespace('/nonexistent/netns'), false, 'a missing path');
+  t.equal(isNamespaceFile('/proc/self/ns/net'), true, 'the plugin\'s check: a net namespace');
+  for (const other of ['/proc/self/ns/mnt', '/etc/hostname', '/proc/self/ns']) t.equal(isNamespaceFile(other), false, `the plugin's check refuses ${other}`);
 });
 
 const root = process.getuid?.() === 0;
@@ -28,6 +30,7 @@ t.test('a bind-mounted namespace of another type is not one', { skip: root ? fal
     execFileSync('rm', ['-f', file]);
   });
   t.equal(isNetworkNamespace(file), false, 'a UTS namespace mounted on a file');
+  t.equal(isNamespaceFile(file), true, 'the plugin\'s cheap check sees a namespace file of unknown type');
 });
 
 t.test('a FIFO is refused without being opened', async (t) => {
@@ -36,4 +39,5 @@ t.test('a FIFO is refused without being opened', async (t) => {
   t.teardown(() => execFileSync('rm', ['-f', fifo]));
   // Opening a FIFO for reading would block until a writer comes: returning at all is the test.
   t.equal(isNetworkNamespace(fifo), false);
+  t.equal(isNamespaceFile(fifo), false);
 });

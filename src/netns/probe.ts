@@ -5,8 +5,12 @@
 //  - the type of /proc/<pid>/ns/* files: the opened file's fd link reads "<type>:[<inode>]";
 //  - the type of a bind mount (/run/netns/x, what runtimes pass): the link reads the mount path,
 //    and /proc/self/mountinfo gives the mount's root as "<type>:[<inode>]".
-// Synchronous: it runs on the plugin's path, where a thread-pool round trip costs more than these
-// system calls. Callers validate the path against the schema first.
+// The plugin, on every pod creation, stops before the last step (isNamespaceFile): mountinfo grows
+// with the node's mounts (hundreds on a kubelet node) and its read showed in bench/plugin-add; a
+// runtime handing over a bind-mounted namespace of another type is broken beyond what the plugin
+// could fix. The daemon, which reports and later enters namespaces, checks fully.
+// Synchronous: a thread-pool round trip costs more than these system calls. Callers validate the
+// path against the schema first.
 import { closeSync, openSync, readFileSync, readlinkSync, realpathSync, statfsSync } from 'node:fs';
 
 /** The filesystem magic of nsfs (linux/magic.h). */
@@ -14,19 +18,37 @@ const NSFS_MAGIC = 0x6e736673;
 
 const namespaceType = /^([a-z_]+):\[\d+\]$/;
 
+/** Whether `path` is a network namespace: on nsfs and of type net. */
 export function isNetworkNamespace(path: string): boolean {
   try {
-    if (statfsSync(path).type !== NSFS_MAGIC) return false;
-    const fd = openSync(path, 'r');
-    let link: string;
-    try {
-      link = readlinkSync(`/proc/self/fd/${fd}`);
-    } finally {
-      closeSync(fd);
-    }
-    return (namespaceType.exec(link)?.[1] ?? mountedNamespaceType(path)) === 'net';
+    const type = linkedType(path);
+    return (type === undefined ? mountedNamespaceType(path) : type) === 'net';
   } catch {
     return false;
+  }
+}
+
+/**
+ * Whether `path` is a namespace file that is not known to be of another type than net: on nsfs,
+ * and of type net where its fd link names the type. The plugin's check (see above).
+ */
+export function isNamespaceFile(path: string): boolean {
+  try {
+    const type = linkedType(path);
+    return type === undefined || type === 'net';
+  } catch {
+    return false;
+  }
+}
+
+/** The type the fd link names, undefined for a bind mount; throws when `path` is not on nsfs. */
+function linkedType(path: string): string | undefined {
+  if (statfsSync(path).type !== NSFS_MAGIC) throw new Error(`${path} is not on nsfs`);
+  const fd = openSync(path, 'r');
+  try {
+    return namespaceType.exec(readlinkSync(`/proc/self/fd/${fd}`))?.[1];
+  } finally {
+    closeSync(fd);
   }
 }
 
