@@ -1,20 +1,14 @@
 import { Command } from 'commander';
-import { callDaemon } from '../protocol/client.ts';
-import { defaultSocketPath, routes } from '../protocol/paths.ts';
-import { parseDocument, type AttachmentList } from '../protocol/validate.ts';
+import { routes } from '../protocol/paths.ts';
+import type { AttachmentList } from '../protocol/validate.ts';
 import { formatAge, formatTable } from './format.ts';
+import { getDocument, outputOption, socketOption } from './query.ts';
 
 export function podsCommand(): Command {
-  return new Command('pods')
-    .description('list the pod sandboxes the node daemon has recorded')
-    .option('--socket <path>', 'the daemon socket', defaultSocketPath)
-    .option('-o, --output <format>', 'table or json', 'table')
+  return socketOption(new Command('pods').description('list the pod sandboxes the node daemon has recorded'))
+    .addOption(outputOption(['table', 'json']))
     .action(async (options: { socket: string; output: string }) => {
-      if (options.output !== 'table' && options.output !== 'json') {
-        throw new Error(`--output must be table or json, not "${options.output}"`);
-      }
-      const body = await callDaemon({ socketPath: options.socket, method: 'GET', path: routes.attachments, timeoutMs: 10_000 });
-      const list = parseDocument('AttachmentList', body, 'daemon answer');
+      const list = await getDocument(options.socket, routes.attachments, 'AttachmentList');
       process.stdout.write(options.output === 'json' ? `${JSON.stringify(list, null, 2)}\n` : podsTable(list, new Date()));
     });
 }

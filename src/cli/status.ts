@@ -1,19 +1,13 @@
 import { Command } from 'commander';
-import { callDaemon } from '../protocol/client.ts';
-import { defaultSocketPath, routes } from '../protocol/paths.ts';
-import { parseDocument, type DaemonStatus } from '../protocol/validate.ts';
+import { routes } from '../protocol/paths.ts';
+import type { DaemonStatus } from '../protocol/validate.ts';
+import { getDocument, outputOption, socketOption } from './query.ts';
 
 export function statusCommand(): Command {
-  return new Command('status')
-    .description('show the node daemon: version, attachments, spool backlog, files set aside as corrupt')
-    .option('--socket <path>', 'the daemon socket', defaultSocketPath)
-    .option('-o, --output <format>', 'text or json', 'text')
+  return socketOption(new Command('status').description('show the node daemon: version, attachments, spool backlog, files set aside as corrupt'))
+    .addOption(outputOption(['text', 'json']))
     .action(async (options: { socket: string; output: string }) => {
-      if (options.output !== 'text' && options.output !== 'json') {
-        throw new Error(`--output must be text or json, not "${options.output}"`);
-      }
-      const body = await callDaemon({ socketPath: options.socket, method: 'GET', path: routes.status, timeoutMs: 10_000 });
-      const status = parseDocument('DaemonStatus', body, 'daemon answer');
+      const status = await getDocument(options.socket, routes.status, 'DaemonStatus');
       process.stdout.write(options.output === 'json' ? `${JSON.stringify(status, null, 2)}\n` : statusText(status));
     });
 }

@@ -30,7 +30,7 @@ const documents = {
   ErrorBody: validators.ErrorBody as Validator,
 };
 
-interface DocumentTypes {
+export interface DocumentTypes {
   PluginConfig: Doc.PluginConfig;
   AttachmentRecord: Doc.AttachmentRecord;
   AttachmentKey: Doc.AttachmentKey;
