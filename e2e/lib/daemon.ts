@@ -14,6 +14,8 @@ export interface DaemonSandbox {
   stateDir: string;
   socketPath: string;
   binDir: string;
+  /** Standalone documents folder, followed when the sandbox was made with `standalone`. */
+  configDir: string;
   /** Starts the daemon and waits until it answers /readyz. */
   start(): Promise<void>;
   /** SIGTERM, and wait for the exit. */
@@ -25,12 +27,14 @@ export interface DaemonSandbox {
   pluginSettings(): { socketPath: string; stateDir: string; timeoutMs: number };
 }
 
-export async function daemonSandbox(t: Test, timeoutMs = 1000): Promise<DaemonSandbox> {
+export async function daemonSandbox(t: Test, options: { standalone?: boolean } = {}): Promise<DaemonSandbox> {
+  const timeoutMs = 1000;
   const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
   const root = tmp.path;
   const stateDir = `${root}/state`;
   const socketPath = `${root}/run/podnet.sock`;
   const binDir = `${root}/bin`;
+  const configDir = `${root}/config.d`;
   await mkdir(binDir);
   await symlink(podnetBinary, `${binDir}/podnet`);
   let proc: ResultPromise | undefined;
@@ -61,8 +65,13 @@ export async function daemonSandbox(t: Test, timeoutMs = 1000): Promise<DaemonSa
     stateDir,
     socketPath,
     binDir,
+    configDir,
     async start() {
-      proc = execa(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir], { reject: false, stdio: ['ignore', 'ignore', 'pipe'] });
+      const standalone = options.standalone ? ['--config-dir', configDir, '--resync-seconds', '1'] : [];
+      proc = execa(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone], {
+        reject: false,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       exited = proc.then((r) => ({ stderr: r.stderr }));
       await waitReady();
     },

@@ -9,9 +9,20 @@ export function daemonCommand(): Command {
     .description('run the node daemon: record pod sandboxes and serve the podnet socket')
     .option('--socket <path>', 'unix socket to serve', defaultSocketPath)
     .option('--state-dir <dir>', 'state directory (records, spool)', defaultStateDir)
-    .action(async (options: { socket: string; stateDir: string }) => {
+    .option('--config-dir <dir>', 'standalone mode: follow the Network and PodNetworkConfig documents (YAML or JSON) in this directory')
+    .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string }) => {
       const log = jsonLogger();
-      const daemon = await startDaemon({ socketPath: options.socket, stateDir: options.stateDir, version: podnetVersion, log });
+      const resyncMs = Number(options.resyncSeconds) * 1000;
+      if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
+      const daemon = await startDaemon({
+        socketPath: options.socket,
+        stateDir: options.stateDir,
+        version: podnetVersion,
+        log,
+        resyncMs,
+        ...(options.configDir ? { configDir: options.configDir } : {}),
+      });
       const stop = (signal: string) => {
         log.info('stopping', { signal });
         daemon.stop().then(

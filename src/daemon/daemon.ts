@@ -6,6 +6,10 @@ import { Registry } from '../registry/registry.ts';
 import { spoolDir } from '../registry/spool.ts';
 import { startServer, type RunningServer } from './server.ts';
 import { acquireStateLock } from './lock.ts';
+import { Reconciler } from './reconciler.ts';
+import { loadConfigDir, watchConfigDir } from '../sources/config-dir.ts';
+import { NodeIpam } from '../ipam/ipam.ts';
+import { iproute2 } from '../netns/ip.ts';
 import type { Logger } from '../log.ts';
 
 export interface DaemonOptions {
@@ -15,10 +19,15 @@ export interface DaemonOptions {
   log: Logger;
   /** How often the spool is replayed even without a change notice (fs.watch can miss events). */
   spoolIntervalMs?: number;
+  /** Standalone mode: the directory of Network and PodNetworkConfig documents to follow. */
+  configDir?: string;
+  /** How often every sandbox is reconciled even without a change (drift repair). */
+  resyncMs?: number;
 }
 
 export interface RunningDaemon {
   registry: Registry;
+  reconciler: Reconciler | undefined;
   stop(): Promise<void>;
 }
 
@@ -53,7 +62,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     draining = registry
       .drainSpool()
       .then(
-        () => undefined,
+        () => void reconciler?.schedule(),
         (err: Error) => log.error('spool replay failed', { error: err.message }),
       )
       .finally(() => {
@@ -73,10 +82,34 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   }
   const timer = setInterval(drain, opts.spoolIntervalMs ?? 2000);
 
+  let reconciler: Reconciler | undefined;
+  let configWatch: FSWatcher | undefined;
+  let resync: NodeJS.Timeout | undefined;
+  if (opts.configDir) {
+    const configDir = opts.configDir;
+    reconciler = new Reconciler({
+      stateDir: opts.stateDir,
+      registry,
+      documents: () => loadConfigDir(configDir),
+      ip: iproute2,
+      ipam: NodeIpam.open(opts.stateDir),
+      log,
+      hostNetnsRef: String(process.pid),
+    });
+    await reconciler.start();
+    const r = reconciler;
+    configWatch = watchConfigDir(configDir, () => void r.schedule());
+    resync = setInterval(() => void r.schedule(), opts.resyncMs ?? 10_000);
+    log.info('following documents', { configDir });
+  }
+
   return {
     registry,
+    reconciler,
     async stop() {
       clearInterval(timer);
+      clearInterval(resync);
+      configWatch?.close();
       watcher?.close();
       await server.close();
       await draining;

@@ -214,3 +214,427 @@ export interface ErrorBody {
   message: string;
   details?: string;
 }
+
+/**
+ * A Kubernetes object name (DNS-1123 subdomain).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Name".
+ */
+export type Name = string;
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NamespaceName".
+ */
+export type NamespaceName = string;
+/**
+ * An interface name inside a pod: 1 to 15 printable ASCII characters (the kernel's IFNAMSIZ), not . or .., no /, : or whitespace.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodInterfaceName".
+ */
+export type PodInterfaceName = string;
+/**
+ * An interface podnet creates on the host: it starts with pn, so that it is recognizably podnet's and never a name the primary CNI uses.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "HostInterfaceName".
+ */
+export type HostInterfaceName = string;
+/**
+ * An IPv4 or IPv6 address with its prefix length, e.g. 198.18.5.0/24 or 2001:db8:5::/64.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Cidr".
+ */
+export type Cidr = string;
+/**
+ * An IPv4 or IPv6 address.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Ip".
+ */
+export type Ip = string;
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Mtu".
+ */
+export type Mtu = number;
+
+/**
+ * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network) and what a tenant asks for its pods (PodNetworkConfig). The same documents come from Kubernetes or, standalone, from files.
+ */
+export interface Api {
+  [k: string]: unknown;
+}
+/**
+ * As Kubernetes selects: every matchLabels pair and every matchExpressions term must hold. An empty selector selects everything.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "LabelSelector".
+ */
+export interface LabelSelector {
+  matchLabels?: {
+    [k: string]: string;
+  };
+  matchExpressions?: {
+    key: string;
+    operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    values?: string[];
+  }[];
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "ObjectMeta".
+ */
+export interface ObjectMeta {
+  name: Name;
+  namespace?: NamespaceName;
+  labels?: {
+    [k: string]: string;
+  };
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "IpRange".
+ */
+export interface IpRange {
+  subnet: Cidr;
+  rangeStart?: Ip;
+  rangeEnd?: Ip;
+  gateway?: Ip;
+}
+/**
+ * A network pods may be attached to at runtime, offered by the cluster admin (cluster-scoped). spec.namespaceSelector picks the namespaces whose pods may attach (none when unset; a namespace carries the label kubernetes.io/metadata.name=<its name>).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Network".
+ */
+export interface Network {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  kind: 'Network';
+  metadata: ObjectMeta;
+  spec: {
+    /**
+     * How pods are attached.
+     */
+    type: 'bridge';
+    /**
+     * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it.
+     */
+    bridge?: {
+      name?: HostInterfaceName;
+      gateway?: boolean;
+    };
+    mtu?: Mtu;
+    ipam?: {
+      /**
+       * @minItems 1
+       * @maxItems 4
+       */
+      ranges: [IpRange] | [IpRange, IpRange] | [IpRange, IpRange, IpRange] | [IpRange, IpRange, IpRange, IpRange];
+    };
+    namespaceSelector?: LabelSelector;
+  };
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Attachment".
+ */
+export interface Attachment {
+  network: Name;
+  interface: PodInterfaceName;
+  /**
+   * Static addresses, each inside one of the Network's ranges.
+   *
+   * @maxItems 4
+   */
+  ips?: [] | [Cidr] | [Cidr, Cidr] | [Cidr, Cidr, Cidr] | [Cidr, Cidr, Cidr, Cidr];
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "InterfaceTuning".
+ */
+export interface InterfaceTuning {
+  name: PodInterfaceName;
+  mtu?: Mtu;
+}
+/**
+ * What a tenant asks for the pods its selector picks in its own namespace.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkConfig".
+ */
+export interface PodNetworkConfig {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  kind: 'PodNetworkConfig';
+  metadata: ObjectMeta;
+  spec: {
+    podSelector: LabelSelector;
+    /**
+     * @maxItems 16
+     */
+    attachments?:
+      | []
+      | [Attachment]
+      | [Attachment, Attachment]
+      | [Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
+      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ]
+      | [
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment,
+          Attachment
+        ];
+    /**
+     * @maxItems 16
+     */
+    interfaces?:
+      | []
+      | [InterfaceTuning]
+      | [InterfaceTuning, InterfaceTuning]
+      | [InterfaceTuning, InterfaceTuning, InterfaceTuning]
+      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
+      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
+      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ]
+      | [
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning,
+          InterfaceTuning
+        ];
+  };
+}

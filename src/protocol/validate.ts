@@ -28,6 +28,8 @@ const documents = {
   SpoolEntry: validators.SpoolEntry as Validator,
   DaemonStatus: validators.DaemonStatus as Validator,
   ErrorBody: validators.ErrorBody as Validator,
+  Network: validators.Network as Validator,
+  PodNetworkConfig: validators.PodNetworkConfig as Validator,
 };
 
 export interface DocumentTypes {
@@ -42,6 +44,8 @@ export interface DocumentTypes {
   SpoolEntry: Doc.SpoolEntry;
   DaemonStatus: Doc.DaemonStatus;
   ErrorBody: Doc.ErrorBody;
+  Network: Doc.Network;
+  PodNetworkConfig: Doc.PodNetworkConfig;
 }
 
 export type DocumentName = keyof DocumentTypes;

@@ -1,0 +1,117 @@
+// The engine on the real kernel, standalone: a bridge Network and a PodNetworkConfig attach an
+// interface with an address to two running pods and set eth0's MTU; the pods reach each other
+// over the new network; deleting the config takes everything back, on the host too.
+import t from 'tap';
+import { execa } from 'execa';
+import { rm, writeFile } from 'node:fs/promises';
+import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
+import { daemonSandbox } from './lib/daemon.ts';
+import { missingPrerequisite } from './lib/env.ts';
+import { addressesIn, linkExists, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+
+const skip = missingPrerequisite(['/bin/busybox']);
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function mtuOf(netns: string, dev: string): Promise<number | undefined> {
+  const r = await execa('ip', ['-n', netns, '-json', 'link', 'show', 'dev', dev], { reject: false });
+  return r.exitCode === 0 ? (JSON.parse(r.stdout) as { mtu: number }[])[0]?.mtu : undefined;
+}
+
+async function hostLinks(prefix: string): Promise<string[]> {
+  const { stdout } = await execa('ip', ['-json', 'link', 'show']);
+  return (JSON.parse(stdout) as { ifname: string }[]).map((l) => l.ifname).filter((n) => n.startsWith(prefix));
+}
+
+t.test('bridge attachment, eth0 MTU, ping between pods, and a clean undo', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const hostVethsBefore = await hostLinks('pnv');
+
+  // Two pods, each with an eth0 from a "primary plugin" (a veth whose peer stays in the pod).
+  const runtime = new CniRuntime([daemon.binDir]);
+  const list = { cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'podnet', ...daemon.pluginSettings() }] };
+  const pods: { name: string; ns: { name: string; path: string }; att: Attachment }[] = [];
+  for (const name of ['pod-a', 'pod-b']) {
+    const ns = await makeNetns(t);
+    await execa('ip', ['-n', ns.name, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
+    await execa('ip', ['-n', ns.name, 'link', 'set', 'eth0', 'up']);
+    const att: Attachment = { containerId: uniqueName('ctr'), netns: ns.path, ifname: 'eth0', args: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
+    await runtime.invoke(list, list.plugins[0]!, 'ADD', att, { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [] });
+    pods.push({ name, ns, att });
+  }
+
+  await writeFile(
+    `${daemon.configDir}/blue.yaml`,
+    `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: blue }
+spec:
+  type: bridge
+  bridge: { name: ${bridge}, gateway: true }
+  mtu: 1400
+  ipam: { ranges: [{ subnet: 198.18.80.0/24 }] }
+  namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
+`,
+  );
+  await writeFile(
+    `${daemon.configDir}/pods.yaml`,
+    `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: cnf, namespace: default }
+spec:
+  podSelector:
+    matchExpressions: [{ key: podnetwork.opdev.io/pod-name, operator: In, values: [pod-a, pod-b] }]
+  attachments: [{ network: blue, interface: net1 }]
+  interfaces: [{ name: eth0, mtu: 1300 }]
+`,
+  );
+
+  const addresses: string[] = [];
+  for (const pod of pods) {
+    const net1 = await until(`net1 in ${pod.name}`, async () => {
+      const link = (await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1');
+      return link && link.addresses.some((a) => a.startsWith('198.18.80.')) ? link : undefined;
+    });
+    const address = net1.addresses.find((a) => a.startsWith('198.18.80.'))!;
+    t.match(address, /^198\.18\.80\.\d+\/24$/, `${pod.name} has net1 with an address from the Network's range`);
+    t.equal(await mtuOf(pod.ns.name, 'net1'), 1400, `${pod.name} net1 has the Network's MTU`);
+    await until(`eth0 MTU in ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'eth0')) === 1300 ? true : undefined));
+    t.pass(`${pod.name} eth0 MTU is 1300`);
+    addresses.push(address.split('/')[0]!);
+  }
+  t.not(addresses[0], addresses[1], 'each pod has its own address');
+  const { stdout: bridgeAddr } = await execa('ip', ['-json', 'addr', 'show', 'dev', bridge]);
+  t.match(JSON.parse(bridgeAddr), [{ mtu: 1400, addr_info: [{ local: '198.18.80.1', prefixlen: 24 }] }], 'the bridge has the MTU and the gateway address');
+
+  const ping = await execa('ip', ['netns', 'exec', pods[0]!.ns.name, 'busybox', 'ping', '-c', '2', '-W', '2', addresses[1]!], { reject: false });
+  t.equal(ping.exitCode, 0, `pod-a reaches pod-b over the new network: ${ping.stdout.split('\n').at(-2) ?? ''}`);
+
+  // Drift: an address removed by hand comes back with the next resync.
+  await execa('ip', ['-n', pods[1]!.ns.name, 'addr', 'flush', 'dev', 'net1']);
+  await until('the address put back', async () =>
+    (await addressesIn(pods[1]!.ns.name)).find((l) => l.ifname === 'net1')?.addresses.includes(`${addresses[1]}/24`) ? true : undefined,
+  );
+  t.pass('a removed address is repaired');
+
+  // Undo: deleting the config takes back the attachment, the MTU and, unused now, the bridge.
+  await rm(`${daemon.configDir}/pods.yaml`);
+  for (const pod of pods) {
+    await until(`net1 gone from ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
+    await until(`eth0 MTU restored in ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'eth0')) === 1500 ? true : undefined));
+  }
+  t.pass('net1 is gone and eth0 has its MTU back in both pods');
+  await until('the bridge removed', async () => ((await linkExists(bridge)) ? undefined : true));
+  t.pass('the host bridge is gone');
+  t.same(await hostLinks('pnv'), hostVethsBefore, 'no host veth of podnet is left');
+});

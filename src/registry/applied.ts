@@ -1,0 +1,47 @@
+// What podnet has applied, per sandbox (<stateDir>/applied/<containerId>.json), and the host
+// bridges it made (<stateDir>/host-objects.json): what undo takes back, and the only host
+// objects podnet ever removes.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AppliedState } from '../model/state.ts';
+import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from './atomic-file.ts';
+
+export class AppliedStore {
+  private readonly dir: string;
+  private readonly hostObjectsFile: string;
+
+  constructor(stateDir: string) {
+    this.dir = join(stateDir, 'applied');
+    this.hostObjectsFile = join(stateDir, 'host-objects.json');
+    ensurePrivateDir(this.dir);
+  }
+
+  get(containerId: string): AppliedState | undefined {
+    const file = join(this.dir, `${containerId}.json`);
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as AppliedState) : undefined;
+  }
+
+  all(): AppliedState[] {
+    return readdirSync(this.dir)
+      .filter((n) => n.endsWith('.json'))
+      .map((n) => JSON.parse(readFileSync(join(this.dir, n), 'utf8')) as AppliedState);
+  }
+
+  put(state: AppliedState): void {
+    const file = join(this.dir, `${state.containerId}.json`);
+    if (state.attachments.length === 0 && state.tuning.length === 0) removeFileDurable(file);
+    else writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
+  }
+
+  remove(containerId: string): void {
+    removeFileDurable(join(this.dir, `${containerId}.json`));
+  }
+
+  bridges(): string[] {
+    return existsSync(this.hostObjectsFile) ? (JSON.parse(readFileSync(this.hostObjectsFile, 'utf8')) as { bridges: string[] }).bridges : [];
+  }
+
+  setBridges(bridges: readonly string[]): void {
+    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify({ bridges: [...new Set(bridges)].sort() }, null, 2)}\n`);
+  }
+}
