@@ -3,7 +3,7 @@
 // over the new network; deleting the config takes everything back, on the host too.
 import t from 'tap';
 import { execa } from 'execa';
-import { rm, writeFile } from 'node:fs/promises';
+import { readdir, writeFile } from 'node:fs/promises';
 import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
 import { daemonSandbox } from './lib/daemon.ts';
 import { missingPrerequisite } from './lib/env.ts';
@@ -51,8 +51,10 @@ t.test('bridge attachment, eth0 MTU, ping between pods, and a clean undo', { ski
     pods.push({ name, ns, att });
   }
 
+  const podnet = (...args: string[]) => execa(`${daemon.binDir}/podnet`, args, { reject: false });
+  const apply = (file: string) => podnet('apply', '-f', file, '--config-dir', daemon.configDir);
   await writeFile(
-    `${daemon.configDir}/blue.yaml`,
+    `${daemon.root}/blue.yaml`,
     `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: Network
 metadata: { name: blue }
@@ -65,7 +67,7 @@ spec:
 `,
   );
   await writeFile(
-    `${daemon.configDir}/pods.yaml`,
+    `${daemon.root}/pods.yaml`,
     `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: cnf, namespace: default }
@@ -76,6 +78,12 @@ spec:
   interfaces: [{ name: eth0, mtu: 1300 }]
 `,
   );
+  // A bad document is refused whole, naming the field; nothing of it is written.
+  await writeFile(`${daemon.root}/bad.yaml`, 'apiVersion: podnetwork.opdev.io/v1alpha1\nkind: PodNetworkConfig\nmetadata: { name: bad }\nspec: { podSelector: {}, attachments: [{ network: blue, interface: a/b }] }\n');
+  const refused = await apply(`${daemon.root}/bad.yaml`);
+  t.not(refused.exitCode, 0, 'podnet apply refuses an invalid document');
+  t.match(refused.stderr, /bad\.yaml document 1 PodNetworkConfig: .*at \/spec\/attachments\/0\/interface: must match pattern/);
+  for (const file of ['blue.yaml', 'pods.yaml']) t.equal((await apply(`${daemon.root}/${file}`)).exitCode, 0, `podnet apply -f ${file}`);
 
   const addresses: string[] = [];
   for (const pod of pods) {
@@ -91,6 +99,9 @@ spec:
     addresses.push(address.split('/')[0]!);
   }
   t.not(addresses[0], addresses[1], 'each pod has its own address');
+  const explained = await podnet('explain', 'default/pod-a', '--socket', daemon.socketPath);
+  t.match(explained.stdout, /net1 on Network blue: bridge pnbr\w+, host end pnv\w+, addresses 198\.18\.80\.\d+\/24, mtu 1400/, 'podnet explain shows what is desired');
+  t.match(explained.stdout, /problems: none\nlast error: none/);
   const { stdout: bridgeAddr } = await execa('ip', ['-json', 'addr', 'show', 'dev', bridge]);
   t.match(JSON.parse(bridgeAddr), [{ mtu: 1400, addr_info: [{ local: '198.18.80.1', prefixlen: 24 }] }], 'the bridge has the MTU and the gateway address');
 
@@ -105,7 +116,7 @@ spec:
   t.pass('a removed address is repaired');
 
   // Undo: deleting the config takes back the attachment, the MTU and, unused now, the bridge.
-  await rm(`${daemon.configDir}/pods.yaml`);
+  t.equal((await podnet('delete', '-f', `${daemon.root}/pods.yaml`, '--config-dir', daemon.configDir)).exitCode, 0, 'podnet delete -f pods.yaml');
   for (const pod of pods) {
     await until(`net1 gone from ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
     await until(`eth0 MTU restored in ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'eth0')) === 1500 ? true : undefined));
@@ -114,4 +125,23 @@ spec:
   await until('the bridge removed', async () => ((await linkExists(bridge)) ? undefined : true));
   t.pass('the host bridge is gone');
   t.same(await hostLinks('pnv'), hostVethsBefore, 'no host veth of podnet is left');
+});
+
+t.test('a pass cut short by a crash is taken back at the next start', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  // What a SIGKILL between two steps leaves: the first step's bridge, and the journal of the pass.
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  await execa('ip', ['link', 'add', 'name', bridge, 'type', 'bridge']);
+  await execa('mkdir', ['-p', `${daemon.stateDir}/journal`]);
+  await writeFile(
+    `${daemon.stateDir}/journal/crashed.json`,
+    JSON.stringify([
+      { where: 'host', line: `link add name ${bridge} type bridge`, undo: { where: 'host', line: `link del ${bridge}` } },
+      { where: 'host', line: `link set ${bridge} up` },
+    ]),
+  );
+  await daemon.start();
+  t.notOk(await linkExists(bridge), 'the half-made bridge is gone');
+  t.same((await readdir(`${daemon.stateDir}/journal`)).filter((n) => !n.startsWith('.')), [], 'and the journal with it');
 });

@@ -25,6 +25,7 @@ const validated = {
   SpoolEntry: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SpoolEntry',
   DaemonStatus: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DaemonStatus',
   ErrorBody: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/ErrorBody',
+  SandboxList: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SandboxList',
   Network: 'https://podnet.opdev.io/schemas/api.json#/$defs/Network',
   PodNetworkConfig: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfig',
 } as const;

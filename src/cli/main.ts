@@ -5,6 +5,9 @@ import { toPodnetError } from '../errors.ts';
 import { podnetVersion } from '../version.ts';
 import { daemonCommand } from './daemon.ts';
 import { podsCommand } from './pods.ts';
+import { applyCommand } from './apply.ts';
+import { deleteCommand } from './delete.ts';
+import { explainCommand } from './explain.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
 
@@ -15,6 +18,9 @@ export function program(): Command {
     .addCommand(daemonCommand())
     .addCommand(podsCommand())
     .addCommand(statusCommand())
+    .addCommand(applyCommand())
+    .addCommand(deleteCommand())
+    .addCommand(explainCommand())
     .addCommand(versionCommand());
 }
 

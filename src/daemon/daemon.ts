@@ -36,9 +36,30 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   const lock = acquireStateLock(opts.stateDir);
   let registry: Registry;
   let server: RunningServer;
+  // Standalone mode only; the socket answers /v1/sandboxes from it.
+  let reconciler: Reconciler | undefined;
   try {
     registry = await Registry.open(opts.stateDir, log);
-    server = await startServer({ socketPath: opts.socketPath, registry, version: opts.version, log });
+    if (opts.configDir) {
+      const configDir = opts.configDir;
+      reconciler = new Reconciler({
+        stateDir: opts.stateDir,
+        registry,
+        documents: () => loadConfigDir(configDir),
+        ip: iproute2,
+        ipam: NodeIpam.open(opts.stateDir),
+        log,
+        hostNetnsRef: String(process.pid),
+      });
+      await reconciler.recover();
+    }
+    server = await startServer({
+      socketPath: opts.socketPath,
+      registry,
+      version: opts.version,
+      log,
+      ...(opts.configDir ? { sandboxes: () => reconciler?.list() ?? { documentProblems: [], items: [] } } : {}),
+    });
   } catch (err) {
     lock.release();
     throw err;
@@ -82,25 +103,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   }
   const timer = setInterval(drain, opts.spoolIntervalMs ?? 2000);
 
-  let reconciler: Reconciler | undefined;
   let configWatch: FSWatcher | undefined;
   let resync: NodeJS.Timeout | undefined;
-  if (opts.configDir) {
-    const configDir = opts.configDir;
-    reconciler = new Reconciler({
-      stateDir: opts.stateDir,
-      registry,
-      documents: () => loadConfigDir(configDir),
-      ip: iproute2,
-      ipam: NodeIpam.open(opts.stateDir),
-      log,
-      hostNetnsRef: String(process.pid),
-    });
-    await reconciler.start();
+  if (reconciler && opts.configDir) {
     const r = reconciler;
-    configWatch = watchConfigDir(configDir, () => void r.schedule());
+    void r.schedule();
+    configWatch = watchConfigDir(opts.configDir, () => void r.schedule());
     resync = setInterval(() => void r.schedule(), opts.resyncMs ?? 10_000);
-    log.info('following documents', { configDir });
+    log.info('following documents', { configDir: opts.configDir });
   }
 
   return {

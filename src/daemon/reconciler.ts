@@ -13,7 +13,7 @@ import { isNetworkNamespace } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
-import type { AttachmentRecord } from '../protocol/validate.ts';
+import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
 import { AppliedStore } from '../registry/applied.ts';
 import type { Registry } from '../registry/registry.ts';
 import type { DesiredDocuments } from '../sources/config-dir.ts';
@@ -64,11 +64,15 @@ export class Reconciler {
     this.applied = new AppliedStore(opts.stateDir);
   }
 
-  /** Takes back passes a crash cut short, then reconciles. */
-  async start(): Promise<void> {
+  /** Every sandbox's report, for `podnet explain`. */
+  list(): SandboxList {
+    return { documentProblems: this.documentProblems, items: [...this.reports.values()] as SandboxList['items'] };
+  }
+
+  /** Takes back the passes a crash cut short; before the daemon reports ready. */
+  async recover(): Promise<void> {
     const undone = await runJournalUndo(this.opts.ip, this.opts.stateDir);
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
-    await this.schedule();
   }
 
   /** Runs a pass now, or one more after the pass under way; resolves when that pass is done. */

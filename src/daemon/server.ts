@@ -6,7 +6,7 @@ import { chmod, lstat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
-import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type ErrorBody } from '../protocol/validate.ts';
+import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type ErrorBody, type SandboxList } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
@@ -21,6 +21,8 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   /** Connections served at once; more are refused until one closes. */
   maxConnections?: number;
+  /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
+  sandboxes?: () => SandboxList;
 }
 
 export interface RunningServer {
@@ -134,6 +136,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         DELETE: async (_req, params) => {
           const changes = await registry.apply({ op: 'del', key: keyFromPath(params) });
           return { status: 200, body: { removed: changes.removed.length > 0 } };
+        },
+      },
+    },
+    {
+      pattern: /^\/v1\/sandboxes$/,
+      methods: {
+        GET: async () => {
+          if (!opts.sandboxes) throw new PodnetError('NOT_FOUND', 'this daemon follows no documents (start it with --config-dir)');
+          return { status: 200, body: opts.sandboxes() };
         },
       },
     },

@@ -214,6 +214,44 @@ export interface ErrorBody {
   message: string;
   details?: string;
 }
+/**
+ * Why part of a desired state is not applied: the document, the field and the reason.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "Problem".
+ */
+export interface Problem {
+  document: string;
+  field: string;
+  reason: string;
+}
+/**
+ * What the daemon knows of one sandbox: who, what is desired (resolved: names, addresses), what podnet has applied, what it cannot apply and why, the steps of its last pass and the last error.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SandboxReport".
+ */
+export interface SandboxReport {
+  containerId: ContainerId;
+  namespace: string;
+  name: string;
+  netns: NetnsPath;
+  desired: {};
+  applied?: {};
+  problems: Problem[];
+  lastSteps: {
+    line: string;
+  }[];
+  lastError?: string;
+}
+/**
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "SandboxList".
+ */
+export interface SandboxList {
+  documentProblems: Problem[];
+  items: SandboxReport[];
+}
 
 /**
  * A Kubernetes object name (DNS-1123 subdomain).

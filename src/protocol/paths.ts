@@ -4,6 +4,8 @@
 export const defaultSocketPath = '/run/podnet/podnet.sock';
 export const defaultStateDir = '/var/lib/podnet';
 export const defaultTimeoutMs = 1000;
+/** Standalone mode's documents: what `podnet apply` writes and `podnet daemon --config-dir` follows. */
+export const defaultConfigDir = '/etc/podnet/config.d';
 
 /** The socket's routes. Versioned so a newer daemon can keep answering an older plugin. */
 export const routes = {
@@ -12,6 +14,7 @@ export const routes = {
   status: '/v1/status',
   attachments: '/v1/attachments',
   gc: '/v1/gc',
+  sandboxes: '/v1/sandboxes',
 } as const;
 
 export function attachmentRoute(key: { containerId: string; ifname: string }): string {

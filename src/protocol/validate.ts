@@ -28,6 +28,7 @@ const documents = {
   SpoolEntry: validators.SpoolEntry as Validator,
   DaemonStatus: validators.DaemonStatus as Validator,
   ErrorBody: validators.ErrorBody as Validator,
+  SandboxList: validators.SandboxList as Validator,
   Network: validators.Network as Validator,
   PodNetworkConfig: validators.PodNetworkConfig as Validator,
 };
@@ -44,6 +45,7 @@ export interface DocumentTypes {
   SpoolEntry: Doc.SpoolEntry;
   DaemonStatus: Doc.DaemonStatus;
   ErrorBody: Doc.ErrorBody;
+  SandboxList: Doc.SandboxList;
   Network: Doc.Network;
   PodNetworkConfig: Doc.PodNetworkConfig;
 }

@@ -1,0 +1,66 @@
+import t, { type Test } from 'tap';
+import { existsSync, readdirSync } from 'node:fs';
+import { dir } from 'tmp-promise';
+import { PodnetError } from '../errors.ts';
+import type { Step } from '../model/state.ts';
+import type { IpRunner, Where } from '../netns/ip.ts';
+import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
+import { execute, journalFolder, runJournalUndo } from './execute.ts';
+
+/** An IpRunner that records each batch and fails the line that matches `failOn`. */
+function recordingIp(failOn?: string) {
+  const batches: { where: string; lines: string[] }[] = [];
+  const ip: IpRunner = {
+    json: async () => [],
+    batch: async (where: Where, lines: readonly string[]) => {
+      batches.push({ where: where === 'host' ? 'host' : where.netns, lines: [...lines] });
+      const failed = failOn === undefined ? -1 : lines.indexOf(failOn);
+      return failed < 0 ? { done: lines.length } : { done: failed, error: new PodnetError('IO_FAILURE', `ip ${failOn}: boom`) };
+    },
+  };
+  return { ip, batches };
+}
+
+const pod: Where = { netns: '/run/netns/p' };
+const steps: Step[] = [
+  { where: 'host', line: 'link add name pnb type bridge', undo: { where: 'host', line: 'link del pnb' } },
+  { where: 'host', line: 'link set pnb up' },
+  { where: pod, line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, line: 'link del net1' } },
+  { where: pod, line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, line: 'addr del 198.18.1.2/24 dev net1' } },
+];
+
+async function stateDir(t: Test): Promise<string> {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  return tmp.path;
+}
+
+t.test('one batch per run of a namespace, in order; the journal is gone after', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  t.same(await execute(ip, path, 'c1', steps), { undoErrors: [] });
+  t.same(batches, [
+    { where: 'host', lines: ['link add name pnb type bridge', 'link set pnb up'] },
+    { where: '/run/netns/p', lines: ['link add net1 type veth peer name pnv1 netns 1', 'addr add 198.18.1.2/24 dev net1'] },
+  ]);
+  t.same(readdirSync(`${path}/${journalFolder}`), []);
+});
+
+t.test('a failed step: the steps taken before it are undone, last first', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
+  const result = await execute(ip, path, 'c1', steps);
+  t.match(result.error, { code: 'IO_FAILURE', message: /boom/ });
+  t.same(batches.slice(2).map((b) => b.lines[0]), ['link del net1', 'link del pnb'], 'the veth, then the bridge');
+});
+
+t.test('a journal left by a crash is undone whole at start', async (t) => {
+  const path = await stateDir(t);
+  const crashing = recordingIp();
+  // A journal is written before anything runs; simulate the crash by writing it and not running.
+  ensurePrivateDir(`${path}/${journalFolder}`);
+  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify(steps));
+  t.same(await runJournalUndo(crashing.ip, path), ['c9']);
+  t.same(crashing.batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
+  t.notOk(existsSync(`${path}/${journalFolder}/c9.json`));
+});
