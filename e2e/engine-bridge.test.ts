@@ -1,5 +1,5 @@
 // The engine on the real kernel, standalone: a bridge Network and a PodNetworkConfig attach an
-// interface with an address to two running pods and set eth0's MTU; the pods reach each other
+// interface with an address to two running pods and tune eth0; the pods reach each other
 // over the new network; deleting the config takes everything back, on the host too.
 import t from 'tap';
 import { execa } from 'execa';
@@ -21,9 +21,19 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
   }
 }
 
-async function mtuOf(netns: string, dev: string): Promise<number | undefined> {
+interface LinkView {
+  mtu: number;
+  txqlen: number;
+  flags: string[];
+}
+
+async function linkOf(netns: string, dev: string): Promise<LinkView | undefined> {
   const r = await execa('ip', ['-n', netns, '-json', 'link', 'show', 'dev', dev], { reject: false });
-  return r.exitCode === 0 ? (JSON.parse(r.stdout) as { mtu: number }[])[0]?.mtu : undefined;
+  return r.exitCode === 0 ? (JSON.parse(r.stdout) as LinkView[])[0] : undefined;
+}
+
+async function mtuOf(netns: string, dev: string): Promise<number | undefined> {
+  return (await linkOf(netns, dev))?.mtu;
 }
 
 async function hostLinks(prefix: string): Promise<string[]> {
@@ -75,7 +85,7 @@ spec:
   podSelector:
     matchExpressions: [{ key: podnetwork.opdev.io/pod-name, operator: In, values: [pod-a, pod-b] }]
   attachments: [{ network: blue, interface: net1 }]
-  interfaces: [{ name: eth0, mtu: 1300 }]
+  interfaces: [{ name: eth0, mtu: 1300, txqueuelen: 500, promisc: true }, { name: net1, txqueuelen: 100 }]
 `,
   );
   // A bad document is refused whole, naming the field; nothing of it is written.
@@ -94,8 +104,13 @@ spec:
     const address = net1.addresses.find((a) => a.startsWith('198.18.80.'))!;
     t.match(address, /^198\.18\.80\.\d+\/24$/, `${pod.name} has net1 with an address from the Network's range`);
     t.equal(await mtuOf(pod.ns.name, 'net1'), 1400, `${pod.name} net1 has the Network's MTU`);
-    await until(`eth0 MTU in ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'eth0')) === 1300 ? true : undefined));
-    t.pass(`${pod.name} eth0 MTU is 1300`);
+    const eth0 = await until(`eth0 tuned in ${pod.name}`, async () => {
+      const l = await linkOf(pod.ns.name, 'eth0');
+      return l?.mtu === 1300 && l.txqlen === 500 && l.flags.includes('PROMISC') ? l : undefined;
+    });
+    t.ok(eth0, `${pod.name} eth0 has MTU 1300, txqueuelen 500 and is promiscuous`);
+    await until(`net1 tuned in ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1'))?.txqlen === 100 ? true : undefined));
+    t.pass(`${pod.name} net1, made in the same pass, got its txqueuelen in the next`);
     addresses.push(address.split('/')[0]!);
   }
   t.not(addresses[0], addresses[1], 'each pod has its own address');
@@ -119,9 +134,12 @@ spec:
   t.equal((await podnet('delete', '-f', `${daemon.root}/pods.yaml`, '--config-dir', daemon.configDir)).exitCode, 0, 'podnet delete -f pods.yaml');
   for (const pod of pods) {
     await until(`net1 gone from ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
-    await until(`eth0 MTU restored in ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'eth0')) === 1500 ? true : undefined));
+    await until(`eth0 restored in ${pod.name}`, async () => {
+      const l = await linkOf(pod.ns.name, 'eth0');
+      return l?.mtu === 1500 && l.txqlen === 1000 && !l.flags.includes('PROMISC') ? true : undefined;
+    });
   }
-  t.pass('net1 is gone and eth0 has its MTU back in both pods');
+  t.pass('net1 is gone and eth0 has its MTU, txqueuelen and promisc back in both pods');
   await until('the bridge removed', async () => ((await linkExists(bridge)) ? undefined : true));
   t.pass('the host bridge is gone');
   t.same(await hostLinks('pnv'), hostVethsBefore, 'no host veth of podnet is left');

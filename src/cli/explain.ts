@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { PodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
 import type { SandboxList } from '../protocol/validate.ts';
-import type { AppliedState, ResolvedAttachment, ResolvedTuning } from '../model/state.ts';
+import type { AppliedState, LinkSettings, ResolvedAttachment, ResolvedTuning } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
 
 type Report = SandboxList['items'][number];
@@ -19,6 +19,10 @@ export function explainCommand(): Command {
     });
 }
 
+function settingsText(settings: LinkSettings): string {
+  return Object.entries(settings).map(([k, v]) => `${k} ${String(v)}`).join(', ');
+}
+
 export function explainText(report: Report): string {
   const desired = report.desired as { attachments: ResolvedAttachment[]; tuning: ResolvedTuning[] };
   const applied = report.applied as AppliedState | undefined;
@@ -26,11 +30,11 @@ export function explainText(report: Report): string {
   for (const a of desired.attachments) {
     lines.push(`  ${a.interface} on Network ${a.network}: bridge ${a.bridge}, host end ${a.hostIf}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}`);
   }
-  for (const t of desired.tuning) lines.push(`  ${t.interface}: mtu ${t.mtu}`);
+  for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
   if (desired.attachments.length + desired.tuning.length === 0) lines.push('  nothing');
   lines.push('applied:');
   for (const a of applied?.attachments ?? []) lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}`);
-  for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: mtu changed (was ${t.originalMtu})`);
+  for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}`);
   if (!applied || applied.attachments.length + applied.tuning.length === 0) lines.push('  nothing');
   lines.push(`problems:${report.problems.length === 0 ? ' none' : ''}`);
   for (const p of report.problems) lines.push(`  ${p.document} ${p.field}: ${p.reason}`);

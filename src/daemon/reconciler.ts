@@ -118,7 +118,7 @@ export class Reconciler {
         problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
       }
     }
-    const tuning: ResolvedTuning[] = desired.tuning.map((t) => ({ interface: t.interface, ...(t.mtu ? { mtu: t.mtu } : {}) }));
+    const tuning: ResolvedTuning[] = desired.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
     const report: SandboxReport = {
       containerId: record.containerId,
       namespace: identity.namespace,
@@ -148,6 +148,8 @@ export class Reconciler {
       if (result.error) throw result.error;
       this.commit(report.applied, planned.next);
       report.applied = planned.next;
+      // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
+      if (planned.deferred) this.again = true;
       if (planned.steps.length > 0) log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
     } catch (err) {
       const e: PodnetError = toPodnetError(err);

@@ -390,12 +390,21 @@ export interface Attachment {
   ips?: [] | [Cidr] | [Cidr, Cidr] | [Cidr, Cidr, Cidr] | [Cidr, Cidr, Cidr, Cidr];
 }
 /**
+ * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.
+ *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "InterfaceTuning".
  */
 export interface InterfaceTuning {
   name: PodInterfaceName;
   mtu?: Mtu;
+  txqueuelen?: number;
+  /**
+   * A unicast MAC address.
+   */
+  mac?: string;
+  up?: boolean;
+  promisc?: boolean;
 }
 /**
  * What a tenant asks for the pods its selector picks in its own namespace.

@@ -5,6 +5,7 @@
 // (the rest of the sandbox's desired state still applies).
 import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { selects, type Labels } from './selector.ts';
+import { linkSettingNames, type LinkSettingName, type LinkSettings } from './state.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
@@ -28,8 +29,9 @@ export interface DesiredAttachment {
 
 export interface DesiredTuning {
   interface: string;
-  mtu?: number;
-  from: string;
+  settings: LinkSettings;
+  /** Which config set each setting. */
+  from: Partial<Record<LinkSettingName, string>>;
 }
 
 export interface DesiredSandbox {
@@ -67,7 +69,7 @@ export function desiredFor(
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
 
   const attachmentBy = new Map<string, { at: DesiredAttachment; field: string }>();
-  const tuningBy = new Map<string, { at: DesiredTuning; field: string }>();
+  const tuningBy = new Map<string, DesiredTuning & { fields: Partial<Record<LinkSettingName, string>> }>();
   const conflicted = new Set<string>();
 
   for (const config of mine) {
@@ -90,19 +92,33 @@ export function desiredFor(
       attachmentBy.set(a.interface, { at, field });
     });
     (config.spec.interfaces ?? []).forEach((tuning, i) => {
-      const field = `spec.interfaces[${i}]`;
-      const earlier = tuningBy.get(tuning.name);
-      if (earlier && earlier.at.mtu !== tuning.mtu) {
-        conflicted.add(`tune:${tuning.name}`);
-        out.problems.push(...conflict(from, `${field}.mtu`, earlier.at.from, `${earlier.field}.mtu`, `the MTU of ${tuning.name}`));
-        return;
+      const entry = tuningBy.get(tuning.name) ?? { interface: tuning.name, settings: {}, from: {}, fields: {} };
+      tuningBy.set(tuning.name, entry);
+      for (const setting of linkSettingNames) {
+        const value = tuning[setting];
+        if (value === undefined) continue;
+        const field = `spec.interfaces[${i}].${setting}`;
+        const earlier = entry.settings[setting];
+        if (earlier !== undefined && earlier !== value) {
+          conflicted.add(`tune:${tuning.name}:${setting}`);
+          out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, `the ${setting} of ${tuning.name}`));
+          continue;
+        }
+        (entry.settings as Record<string, unknown>)[setting] = value;
+        entry.from[setting] = from;
+        entry.fields[setting] = field;
       }
-      if (!earlier) tuningBy.set(tuning.name, { at: { interface: tuning.name, from, ...(tuning.mtu ? { mtu: tuning.mtu } : {}) }, field });
     });
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
   for (const [name, { at }] of attachmentBy) if (!conflicted.has(`attach:${name}`)) out.attachments.push(at);
-  for (const [name, { at }] of tuningBy) if (!conflicted.has(`tune:${name}`)) out.tuning.push(at);
+  for (const { interface: name, settings, from } of tuningBy.values()) {
+    const kept: LinkSettings = {};
+    for (const setting of linkSettingNames) {
+      if (settings[setting] !== undefined && !conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
+    }
+    if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
+  }
   return out;
 }
 

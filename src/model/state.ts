@@ -2,10 +2,25 @@
 // with ip -json), and what podnet did before (applied, kept in the state dir).
 import type { Where } from '../netns/ip.ts';
 
+/** The interface settings podnet can tune, each remembered and restored on its own. */
+export interface LinkSettings {
+  mtu?: number;
+  txqueuelen?: number;
+  mac?: string;
+  up?: boolean;
+  promisc?: boolean;
+}
+
+export const linkSettingNames = ['mtu', 'txqueuelen', 'mac', 'up', 'promisc'] as const;
+export type LinkSettingName = (typeof linkSettingNames)[number];
+
 export interface ObservedLink {
   name: string;
   mtu: number;
   up: boolean;
+  txqueuelen?: number;
+  mac?: string;
+  promisc?: boolean;
   kind?: string;
   master?: string;
   /** "198.18.5.2/24", as ip shows local/prefixlen. */
@@ -31,7 +46,7 @@ export interface ResolvedAttachment {
 
 export interface ResolvedTuning {
   interface: string;
-  mtu?: number;
+  settings: LinkSettings;
 }
 
 export interface AppliedAttachment {
@@ -44,8 +59,8 @@ export interface AppliedAttachment {
 
 export interface AppliedTuning {
   interface: string;
-  /** What the interface had before podnet changed it: restored on undo. */
-  originalMtu: number;
+  /** What the interface had before podnet changed it, for each setting podnet changed. */
+  original: LinkSettings;
 }
 
 /** What podnet has done to one sandbox; written after each successful pass. */

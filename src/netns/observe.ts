@@ -6,6 +6,8 @@ import type { IpRunner, Where } from './ip.ts';
 interface IpAddrEntry {
   ifname: string;
   mtu: number;
+  txqlen?: number;
+  address?: string;
   flags?: string[];
   master?: string;
   linkinfo?: { info_kind?: string };
@@ -22,6 +24,9 @@ export async function observeLinks(ip: IpRunner, where: Where): Promise<Map<stri
       name: e.ifname,
       mtu: e.mtu,
       up: e.flags?.includes('UP') ?? false,
+      promisc: e.flags?.includes('PROMISC') ?? false,
+      ...(e.txqlen !== undefined ? { txqueuelen: e.txqlen } : {}),
+      ...(e.address ? { mac: e.address } : {}),
       ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
       ...(e.master ? { master: e.master } : {}),
       // Link-local IPv6 addresses are the kernel's, not a request's.

@@ -92,23 +92,46 @@ t.test('an interface podnet did not make is never taken over', async (t) => {
   t.match(p.problems, [{ reason: /net1 already exists in the pod and podnet did not make it/ }]);
 });
 
-t.test('MTU tuning remembers the original and restores it', async (t) => {
-  const first = plan(input({ tuning: [{ interface: 'eth0', mtu: 1300 }] }));
-  t.same(first.steps.map((s) => [s.line, s.undo?.line]), [['link set eth0 mtu 1300', 'link set eth0 mtu 1500']]);
-  t.same(first.next.tuning, [{ interface: 'eth0', originalMtu: 1500 }]);
+t.test('tuning remembers each original and restores it', async (t) => {
+  const settings = { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true };
+  const eth0 = link('eth0', { txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false });
+  const first = plan(input({ tuning: [{ interface: 'eth0', settings }], observed: { pod: new Map([eth0]), host: new Map() } }));
+  t.same(first.steps.map((s) => [s.line, s.undo?.line]), [
+    ['link set eth0 mtu 1300', 'link set eth0 mtu 1500'],
+    ['link set eth0 txqueuelen 500', 'link set eth0 txqueuelen 1000'],
+    ['link set eth0 address 02:00:00:00:00:aa', 'link set eth0 address 02:11:22:33:44:55'],
+    ['link set eth0 promisc on', 'link set eth0 promisc off'],
+  ]);
+  t.same(first.next.tuning, [{ interface: 'eth0', original: { mtu: 1500, txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false } }]);
 
-  const tunedObserved = { pod: new Map([link('eth0', { mtu: 1300 })]), host: new Map() };
-  const again = plan(input({ tuning: [{ interface: 'eth0', mtu: 1300 }], observed: tunedObserved, applied: first.next }));
+  const tuned = { pod: new Map([link('eth0', { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true })]), host: new Map() };
+  const again = plan(input({ tuning: [{ interface: 'eth0', settings }], observed: tuned, applied: first.next }));
   t.same(again.steps, [], 'nothing to do once applied');
-  t.same(again.next.tuning, [{ interface: 'eth0', originalMtu: 1500 }], 'the original survives passes');
+  t.same(again.next.tuning, first.next.tuning, 'the originals survive passes');
 
-  const undone = plan(input({ observed: tunedObserved, applied: first.next }));
-  t.same(undone.steps.map((s) => s.line), ['link set eth0 mtu 1500']);
+  const fewer = plan(input({ tuning: [{ interface: 'eth0', settings: { mtu: 1300 } }], observed: tuned, applied: first.next }));
+  t.same(fewer.steps.map((s) => s.line), ['link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off'], 'settings no longer asked for go back');
+  t.same(fewer.next.tuning, [{ interface: 'eth0', original: { mtu: 1500 } }]);
+
+  const undone = plan(input({ observed: tuned, applied: first.next }));
+  t.same(undone.steps.map((s) => s.line), ['link set eth0 mtu 1500', 'link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off']);
   t.same(undone.next.tuning, []);
 });
 
+t.test('up and down', async (t) => {
+  const down = plan(input({ tuning: [{ interface: 'eth0', settings: { up: false } }] }));
+  t.same(down.steps.map((s) => [s.line, s.undo?.line]), [['link set eth0 down', 'link set eth0 up']]);
+});
+
+t.test('tuning an interface this pass makes waits for the next pass', async (t) => {
+  const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10 } }] }));
+  t.ok(p.deferred);
+  t.same(p.problems, []);
+  t.notOk(p.steps.some((s) => s.line.includes('txqueuelen')));
+});
+
 t.test('tuning an interface the pod does not have is a problem, not a step', async (t) => {
-  const p = plan(input({ tuning: [{ interface: 'net7', mtu: 1300 }] }));
+  const p = plan(input({ tuning: [{ interface: 'net7', settings: { mtu: 1300 } }] }));
   t.same(p.steps, []);
   t.match(p.problems, [{ reason: /the pod has no interface net7/ }]);
 });

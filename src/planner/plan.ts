@@ -2,7 +2,7 @@
 // runs a command or reads a file; the executor runs the steps, `podnet diff` prints them.
 // Order: take back what is no longer wanted (freeing names), then attach, then tune.
 import type { Problem } from '../model/desired.ts';
-import type { AppliedState, Observed, ResolvedAttachment, ResolvedTuning, Step } from '../model/state.ts';
+import { linkSettingNames, type AppliedState, type LinkSettingName, type LinkSettings, type Observed, type ObservedLink, type ResolvedAttachment, type ResolvedTuning, type Step } from '../model/state.ts';
 import type { Where } from '../netns/ip.ts';
 
 export interface PlanInput {
@@ -18,6 +18,8 @@ export interface PlanInput {
 
 export interface Plan {
   steps: Step[];
+  /** Part of the desired state waits for a next pass (tuning of an interface this pass makes). */
+  deferred: boolean;
   /** What podnet will have applied once every step succeeded. */
   next: AppliedState;
   problems: Problem[];
@@ -43,8 +45,7 @@ export function plan(input: PlanInput): Plan {
   }
   for (const was of applied.tuning) {
     const link = observed.pod.get(was.interface);
-    if (tuned.get(was.interface)?.mtu !== undefined || !link) continue;
-    if (link.mtu !== was.originalMtu) steps.push({ where: pod, line: `link set ${was.interface} mtu ${was.originalMtu}`, undo: { where: pod, line: `link set ${was.interface} mtu ${link.mtu}` } });
+    if (!tuned.has(was.interface) && link) steps.push(...restore(pod, link, was.original, linkSettingNames));
   }
 
   // 2. Attach.
@@ -86,23 +87,61 @@ export function plan(input: PlanInput): Plan {
     next.attachments.push({ interface: want.interface, network: want.network, bridge: want.bridge, hostIf: want.hostIf, addresses: [...want.addresses] });
   }
 
-  // 3. Tune; the original value is the one before podnet's first change, kept across passes.
+  // 3. Tune; each original value is the one before podnet's first change, kept across passes.
+  let deferred = false;
   for (const want of input.tuning) {
-    if (want.mtu === undefined) continue;
     const link = observed.pod.get(want.interface);
-    const attaching = wanted.has(want.interface);
-    if (!link && !attaching) {
-      problems.push({ document: `pod interface ${want.interface}`, field: 'interfaces', reason: `the pod has no interface ${want.interface}` });
+    if (!link) {
+      if (wanted.has(want.interface)) deferred = true; // made in this pass: tuned in the next
+      else problems.push({ document: `pod interface ${want.interface}`, field: 'interfaces', reason: `the pod has no interface ${want.interface}` });
       continue;
     }
-    const original = applied.tuning.find((t) => t.interface === want.interface)?.originalMtu ?? link?.mtu;
-    if (original === undefined) continue; // made in this pass: the attachment's own MTU applies
-    if (link?.mtu !== want.mtu) {
-      steps.push({ where: pod, line: `link set ${want.interface} mtu ${want.mtu}`, undo: { where: pod, line: `link set ${want.interface} mtu ${link?.mtu ?? original}` } });
+    const before = applied.tuning.find((t) => t.interface === want.interface)?.original ?? {};
+    const original: LinkSettings = {};
+    for (const setting of linkSettingNames) {
+      const value = want.settings[setting];
+      if (value === undefined) continue;
+      const current = observedSetting(link, setting);
+      (original as Record<string, unknown>)[setting] = before[setting] ?? current;
+      if (current !== value) steps.push({ where: pod, line: settingLine(want.interface, setting, value), undo: { where: pod, line: settingLine(want.interface, setting, current) } });
     }
-    next.tuning.push({ interface: want.interface, originalMtu: original });
+    // Settings asked for before but not now go back to their original.
+    steps.push(...restore(pod, link, before, linkSettingNames.filter((s) => want.settings[s] === undefined)));
+    next.tuning.push({ interface: want.interface, original });
   }
-  return { steps, next, problems };
+  return { steps, next, problems, deferred };
+}
+
+function observedSetting(link: ObservedLink, setting: LinkSettingName): LinkSettings[LinkSettingName] {
+  return link[setting];
+}
+
+/** The ip line that sets one setting; every value passed the schema (numbers, a MAC, booleans). */
+function settingLine(dev: string, setting: LinkSettingName, value: LinkSettings[LinkSettingName]): string {
+  switch (setting) {
+    case 'mtu':
+      return `link set ${dev} mtu ${value}`;
+    case 'txqueuelen':
+      return `link set ${dev} txqueuelen ${value}`;
+    case 'mac':
+      return `link set ${dev} address ${value}`;
+    case 'up':
+      return `link set ${dev} ${value ? 'up' : 'down'}`;
+    case 'promisc':
+      return `link set ${dev} promisc ${value ? 'on' : 'off'}`;
+  }
+}
+
+/** Steps that put the `settings` of `link` back to `original`, where it recorded one. */
+function restore(pod: Where, link: ObservedLink, original: LinkSettings, settings: readonly LinkSettingName[]): Step[] {
+  const steps: Step[] = [];
+  for (const setting of settings) {
+    const value = original[setting];
+    const current = observedSetting(link, setting);
+    if (value === undefined || value === current) continue;
+    steps.push({ where: pod, line: settingLine(link.name, setting, value), undo: { where: pod, line: settingLine(link.name, setting, current) } });
+  }
+  return steps;
 }
 
 function bridgeSteps(want: ResolvedAttachment, observed: Observed): Step[] {
