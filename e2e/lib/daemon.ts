@@ -28,7 +28,6 @@ export interface DaemonSandbox {
 }
 
 export async function daemonSandbox(t: Test, options: { standalone?: boolean } = {}): Promise<DaemonSandbox> {
-  const timeoutMs = 1000;
   const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
   const root = tmp.path;
   const stateDir = `${root}/state`;
@@ -81,7 +80,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean } =
       const body = await callDaemon({ socketPath, method: 'GET', path: routes.attachments, timeoutMs: 5000 });
       return parseDocument('AttachmentList', body, 'daemon answer').items.map((i) => i.record);
     },
-    pluginSettings: () => ({ socketPath, stateDir, timeoutMs }),
+    pluginSettings: () => ({ socketPath, stateDir, timeoutMs: 1000 }),
   };
   t.teardown(async () => {
     await end('SIGKILL');

@@ -7,6 +7,7 @@ import { spoolDir } from '../registry/spool.ts';
 import { startServer, type RunningServer } from './server.ts';
 import { acquireStateLock } from './lock.ts';
 import { Reconciler } from './reconciler.ts';
+import { coalesce } from './coalesce.ts';
 import { loadConfigDir, watchConfigDir } from '../sources/config-dir.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
 import { iproute2 } from '../netns/ip.ts';
@@ -72,36 +73,21 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     quarantined: registry.quarantined().length,
   });
 
-  // A burst of spool writes raises a burst of watch events; one drain at a time, one more queued.
-  let draining: Promise<void> | undefined;
-  let again = false;
-  const drain = () => {
-    if (draining) {
-      again = true;
-      return;
-    }
-    draining = registry
-      .drainSpool()
-      .then(
-        () => void reconciler?.schedule(),
-        (err: Error) => log.error('spool replay failed', { error: err.message }),
-      )
-      .finally(() => {
-        draining = undefined;
-        if (again) {
-          again = false;
-          drain();
-        }
-      });
-  };
+  // A burst of spool writes raises a burst of watch events: they merge into one more replay.
+  const drain = coalesce(() =>
+    registry.drainSpool().then(
+      () => void reconciler?.schedule(),
+      (err: Error) => log.error('spool replay failed', { error: err.message }),
+    ),
+  );
   let watcher: FSWatcher | undefined;
   try {
-    watcher = watch(spoolDir(opts.stateDir), drain);
+    watcher = watch(spoolDir(opts.stateDir), () => void drain());
     watcher.on('error', (err) => log.warn('spool watch failed; the periodic replay remains', { error: err.message }));
   } catch (err) {
     log.warn('spool watch unavailable; the periodic replay remains', { error: (err as Error).message });
   }
-  const timer = setInterval(drain, opts.spoolIntervalMs ?? 2000);
+  const timer = setInterval(() => void drain(), opts.spoolIntervalMs ?? 2000);
 
   let configWatch: FSWatcher | undefined;
   let resync: NodeJS.Timeout | undefined;
@@ -122,7 +108,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       configWatch?.close();
       watcher?.close();
       await server.close();
-      await draining;
+      await drain.idle();
       await registry.drainSpool().catch(() => undefined);
       lock.release();
       log.info('stopped');

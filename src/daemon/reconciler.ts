@@ -18,6 +18,7 @@ import { AppliedStore } from '../registry/applied.ts';
 import type { Registry } from '../registry/registry.ts';
 import type { DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
+import { coalesce } from './coalesce.ts';
 
 export interface SandboxReport {
   containerId: string;
@@ -55,8 +56,8 @@ export class Reconciler {
   readonly reports = new Map<string, SandboxReport>();
   private readonly opts: ReconcilerOptions;
   private readonly applied: AppliedStore;
-  private running: Promise<void> | undefined;
-  private again = false;
+  /** Passes, one at a time; requests during a pass merge into one more pass. */
+  private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
   documentProblems: Problem[] = [];
 
   constructor(opts: ReconcilerOptions) {
@@ -77,19 +78,7 @@ export class Reconciler {
 
   /** Runs a pass now, or one more after the pass under way; resolves when that pass is done. */
   schedule(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message }));
-      } while (this.again);
-    })().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
+    return this.passes();
   }
 
   private async pass(): Promise<void> {
@@ -149,7 +138,7 @@ export class Reconciler {
       this.commit(report.applied, planned.next);
       report.applied = planned.next;
       // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
-      if (planned.deferred) this.again = true;
+      if (planned.deferred) void this.passes();
       if (planned.steps.length > 0) log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
