@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { PodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
 import type { SandboxList } from '../protocol/validate.ts';
-import type { AppliedState, LinkSettings, ResolvedAttachment, ResolvedTuning } from '../model/state.ts';
+import type { AppliedState, LinkSpec, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
 
 type Report = SandboxList['items'][number];
@@ -19,23 +19,54 @@ export function explainCommand(): Command {
     });
 }
 
-function settingsText(settings: LinkSettings): string {
+function settingsText(settings: object): string {
   return Object.entries(settings).map(([k, v]) => `${k} ${String(v)}`).join(', ');
 }
 
+function linkText(link: LinkSpec): string {
+  switch (link.kind) {
+    case 'bridge':
+      return `bridge ${link.bridge}`;
+    case 'macvlan':
+      return `macvlan on ${link.parent}, mode ${link.mode}`;
+    case 'vlan':
+      return `vlan ${link.id} on ${link.parent}`;
+    case 'vxlan':
+      return `vxlan ${link.vni}${link.remote ? ` to ${link.remote}` : ''}${link.group ? ` group ${link.group}` : ''} port ${link.port}${link.device ? ` over ${link.device}` : ''}`;
+  }
+}
+
+function routeText(r: ResolvedRoute): string {
+  return `route ${r.to}${r.via ? ` via ${r.via}` : ''}${r.dev ? ` dev ${r.dev}` : ''}${r.seg6 ? ` seg6 ${r.seg6.mode} ${r.seg6.segments.join(',')}` : ''} table ${r.table}${r.metric !== undefined ? ` metric ${r.metric}` : ''}`;
+}
+
+function ruleText(r: ResolvedRule): string {
+  return `rule IPv${r.family} priority ${r.priority}${r.from ? ` from ${r.from}` : ''}${r.to ? ` to ${r.to}` : ''}${r.fwmark !== undefined ? ` fwmark ${r.fwmark}` : ''} table ${r.table}`;
+}
+
 export function explainText(report: Report): string {
-  const desired = report.desired as { attachments: ResolvedAttachment[]; tuning: ResolvedTuning[] };
+  const desired = report.desired as Resolved;
   const applied = report.applied as AppliedState | undefined;
   const lines = [`pod ${report.namespace}/${report.name} (container ${report.containerId.slice(0, 12)}, netns ${report.netns})`, 'desired:'];
+  const before = lines.length;
   for (const a of desired.attachments) {
-    lines.push(`  ${a.interface} on Network ${a.network}: bridge ${a.bridge}, host end ${a.hostIf}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}`);
+    const host = a.link.kind === 'bridge' ? `, host end ${a.hostIf}` : '';
+    const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
+    lines.push(`  ${a.interface} on Network ${a.network}: ${linkText(a.link)}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
   }
   for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
-  if (desired.attachments.length + desired.tuning.length === 0) lines.push('  nothing');
+  for (const r of desired.routes) lines.push(`  ${routeText(r)}`);
+  for (const r of desired.rules) lines.push(`  ${ruleText(r)}`);
+  for (const s of desired.sysctls) lines.push(`  sysctl ${s.name} = ${s.value}`);
+  if (lines.length === before) lines.push('  nothing');
   lines.push('applied:');
-  for (const a of applied?.attachments ?? []) lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}`);
+  const appliedFrom = lines.length;
+  for (const a of applied?.attachments ?? []) lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}`);
   for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}`);
-  if (!applied || applied.attachments.length + applied.tuning.length === 0) lines.push('  nothing');
+  for (const r of applied?.routes ?? []) lines.push(`  ${routeText(r)}`);
+  for (const r of applied?.rules ?? []) lines.push(`  ${ruleText(r)}`);
+  for (const s of applied?.sysctls ?? []) lines.push(`  sysctl ${s.path.replaceAll('/', '.')} = ${s.value}; originally ${s.original}`);
+  if (lines.length === appliedFrom) lines.push('  nothing');
   lines.push(`problems:${report.problems.length === 0 ? ' none' : ''}`);
   for (const p of report.problems) lines.push(`  ${p.document} ${p.field}: ${p.reason}`);
   lines.push(`last error: ${report.lastError ?? 'none'}`);

@@ -10,7 +10,7 @@ import { Reconciler } from './reconciler.ts';
 import { coalesce } from './coalesce.ts';
 import { loadConfigDir, watchConfigDir } from '../sources/config-dir.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
-import { iproute2 } from '../netns/ip.ts';
+import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
 
 export interface DaemonOptions {
@@ -47,7 +47,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         stateDir: opts.stateDir,
         registry,
         documents: () => loadConfigDir(configDir),
-        ip: iproute2,
+        run: netnsRunner,
         ipam: NodeIpam.open(opts.stateDir),
         log,
         hostNetnsRef: String(process.pid),

@@ -5,10 +5,10 @@
 import { createHash } from 'node:crypto';
 import type { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredAttachment, type Problem } from '../model/desired.ts';
-import type { AppliedState, ResolvedAttachment, ResolvedTuning, Step } from '../model/state.ts';
-import type { IpRunner } from '../netns/ip.ts';
-import { observeLinks } from '../netns/observe.ts';
+import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type ObservedRoute, type ObservedRule, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
+import type { NetnsRunner } from '../netns/runner.ts';
+import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
@@ -25,7 +25,7 @@ export interface SandboxReport {
   namespace: string;
   name: string;
   netns: string;
-  desired: { attachments: ResolvedAttachment[]; tuning: ResolvedTuning[] };
+  desired: Resolved;
   applied: AppliedState | undefined;
   problems: Problem[];
   lastSteps: Step[];
@@ -36,20 +36,26 @@ export interface ReconcilerOptions {
   stateDir: string;
   registry: Registry;
   documents: () => DesiredDocuments;
-  ip: IpRunner;
+  run: NetnsRunner;
   ipam: NodeIpam;
   log: Logger;
   /** ip's `netns PID` for the host, seen from inside a pod's netns: the daemon's own pid. */
   hostNetnsRef: string;
 }
 
-/** The host end of a pod's attachment: pnv and a hash of (container, interface), 13 characters. */
-export function hostInterfaceName(containerId: string, podInterface: string): string {
-  return `pnv${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
+/** A host link of one pod's attachment: a prefix (pnv: veth end, pnb: ifb) and a hash of (container, interface), 13 characters. */
+export function hostInterfaceName(containerId: string, podInterface: string, prefix: 'pnv' | 'pnb' = 'pnv'): string {
+  return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }
 
 export function bridgeNameOf(attachment: DesiredAttachment): string {
   return attachment.network.spec.bridge?.name ?? `pn-${attachment.network.metadata.name}`.slice(0, 15);
+}
+
+/** The host as one pass sees it: podnet's links, every link's name, the qdiscs on podnet's links. */
+interface HostView {
+  links: Map<string, ObservedLink>;
+  qdiscs: Map<string, { root?: string; ingress: boolean }>;
 }
 
 export class Reconciler {
@@ -72,7 +78,7 @@ export class Reconciler {
 
   /** Takes back the passes a crash cut short; before the daemon reports ready. */
   async recover(): Promise<void> {
-    const undone = await runJournalUndo(this.opts.ip, this.opts.stateDir);
+    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir);
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
 
@@ -88,89 +94,145 @@ export class Reconciler {
     for (const record of this.opts.registry.list()) {
       if (!live.has(record.containerId) && isNetworkNamespace(record.netns)) live.set(record.containerId, record);
     }
-    for (const record of live.values()) await this.reconcileSandbox(record, docs);
-    for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state);
+    let hostView = await this.observeHost();
+    for (const record of live.values()) {
+      // A pass that changed the host (a bridge, a veth end) shows the next sandbox the host as it is now.
+      if (await this.reconcileSandbox(record, docs, hostView)) hostView = await this.observeHost();
+    }
+    for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
     await this.collectBridges();
   }
 
-  private async reconcileSandbox(record: AttachmentRecord, docs: DesiredDocuments): Promise<void> {
-    const { ip, log } = this.opts;
-    const identity = identityOf(record);
-    const desired = desiredFor(identity, docs.networks, docs.configs);
-    const problems = [...desired.problems];
-    const attachments: ResolvedAttachment[] = [];
-    for (const want of desired.attachments) {
-      try {
-        attachments.push(this.resolve(record.containerId, want));
-      } catch (err) {
-        problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
-      }
+  private async observeHost(): Promise<HostView> {
+    return { links: await observeLinks(this.opts.run, 'host'), qdiscs: await observeQdiscs(this.opts.run) };
+  }
+
+  /** What one pass sees of a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
+  private async observe(record: AttachmentRecord, desired: Resolved, applied: AppliedState | undefined, hostView: HostView): Promise<Observed> {
+    const { run } = this.opts;
+    const where = { netns: record.netns };
+    const families = new Set<Family>();
+    for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
+    const routes: ObservedRoute[] = [];
+    const rules: ObservedRule[] = [];
+    for (const family of families) {
+      const seen = await observeRouting(run, where, family);
+      routes.push(...seen.routes);
+      rules.push(...seen.rules);
     }
-    const tuning: ResolvedTuning[] = desired.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
+    const paths = [...new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)])];
+    const host = new Map([...hostView.links].filter(([name]) => name.startsWith('pn')));
+    return {
+      pod: await observeLinks(run, where),
+      host,
+      hostLinkNames: new Set(hostView.links.keys()),
+      routes,
+      rules,
+      sysctls: await run.readSysctls(where, paths),
+      qdiscs: hostView.qdiscs,
+    };
+  }
+
+  /** One sandbox's pass; true when it changed the host. */
+  private async reconcileSandbox(record: AttachmentRecord, docs: DesiredDocuments, hostView: HostView): Promise<boolean> {
+    const { log } = this.opts;
+    const identity = identityOf(record);
+    const wanted = desiredFor(identity, docs.networks, docs.configs);
+    const { desired, problems } = this.resolve(record.containerId, wanted);
     const report: SandboxReport = {
       containerId: record.containerId,
       namespace: identity.namespace,
       name: identity.name,
       netns: record.netns,
-      desired: { attachments, tuning },
+      desired,
       applied: this.applied.get(record.containerId),
       problems,
       lastSteps: [],
     };
     this.reports.set(record.containerId, report);
+    const pod = `${identity.namespace}/${identity.name}`;
     try {
-      const observed = { pod: await observeLinks(ip, { netns: record.netns }), host: await observeLinks(ip, 'host') };
-      const planned = plan({
-        containerId: record.containerId,
-        netns: record.netns,
-        attachments,
-        tuning,
-        observed,
-        applied: report.applied,
-        hostNetnsRef: this.opts.hostNetnsRef,
-      });
+      const observed = await this.observe(record, desired, report.applied, hostView);
+      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied, hostNetnsRef: this.opts.hostNetnsRef });
       report.problems.push(...planned.problems);
       report.lastSteps = planned.steps;
-      if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
-      const result = await execute(ip, this.opts.stateDir, record.containerId, planned.steps);
+      if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return false;
+      const before = report.applied;
+      const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, () => this.commit(before, planned.next));
       if (result.error) throw result.error;
-      this.commit(report.applied, planned.next);
       report.applied = planned.next;
       // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
       if (planned.deferred) void this.passes();
-      if (planned.steps.length > 0) log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
+      if (planned.steps.length > 0) log.info('applied', { pod, steps: planned.steps.length });
+      return planned.steps.some((s) => s.where === 'host');
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
-      log.warn('reconcile failed; what this pass took was undone', { pod: `${identity.namespace}/${identity.name}`, error: e.message });
+      log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message });
+      return true;
     }
   }
 
-  /** Names, bridge and addresses of a desired attachment; addresses come from the node's IPAM. */
-  private resolve(containerId: string, want: DesiredAttachment): ResolvedAttachment {
+  /** Names, link specs and addresses of the desired attachments; addresses from the node's IPAM. */
+  private resolve(containerId: string, wanted: DesiredSandbox): { desired: Resolved; problems: Problem[] } {
+    const problems = [...wanted.problems];
+    const attachments: ResolvedAttachment[] = [];
+    for (const want of wanted.attachments) {
+      try {
+        attachments.push(this.resolveAttachment(containerId, want));
+      } catch (err) {
+        problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
+      }
+    }
+    const tuning = wanted.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
+    return { desired: { attachments, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
+  }
+
+  private resolveAttachment(containerId: string, want: DesiredAttachment): ResolvedAttachment {
     const network = want.network;
+    const spec = network.spec;
     const owner = `${containerId}/${want.interface}`;
-    const allocations = network.spec.ipam
-      ? this.opts.ipam.allocate(network.metadata.name, network.spec.ipam.ranges, owner, want.ips)
+    const allocations = spec.ipam
+      ? this.opts.ipam.allocate(network.metadata.name, spec.ipam.ranges, owner, want.ips)
       : (want.ips ?? []).map((address) => ({ address }));
     const prefixOf = (cidr: string) => cidr.slice(cidr.indexOf('/'));
+    let link: LinkSpec;
+    switch (spec.type) {
+      case 'bridge':
+        link = {
+          kind: 'bridge',
+          bridge: bridgeNameOf(want),
+          bridgeAddresses: spec.bridge?.gateway ? allocations.flatMap((a) => ('gateway' in a && a.gateway ? [`${a.gateway}${prefixOf(a.address)}`] : [])) : [],
+        };
+        break;
+      case 'macvlan':
+        link = { kind: 'macvlan', parent: spec.macvlan!.parent, mode: spec.macvlan!.mode ?? 'bridge' };
+        break;
+      case 'vlan':
+        link = { kind: 'vlan', parent: spec.vlan!.parent, id: spec.vlan!.id };
+        break;
+      case 'vxlan': {
+        const v = spec.vxlan!;
+        link = { kind: 'vxlan', vni: v.vni, port: v.port ?? 4789, ...(v.remote ? { remote: v.remote } : {}), ...(v.group ? { group: v.group } : {}), ...(v.device ? { device: v.device } : {}) };
+        break;
+      }
+    }
     return {
       interface: want.interface,
       network: network.metadata.name,
-      bridge: bridgeNameOf(want),
-      bridgeAddresses: network.spec.bridge?.gateway
-        ? allocations.flatMap((a) => ('gateway' in a && a.gateway ? [`${a.gateway}${prefixOf(a.address)}`] : []))
-        : [],
+      link,
       hostIf: hostInterfaceName(containerId, want.interface),
-      ...(network.spec.mtu ? { mtu: network.spec.mtu } : {}),
+      ifb: hostInterfaceName(containerId, want.interface, 'pnb'),
+      ...(spec.mtu ? { mtu: spec.mtu } : {}),
       addresses: allocations.map((a) => a.address),
+      ...(want.bandwidth ? { bandwidth: want.bandwidth } : {}),
     };
   }
 
   /** Records the new applied state, the bridges in use, and releases addresses no longer held. */
   private commit(before: AppliedState | undefined, after: AppliedState): void {
-    this.applied.setBridges([...this.applied.bridges(), ...after.attachments.map((a) => a.bridge)]);
+    this.applied.setBridges([...this.applied.bridges(), ...after.attachments.flatMap((a) => (a.bridge ? [a.bridge] : []))]);
     this.applied.put(after);
     for (const was of before?.attachments ?? []) {
       if (!after.attachments.some((a) => a.interface === was.interface && a.network === was.network)) {
@@ -179,11 +241,10 @@ export class Reconciler {
     }
   }
 
-  /** A sandbox that is gone: its pod ends went with its netns; the host ends and addresses go now. */
-  private async forget(state: AppliedState): Promise<void> {
-    const host = await observeLinks(this.opts.ip, 'host');
-    const lines = state.attachments.filter((a) => host.has(a.hostIf)).map((a) => `link del ${a.hostIf}`);
-    const result = await this.opts.ip.batch('host', lines);
+  /** A sandbox that is gone: its pod ends went with its netns; host ends, ifbs and addresses go now. */
+  private async forget(state: AppliedState, hostView: HostView): Promise<void> {
+    const names = state.attachments.flatMap((a) => [a.hostIf, a.ifb]).filter((n): n is string => n !== undefined && hostView.links.has(n));
+    const result = await this.opts.run.batch('host', 'ip', names.map((n) => `link del ${n}`));
     if (result.error) {
       this.opts.log.warn('could not remove the host ends of a gone sandbox; retrying next pass', { containerId: state.containerId, error: result.error.message });
       return;
@@ -195,13 +256,13 @@ export class Reconciler {
 
   /** Removes bridges podnet made that no attachment uses any more. */
   private async collectBridges(): Promise<void> {
-    const inUse = new Set(this.applied.all().flatMap((s) => s.attachments.map((a) => a.bridge)));
+    const inUse = new Set(this.applied.all().flatMap((s) => s.attachments.flatMap((a) => (a.bridge ? [a.bridge] : []))));
     const known = this.applied.bridges();
     const unused = known.filter((b) => !inUse.has(b));
     if (unused.length === 0) return;
-    const host = await observeLinks(this.opts.ip, 'host');
+    const host = await observeLinks(this.opts.run, 'host');
     const lines = unused.filter((b) => host.has(b)).map((b) => `link del ${b}`);
-    const result = await this.opts.ip.batch('host', lines);
+    const result = await this.opts.run.batch('host', 'ip', lines);
     if (result.error) {
       this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });
       return;
@@ -211,6 +272,5 @@ export class Reconciler {
 }
 
 function sameApplied(a: AppliedState | undefined, b: AppliedState): boolean {
-  const empty = b.attachments.length === 0 && b.tuning.length === 0;
-  return a === undefined ? empty : JSON.stringify(a) === JSON.stringify(b);
+  return a === undefined ? isEmptyApplied(b) : JSON.stringify(a) === JSON.stringify(b);
 }

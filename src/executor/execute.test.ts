@@ -3,17 +3,18 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
 import type { Step } from '../model/state.ts';
-import type { IpRunner, Where } from '../netns/ip.ts';
+import type { NetnsRunner, Tool, Where } from '../netns/runner.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { execute, journalFolder, runJournalUndo } from './execute.ts';
 
-/** An IpRunner that records each batch and fails the line that matches `failOn`. */
+/** A runner that records each batch and fails the line that matches `failOn`. */
 function recordingIp(failOn?: string) {
-  const batches: { where: string; lines: string[] }[] = [];
-  const ip: IpRunner = {
-    json: async () => [],
-    batch: async (where: Where, lines: readonly string[]) => {
-      batches.push({ where: where === 'host' ? 'host' : where.netns, lines: [...lines] });
+  const batches: { where: string; tool?: Tool; lines: string[] }[] = [];
+  const ip: NetnsRunner = {
+    query: async () => [],
+    readSysctls: async () => new Map(),
+    batch: async (where: Where, tool: Tool, lines: readonly string[]) => {
+      batches.push({ where: where === 'host' ? 'host' : where.netns, ...(tool === 'ip' ? {} : { tool }), lines: [...lines] });
       const failed = failOn === undefined ? -1 : lines.indexOf(failOn);
       return failed < 0 ? { done: lines.length } : { done: failed, error: new PodnetError('IO_FAILURE', `ip ${failOn}: boom`) };
     },
@@ -23,10 +24,10 @@ function recordingIp(failOn?: string) {
 
 const pod: Where = { netns: '/run/netns/p' };
 const steps: Step[] = [
-  { where: 'host', line: 'link add name pnb type bridge', undo: { where: 'host', line: 'link del pnb' } },
-  { where: 'host', line: 'link set pnb up' },
-  { where: pod, line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, line: 'link del net1' } },
-  { where: pod, line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, line: 'addr del 198.18.1.2/24 dev net1' } },
+  { where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', tool: 'ip', line: 'link del pnb' } },
+  { where: 'host', tool: 'ip', line: 'link set pnb up' },
+  { where: pod, tool: 'ip', line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, tool: 'ip', line: 'link del net1' } },
+  { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, tool: 'ip', line: 'addr del 198.18.1.2/24 dev net1' } },
 ];
 
 async function stateDir(t: Test): Promise<string> {
@@ -38,7 +39,9 @@ async function stateDir(t: Test): Promise<string> {
 t.test('one batch per run of a namespace, in order; the journal is gone after', async (t) => {
   const path = await stateDir(t);
   const { ip, batches } = recordingIp();
-  t.same(await execute(ip, path, 'c1', steps), { undoErrors: [] });
+  let committed = 0;
+  t.same(await execute(ip, path, 'c1', steps, () => committed++), { undoErrors: [] });
+  t.equal(committed, 1, 'the pass is committed');
   t.same(batches, [
     { where: 'host', lines: ['link add name pnb type bridge', 'link set pnb up'] },
     { where: '/run/netns/p', lines: ['link add net1 type veth peer name pnv1 netns 1', 'addr add 198.18.1.2/24 dev net1'] },
@@ -49,7 +52,7 @@ t.test('one batch per run of a namespace, in order; the journal is gone after', 
 t.test('a failed step: the steps taken before it are undone, last first', async (t) => {
   const path = await stateDir(t);
   const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
-  const result = await execute(ip, path, 'c1', steps);
+  const result = await execute(ip, path, 'c1', steps, () => t.fail('a failed pass is not committed'));
   t.match(result.error, { code: 'IO_FAILURE', message: /boom/ });
   t.same(batches.slice(2).map((b) => b.lines[0]), ['link del net1', 'link del pnb'], 'the veth, then the bridge');
 });
@@ -63,4 +66,21 @@ t.test('a journal left by a crash is undone whole at start', async (t) => {
   t.same(await runJournalUndo(crashing.ip, path), ['c9']);
   t.same(crashing.batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
   t.notOk(existsSync(`${path}/${journalFolder}/c9.json`));
+});
+
+t.test('a change of tool starts a new batch: ip, then tc on the same host, then sysctl in the pod', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  const mixed: Step[] = [
+    { where: 'host', tool: 'ip', line: 'link add pnb1 type ifb' },
+    { where: 'host', tool: 'tc', line: 'qdisc replace dev pnb1 root tbf rate 8000bit burst 100 latency 25ms' },
+    { where: pod, tool: 'sysctl', line: 'net/ipv4/ip_forward=1' },
+    { where: pod, tool: 'sysctl', line: 'net/ipv4/conf/all/rp_filter=0' },
+  ];
+  await execute(ip, path, 'c2', mixed, () => undefined);
+  t.same(batches, [
+    { where: 'host', lines: ['link add pnb1 type ifb'] },
+    { where: 'host', tool: 'tc', lines: ['qdisc replace dev pnb1 root tbf rate 8000bit burst 100 latency 25ms'] },
+    { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/ip_forward=1', 'net/ipv4/conf/all/rp_filter=0'] },
+  ]);
 });

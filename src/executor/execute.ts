@@ -7,23 +7,19 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import type { Step } from '../model/state.ts';
-import type { IpRunner, Where } from '../netns/ip.ts';
+import { sameWhere, type Command, type NetnsRunner } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from '../registry/atomic-file.ts';
 
 export const journalFolder = 'journal';
 
-function sameWhere(a: Where, b: Where): boolean {
-  return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
-}
-
-/** Runs `lines` (each with its namespace) in order, one batch per run of a namespace. */
-async function runInBatches(ip: IpRunner, lines: readonly { where: Where; line: string }[]): Promise<{ done: number; error?: PodnetError }> {
+/** Runs `commands` in order, one batch per run of commands of one namespace and tool. */
+async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<{ done: number; error?: PodnetError }> {
   let done = 0;
-  while (done < lines.length) {
-    const where = lines[done]!.where;
+  while (done < commands.length) {
+    const { where, tool } = commands[done]!;
     let end = done;
-    while (end < lines.length && sameWhere(lines[end]!.where, where)) end++;
-    const result = await ip.batch(where, lines.slice(done, end).map((l) => l.line));
+    while (end < commands.length && sameWhere(commands[end]!.where, where) && commands[end]!.tool === tool) end++;
+    const result = await run.batch(where, tool, commands.slice(done, end).map((l) => l.line));
     done += result.done;
     if (result.error) return { done, error: result.error };
   }
@@ -31,12 +27,12 @@ async function runInBatches(ip: IpRunner, lines: readonly { where: Where; line: 
 }
 
 /** Undo lines of the first `taken` steps, last first; failures there are only reported. */
-async function undo(ip: IpRunner, steps: readonly Step[], taken: number): Promise<PodnetError[]> {
+async function undo(run: NetnsRunner, steps: readonly Step[], taken: number): Promise<PodnetError[]> {
   const errors: PodnetError[] = [];
   const lines = steps.slice(0, taken).flatMap((s) => (s.undo ? [s.undo] : [])).reverse();
   // Undo keeps going past a failure: one stuck step must not keep the others in place.
   for (const l of lines) {
-    const r = await ip.batch(l.where, [l.line]);
+    const r = await run.batch(l.where, l.tool, [l.line]);
     if (r.error) errors.push(r.error);
   }
   return errors;
@@ -47,27 +43,41 @@ export interface ExecuteResult {
   undoErrors: PodnetError[];
 }
 
-export async function execute(ip: IpRunner, stateDir: string, key: string, steps: readonly Step[]): Promise<ExecuteResult> {
-  if (steps.length === 0) return { undoErrors: [] };
+/**
+ * Journals the steps, runs them, and on success calls `commit` (which records what is now
+ * applied) before the journal goes: a crash at any point leaves either the journal, whose undo
+ * runs at the next start, or the committed record of a pass that completed.
+ */
+export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: () => void): Promise<ExecuteResult> {
+  if (steps.length === 0) {
+    commit();
+    return { undoErrors: [] };
+  }
   const dir = join(stateDir, journalFolder);
   ensurePrivateDir(dir);
   const journal = join(dir, `${key}.json`);
   writeFileAtomic(journal, JSON.stringify(steps));
-  const run = await runInBatches(ip, steps);
-  const undoErrors = run.error ? await undo(ip, steps, run.done) : [];
+  const ran = await runInBatches(run, steps);
+  const undoErrors = ran.error ? await undo(run, steps, ran.done) : [];
+  if (!ran.error) commit();
   removeFileDurable(journal);
-  return run.error ? { error: run.error, undoErrors } : { undoErrors };
+  return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
 }
 
 /** At start: takes back every pass a crash cut short. The keys it found. */
-export async function runJournalUndo(ip: IpRunner, stateDir: string): Promise<string[]> {
+export async function runJournalUndo(run: NetnsRunner, stateDir: string): Promise<string[]> {
   const dir = join(stateDir, journalFolder);
   ensurePrivateDir(dir);
   const keys: string[] = [];
   for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {
-    const steps = JSON.parse(readFileSync(join(dir, name), 'utf8')) as Step[];
+    // Journals of a podnet before tc and sysctl steps name no tool: theirs were all ip.
+    const steps = (JSON.parse(readFileSync(join(dir, name), 'utf8')) as Step[]).map((s) => ({
+      ...s,
+      tool: s.tool ?? 'ip',
+      ...(s.undo ? { undo: { ...s.undo, tool: s.undo.tool ?? 'ip' } } : {}),
+    }));
     // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly.
-    await undo(ip, steps, steps.length);
+    await undo(run, steps, steps.length);
     removeFileDurable(join(dir, name));
     keys.push(name.slice(0, -'.json'.length));
   }

@@ -298,6 +298,20 @@ export type Ip = string;
  * via the `definition` "Mtu".
  */
 export type Mtu = number;
+/**
+ * An existing host interface an admin names (a macvlan or vlan parent, a vxlan underlay): 1 to 15 printable ASCII characters, no /, : or whitespace.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "HostLinkName".
+ */
+export type HostLinkName = string;
+/**
+ * A routing table: a number of the request's own (1 to 4294967295, not 253, 254 or 255, which are the kernel's default, main and local), or "main", which a request must say outright to touch the pod's main table.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "RouteTable".
+ */
+export type RouteTable = number | 'main';
 
 /**
  * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network) and what a tenant asks for its pods (PodNetworkConfig). The same documents come from Kubernetes or, standalone, from files.
@@ -354,9 +368,9 @@ export interface Network {
   metadata: ObjectMeta;
   spec: {
     /**
-     * How pods are attached.
+     * How pods are attached: a veth to a host bridge, a macvlan or vlan sub-interface of a host interface, or a vxlan tunnel; the object of the same name holds that kind's settings.
      */
-    type: 'bridge';
+    type: 'bridge' | 'macvlan' | 'vxlan' | 'vlan';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it.
      */
@@ -373,6 +387,24 @@ export interface Network {
       ranges: [IpRange] | [IpRange, IpRange] | [IpRange, IpRange, IpRange] | [IpRange, IpRange, IpRange, IpRange];
     };
     namespaceSelector?: LabelSelector;
+    macvlan?: {
+      parent: HostLinkName;
+      mode?: 'bridge' | 'private' | 'vepa' | 'passthru';
+    };
+    vlan?: {
+      parent: HostLinkName;
+      id: number;
+    };
+    /**
+     * remote: the other end (unicast), or group: a multicast group (needs device); port: the UDP port (default 4789); device: the underlay interface.
+     */
+    vxlan?: {
+      vni: number;
+      remote?: Ip;
+      group?: Ip;
+      port?: number;
+      device?: HostLinkName;
+    };
   };
 }
 /**
@@ -388,6 +420,19 @@ export interface Attachment {
    * @maxItems 4
    */
   ips?: [] | [Cidr] | [Cidr, Cidr] | [Cidr, Cidr, Cidr] | [Cidr, Cidr, Cidr, Cidr];
+  bandwidth?: Bandwidth;
+}
+/**
+ * Rate limits of one attachment, as the reference bandwidth plugin takes them: rates in bits per second, bursts in bits; ingress is traffic into the pod. Applied with tc on podnet's host end of the veth (tbf; ifb and mirred for egress).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Bandwidth".
+ */
+export interface Bandwidth {
+  ingressRate?: number;
+  ingressBurst?: number;
+  egressRate?: number;
+  egressBurst?: number;
 }
 /**
  * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.
@@ -683,5 +728,74 @@ export interface PodNetworkConfig {
           InterfaceTuning,
           InterfaceTuning
         ];
+    /**
+     * @maxItems 64
+     */
+    routes?: Route[];
+    /**
+     * @maxItems 32
+     */
+    rules?: Rule[];
+    /**
+     * @maxItems 32
+     */
+    sysctls?: Sysctl[];
   };
+}
+/**
+ * A route in the pod. dev: the pod interface it leaves by (needed without via, and for seg6); seg6: SRv6 encapsulation through the given segments.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Route".
+ */
+export interface Route {
+  to: Cidr;
+  via?: Ip;
+  dev?: PodInterfaceName;
+  table: RouteTable;
+  metric?: number;
+  src?: Ip;
+  seg6?: {
+    mode?: 'encap' | 'inline';
+    /**
+     * @minItems 1
+     * @maxItems 8
+     */
+    segments:
+      | [Ip]
+      | [Ip, Ip]
+      | [Ip, Ip, Ip]
+      | [Ip, Ip, Ip, Ip]
+      | [Ip, Ip, Ip, Ip, Ip]
+      | [Ip, Ip, Ip, Ip, Ip, Ip]
+      | [Ip, Ip, Ip, Ip, Ip, Ip, Ip]
+      | [Ip, Ip, Ip, Ip, Ip, Ip, Ip, Ip];
+  };
+}
+/**
+ * A policy rule selecting a table. priority identifies the rule (one per priority and address family); from, to and fwmark select the traffic.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Rule".
+ */
+export interface Rule {
+  priority: number;
+  table: RouteTable;
+  from?: Cidr;
+  to?: Cidr;
+  fwmark?: number;
+  /**
+   * Needed only when neither from nor to says it.
+   */
+  family?: 'ipv4' | 'ipv6';
+}
+/**
+ * A net.* sysctl of the pod's network namespace; the key must be on podnet's allowlist, and a per-interface key must name eth0, all, default or an interface the same request attaches.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Sysctl".
+ */
+export interface Sysctl {
+  name: string;
+  value: string;
 }

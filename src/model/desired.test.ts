@@ -83,3 +83,77 @@ t.test('two configs setting one thing differently: neither applies, both are tol
   t.same(same.tuning.map((x) => x.settings), [{ mtu: 1300 }], 'the same value twice is no conflict');
   t.same(same.problems, []);
 });
+
+t.test('routes and rules: canonical addresses, "main" said outright, families checked', async (t) => {
+  const d = desiredFor(pod, networks, [
+    config('r', {
+      podSelector: all,
+      routes: [
+        { to: '2001:DB8:0:90::/64', via: '2001:db8:0:80::1', table: 100 },
+        { to: '198.18.90.0/24', dev: 'eth0', table: 'main', metric: 5 },
+        { to: '198.18.91.5/24', dev: 'eth0', table: 100 },
+        { to: '198.18.92.0/24', via: '2001:db8::1', table: 100 },
+        { to: '198.18.93.0/24', dev: 'eth0', table: 100, seg6: { mode: 'inline', segments: ['2001:db8::1'] } },
+      ],
+      rules: [
+        { priority: 100, from: '198.18.80.0/24', table: 100 },
+        { priority: 101, fwmark: 7, family: 'ipv6', table: 100 },
+        { priority: 102, from: '198.18.80.0/24', to: '2001:db8::/64', table: 100 },
+      ],
+    }),
+  ]);
+  t.same(d.routes, [
+    { family: 6, to: '2001:db8:0:90::/64', table: 100, via: '2001:db8:0:80::1' },
+    { family: 4, to: '198.18.90.0/24', table: 254, metric: 5, dev: 'eth0' },
+  ]);
+  t.same(d.rules, [
+    { priority: 100, table: 100, from: '198.18.80.0/24', family: 4 },
+    { priority: 101, table: 100, fwmark: 7, family: 6 },
+  ]);
+  t.same(d.problems.map((p) => `${p.field}: ${p.reason}`), [
+    'spec.routes[2].to: 198.18.91.5/24 has host bits set; the subnet is 198.18.91.0/24',
+    'spec.routes[3].via: 2001:db8::1 is IPv6, the route is IPv4',
+    'spec.routes[4].seg6.mode: inline SRv6 applies to IPv6 routes only; use encap',
+    'spec.rules[2].family: from, to and family name different address families',
+  ]);
+});
+
+t.test('routes, rules and sysctls set differently by two configs: neither applies', async (t) => {
+  const d = desiredFor(pod, networks, [
+    config('a', { podSelector: all, routes: [{ to: '198.18.90.0/24', dev: 'eth0', table: 100 }], rules: [{ priority: 100, table: 100 }], sysctls: [{ name: 'net.ipv4.ip_forward', value: '1' }] }),
+    config('b', { podSelector: all, routes: [{ to: '198.18.90.0/24', dev: 'eth0', table: 200 }], rules: [{ priority: 100, table: 200 }], sysctls: [{ name: 'net.ipv4.ip_forward', value: '0' }] }),
+  ]);
+  t.same(d.routes.map((r) => r.table), [100, 200], 'different tables are different routes');
+  t.same(d.rules, []);
+  t.same(d.sysctls, []);
+  t.equal(d.problems.length, 4, 'the rule and the sysctl, each told to both documents');
+});
+
+t.test('sysctls: only the allowlist, per-interface keys only for eth0 and attached interfaces', async (t) => {
+  const d = desiredFor(pod, networks, [
+    config('s', {
+      podSelector: all,
+      attachments: [{ network: 'blue', interface: 'net1.100' }],
+      sysctls: [
+        { name: 'net.ipv4.ip_forward', value: '1' },
+        { name: 'net.ipv4.ping_group_range', value: '0   2147483647' },
+        { name: 'net.ipv4.conf.net1.100.rp_filter', value: '2' },
+        { name: 'net.ipv6.conf.eth0.seg6_enabled', value: '1' },
+        { name: 'net.ipv4.conf.lo9.rp_filter', value: '0' },
+        { name: 'net.core.rmem_max', value: '1' },
+        { name: 'net.ipv4.conf.eth0.bootp_relay', value: '1' },
+      ],
+    }),
+  ]);
+  t.same(d.sysctls, [
+    { name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' },
+    { name: 'net.ipv4.ping_group_range', path: 'net/ipv4/ping_group_range', value: '0 2147483647' },
+    { name: 'net.ipv4.conf.net1.100.rp_filter', path: 'net/ipv4/conf/net1.100/rp_filter', value: '2' },
+    { name: 'net.ipv6.conf.eth0.seg6_enabled', path: 'net/ipv6/conf/eth0/seg6_enabled', value: '1' },
+  ]);
+  t.same(d.problems.map((p) => `${p.field}: ${p.reason}`), [
+    'spec.sysctls[4].name: net.ipv4.conf.lo9.rp_filter: lo9 is not eth0 nor an interface this request attaches',
+    "spec.sysctls[5].name: net.core.rmem_max is not on podnet's sysctl allowlist",
+    "spec.sysctls[6].name: net.ipv4.conf.eth0.bootp_relay: bootp_relay is not on podnet's allowlist of per-interface ipv4 sysctls",
+  ]);
+});

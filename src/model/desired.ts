@@ -3,9 +3,11 @@
 // namespace; a Network is reachable only when its namespaceSelector admits that namespace. What
 // cannot be honoured is a Problem naming the document, the field and the reason, and is left out
 // (the rest of the sandbox's desired state still applies).
-import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from '../ipam/cidr.ts';
+import type { AttachmentRecord, Network, PodNetworkConfig, Route, Rule } from '../protocol/validate.ts';
 import { selects, type Labels } from './selector.ts';
-import { linkSettingNames, type LinkSettingName, type LinkSettings } from './state.ts';
+import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
+import { sysctlPath } from './sysctl.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
@@ -23,6 +25,7 @@ export interface DesiredAttachment {
   network: Network;
   interface: string;
   ips?: string[];
+  bandwidth?: Bandwidth;
   /** The config that asked for it. */
   from: string;
 }
@@ -37,6 +40,9 @@ export interface DesiredTuning {
 export interface DesiredSandbox {
   attachments: DesiredAttachment[];
   tuning: DesiredTuning[];
+  routes: ResolvedRoute[];
+  rules: ResolvedRule[];
+  sysctls: ResolvedSysctl[];
   problems: Problem[];
 }
 
@@ -62,7 +68,7 @@ export function desiredFor(
   networks: ReadonlyMap<string, Network>,
   configs: readonly PodNetworkConfig[],
 ): DesiredSandbox {
-  const out: DesiredSandbox = { attachments: [], tuning: [], problems: [] };
+  const out: DesiredSandbox = { attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
   const mine = configs
     .filter((c) => (c.metadata.namespace ?? 'default') === identity.namespace && selects(c.spec.podSelector, identity.labels))
     // A deterministic merge order, whatever order the documents arrived in.
@@ -71,6 +77,15 @@ export function desiredFor(
   const attachmentBy = new Map<string, { at: DesiredAttachment; field: string }>();
   const tuningBy = new Map<string, DesiredTuning & { fields: Partial<Record<LinkSettingName, string>> }>();
   const conflicted = new Set<string>();
+  // Routes, rules and sysctls: one entry per key; the same key asked the same way twice is one.
+  const keyed = new Map<string, { value: ResolvedRoute | ResolvedRule | { name: string; value: string }; from: string; field: string; what: string }>();
+  const keep = (key: string, value: ResolvedRoute | ResolvedRule | { name: string; value: string }, from: string, field: string, what: string) => {
+    const earlier = keyed.get(key);
+    if (!earlier) return void keyed.set(key, { value, from, field, what });
+    if (JSON.stringify(earlier.value) === JSON.stringify(value)) return;
+    conflicted.add(key);
+    out.problems.push(...conflict(from, field, earlier.from, earlier.field, what));
+  };
 
   for (const config of mine) {
     const from = documentName(config);
@@ -88,7 +103,7 @@ export function desiredFor(
         out.problems.push(...conflict(from, field, earlier.at.from, earlier.field, `interface ${a.interface}`));
         return;
       }
-      const at: DesiredAttachment = { network, interface: a.interface, from, ...(a.ips ? { ips: [...a.ips] } : {}) };
+      const at: DesiredAttachment = { network, interface: a.interface, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
       attachmentBy.set(a.interface, { at, field });
     });
     (config.spec.interfaces ?? []).forEach((tuning, i) => {
@@ -109,6 +124,21 @@ export function desiredFor(
         entry.fields[setting] = field;
       }
     });
+    (config.spec.routes ?? []).forEach((r, i) => {
+      const field = `spec.routes[${i}]`;
+      const route = resolveRoute(r);
+      if ('reason' in route) return out.problems.push({ document: from, field: `${field}.${route.field}`, reason: route.reason });
+      keep(routeKey(route), route, from, field, `the route to ${route.to} in table ${route.table}`);
+    });
+    (config.spec.rules ?? []).forEach((r, i) => {
+      const field = `spec.rules[${i}]`;
+      const rule = resolveRule(r);
+      if ('reason' in rule) return out.problems.push({ document: from, field: `${field}.${rule.field}`, reason: rule.reason });
+      keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
+    });
+    (config.spec.sysctls ?? []).forEach((entry, i) => {
+      keep(`sysctl ${entry.name}`, { name: entry.name, value: entry.value.trim().split(/\s+/).join(' ') }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
+    });
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
   for (const [name, { at }] of attachmentBy) if (!conflicted.has(`attach:${name}`)) out.attachments.push(at);
@@ -119,7 +149,100 @@ export function desiredFor(
     }
     if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
   }
+  const managed = new Set(out.attachments.map((a) => a.interface));
+  for (const [key, { value, from, field }] of keyed) {
+    if (conflicted.has(key)) continue;
+    if (key.startsWith('route ')) out.routes.push(value as ResolvedRoute);
+    else if (key.startsWith('rule ')) out.rules.push(value as ResolvedRule);
+    else {
+      const { name, value: setting } = value as { name: string; value: string };
+      const allowed = sysctlPath(name, managed);
+      if ('reason' in allowed) out.problems.push({ document: from, field: `${field}.name`, reason: allowed.reason });
+      else out.sysctls.push({ name, path: allowed.path, value: setting });
+    }
+  }
   return out;
+}
+
+/** One route per family, table, destination and metric, as the kernel keys them. */
+export function routeKey(r: { family: Family; table: number; to: string; metric?: number }): string {
+  return `route ${r.family} ${r.table} ${r.to} ${r.metric ?? defaultMetric(r.family)}`;
+}
+
+/** The metric the kernel gives a route that names none. */
+export function defaultMetric(family: Family): number {
+  return family === 4 ? 0 : 1024;
+}
+
+/** One rule per family and priority: podnet's rules are told apart by priority. */
+export function ruleKey(r: { family: Family; priority: number }): string {
+  return `rule ${r.family} ${r.priority}`;
+}
+
+const mainTable = 254;
+type Refused = { field: string; reason: string };
+
+/** A subnet in canonical form; refused when host bits are set, as the kernel would. */
+function canonicalSubnet(text: string, field: string): { cidr: string; family: Family } | Refused {
+  const cidr = parseCidr(text);
+  if (!cidr) return { field, reason: `${text} is not an address with a prefix length` };
+  if (!sameIp(networkAddress(cidr), cidr.ip)) return { field, reason: `${text} has host bits set; the subnet is ${formatIp(networkAddress(cidr))}/${cidr.prefix}` };
+  return { cidr: formatCidr(cidr), family: cidr.ip.family };
+}
+
+function canonicalIp(text: string, family: Family, field: string): string | Refused {
+  const ip = parseIp(text);
+  if (!ip) return { field, reason: `${text} is not an IP address` };
+  if (ip.family !== family) return { field, reason: `${text} is IPv${ip.family}, the route is IPv${family}` };
+  return formatIp(ip);
+}
+
+function resolveRoute(r: Route): ResolvedRoute | Refused {
+  const to = canonicalSubnet(r.to, 'to');
+  if ('reason' in to) return to;
+  const route: ResolvedRoute = { family: to.family, to: to.cidr, table: r.table === 'main' ? mainTable : r.table };
+  if (r.metric !== undefined) route.metric = r.metric;
+  if (r.via !== undefined) {
+    const via = canonicalIp(r.via, to.family, 'via');
+    if (typeof via !== 'string') return via;
+    route.via = via;
+  }
+  if (r.dev !== undefined) route.dev = r.dev;
+  if (r.src !== undefined) {
+    const src = canonicalIp(r.src, to.family, 'src');
+    if (typeof src !== 'string') return src;
+    route.src = src;
+  }
+  if (r.seg6) {
+    if (!r.dev) return { field: 'dev', reason: 'an SRv6 route needs the interface it leaves by (dev)' };
+    const segments: string[] = [];
+    for (const [i, text] of r.seg6.segments.entries()) {
+      const segment = canonicalIp(text, 6, `seg6.segments[${i}]`);
+      if (typeof segment !== 'string') return segment;
+      segments.push(segment);
+    }
+    const mode = r.seg6.mode ?? 'encap';
+    if (mode === 'inline' && to.family === 4) return { field: 'seg6.mode', reason: 'inline SRv6 applies to IPv6 routes only; use encap' };
+    route.seg6 = { mode, segments };
+  }
+  return route;
+}
+
+function resolveRule(r: Rule): ResolvedRule | Refused {
+  const families = new Set<Family>();
+  const rule: Partial<ResolvedRule> = { priority: r.priority, table: r.table === 'main' ? mainTable : r.table };
+  for (const side of ['from', 'to'] as const) {
+    const text = r[side];
+    if (text === undefined) continue;
+    const subnet = canonicalSubnet(text, side);
+    if ('reason' in subnet) return subnet;
+    rule[side] = subnet.cidr;
+    families.add(subnet.family);
+  }
+  if (r.family) families.add(r.family === 'ipv4' ? 4 : 6);
+  if (families.size > 1) return { field: 'family', reason: 'from, to and family name different address families' };
+  if (r.fwmark !== undefined) rule.fwmark = r.fwmark;
+  return { ...rule, family: [...families][0] ?? 4 } as ResolvedRule;
 }
 
 /** A conflict is reported on both documents. */

@@ -1,6 +1,6 @@
 // The state the planner compares: what should be (resolved, with addresses), what is (observed
-// with ip -json), and what podnet did before (applied, kept in the state dir).
-import type { Where } from '../netns/ip.ts';
+// with ip -json, tc -json and /proc/sys), and what podnet did before (applied, kept in the state dir).
+import type { Command } from '../netns/runner.ts';
 
 /** The interface settings podnet can tune, each remembered and restored on its own. */
 export interface LinkSettings {
@@ -13,6 +13,8 @@ export interface LinkSettings {
 
 export const linkSettingNames = ['mtu', 'txqueuelen', 'mac', 'up', 'promisc'] as const;
 export type LinkSettingName = (typeof linkSettingNames)[number];
+
+export type Family = 4 | 6;
 
 export interface ObservedLink {
   name: string;
@@ -27,21 +29,66 @@ export interface ObservedLink {
   addresses: string[];
 }
 
+/** A route as the kernel shows it, normalized: `to` always a CIDR, table a number, metric explicit. */
+export interface ObservedRoute {
+  family: Family;
+  to: string;
+  table: number;
+  metric: number;
+  via?: string;
+  dev?: string;
+  segments?: string[];
+}
+
+export interface ObservedRule {
+  family: Family;
+  priority: number;
+  table: number;
+  from?: string;
+  to?: string;
+  fwmark?: number;
+}
+
 export interface Observed {
   pod: ReadonlyMap<string, ObservedLink>;
+  /** Host links podnet names (prefix pn): the only host links it may change or remove. */
   host: ReadonlyMap<string, ObservedLink>;
+  /** Every host link's name: parents and underlays an admin names must exist. */
+  hostLinkNames: ReadonlySet<string>;
+  /** The pod's routes and rules, of the families the desired or applied state has. */
+  routes: readonly ObservedRoute[];
+  rules: readonly ObservedRule[];
+  /** The pod's sysctls by /proc/sys path, of the keys desired or applied. */
+  sysctls: ReadonlyMap<string, string>;
+  /** Root (tbf) and ingress qdiscs on podnet's host links, by link. */
+  qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
+}
+
+export type LinkSpec =
+  | { kind: 'bridge'; bridge: string; bridgeAddresses: string[] }
+  | { kind: 'macvlan'; parent: string; mode: string }
+  | { kind: 'vlan'; parent: string; id: number }
+  | { kind: 'vxlan'; vni: number; remote?: string; group?: string; port: number; device?: string };
+
+export interface Bandwidth {
+  ingressRate?: number;
+  ingressBurst?: number;
+  egressRate?: number;
+  egressBurst?: number;
 }
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {
   interface: string;
   network: string;
-  bridge: string;
-  /** The bridge's own addresses (the ranges' gateways), when the Network asks for them. */
-  bridgeAddresses: string[];
+  link: LinkSpec;
+  /** The host end of a veth (bridge kind), pnv and a hash. */
   hostIf: string;
+  /** The ifb that shapes the pod's egress (bridge kind with an egress rate), pnb and a hash. */
+  ifb: string;
   mtu?: number;
   addresses: string[];
+  bandwidth?: Bandwidth;
 }
 
 export interface ResolvedTuning {
@@ -49,12 +96,54 @@ export interface ResolvedTuning {
   settings: LinkSettings;
 }
 
+export interface ResolvedRoute {
+  family: Family;
+  to: string;
+  /** 254 is main: only when the request said "main". */
+  table: number;
+  metric?: number;
+  via?: string;
+  dev?: string;
+  src?: string;
+  seg6?: { mode: 'encap' | 'inline'; segments: string[] };
+}
+
+export interface ResolvedRule {
+  family: Family;
+  priority: number;
+  table: number;
+  from?: string;
+  to?: string;
+  fwmark?: number;
+}
+
+export interface ResolvedSysctl {
+  /** As the request wrote it: net.ipv4.conf.net1.rp_filter. */
+  name: string;
+  /** Under /proc/sys: net/ipv4/conf/net1/rp_filter (an interface name may hold dots). */
+  path: string;
+  value: string;
+}
+
+/** Everything one sandbox should have. */
+export interface Resolved {
+  attachments: ResolvedAttachment[];
+  tuning: ResolvedTuning[];
+  routes: ResolvedRoute[];
+  rules: ResolvedRule[];
+  sysctls: ResolvedSysctl[];
+}
+
 export interface AppliedAttachment {
   interface: string;
   network: string;
-  bridge: string;
-  hostIf: string;
+  kind: LinkSpec['kind'];
+  /** Bridge kind: the bridge, the host end of the veth, and the ifb when egress is shaped. */
+  bridge?: string;
+  hostIf?: string;
+  ifb?: string;
   addresses: string[];
+  bandwidth?: Bandwidth;
 }
 
 export interface AppliedTuning {
@@ -63,17 +152,33 @@ export interface AppliedTuning {
   original: LinkSettings;
 }
 
+export interface AppliedSysctl {
+  path: string;
+  value: string;
+  /** The value before podnet's first change. */
+  original: string;
+}
+
 /** What podnet has done to one sandbox; written after each successful pass. */
 export interface AppliedState {
   containerId: string;
   netns: string;
   attachments: AppliedAttachment[];
   tuning: AppliedTuning[];
+  routes: ResolvedRoute[];
+  rules: ResolvedRule[];
+  sysctls: AppliedSysctl[];
 }
 
-/** One iproute2 command and, where one exists, the command that takes it back. */
-export interface Step {
-  where: Where;
-  line: string;
-  undo?: { where: Where; line: string };
+export function emptyApplied(containerId: string, netns: string): AppliedState {
+  return { containerId, netns, attachments: [], tuning: [], routes: [], rules: [], sysctls: [] };
+}
+
+export function isEmptyApplied(state: AppliedState): boolean {
+  return state.attachments.length + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length === 0;
+}
+
+/** One command and, where one exists, the command that takes it back. */
+export interface Step extends Command {
+  undo?: Command;
 }

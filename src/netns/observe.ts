@@ -1,7 +1,7 @@
-// What is there now: links with their MTU, state, kind, master and addresses, from one
-// `ip -d -json addr show` per namespace.
-import type { ObservedLink } from '../model/state.ts';
-import type { IpRunner, Where } from './ip.ts';
+// What is there now, read with ip -json, tc -json and /proc/sys: links with their settings and
+// addresses, routes and rules of one address family, the qdiscs on podnet's host links.
+import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
+import type { NetnsRunner, Where } from './runner.ts';
 
 interface IpAddrEntry {
   ifname: string;
@@ -14,24 +14,103 @@ interface IpAddrEntry {
   addr_info?: { local: string; prefixlen: number; scope?: string }[];
 }
 
-/** Links of `where`; on the host only those podnet names (prefix pn), which are all it may touch. */
-export async function observeLinks(ip: IpRunner, where: Where): Promise<Map<string, ObservedLink>> {
-  const entries = (await ip.json(where, ['-d', 'addr', 'show'])) as IpAddrEntry[];
-  const links = new Map<string, ObservedLink>();
-  for (const e of entries) {
-    if (where === 'host' && !e.ifname.startsWith('pn')) continue;
-    links.set(e.ifname, {
-      name: e.ifname,
-      mtu: e.mtu,
-      up: e.flags?.includes('UP') ?? false,
-      promisc: e.flags?.includes('PROMISC') ?? false,
-      ...(e.txqlen !== undefined ? { txqueuelen: e.txqlen } : {}),
-      ...(e.address ? { mac: e.address } : {}),
-      ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
-      ...(e.master ? { master: e.master } : {}),
-      // Link-local IPv6 addresses are the kernel's, not a request's.
-      addresses: (e.addr_info ?? []).filter((a) => a.scope !== 'link').map((a) => `${a.local}/${a.prefixlen}`),
-    });
+interface IpRouteEntry {
+  dst: string;
+  table?: string;
+  metric?: number;
+  gateway?: string;
+  dev?: string;
+  encap?: string;
+  segs?: string[];
+  type?: string;
+}
+
+interface IpRuleEntry {
+  priority: number;
+  src?: string;
+  srclen?: number;
+  dst?: string;
+  dstlen?: number;
+  fwmark?: string;
+  table?: string;
+}
+
+interface TcQdiscEntry {
+  kind: string;
+  dev: string;
+  root?: boolean;
+  handle?: string;
+}
+
+function toLink(e: IpAddrEntry): ObservedLink {
+  return {
+    name: e.ifname,
+    mtu: e.mtu,
+    up: e.flags?.includes('UP') ?? false,
+    promisc: e.flags?.includes('PROMISC') ?? false,
+    ...(e.txqlen !== undefined ? { txqueuelen: e.txqlen } : {}),
+    ...(e.address ? { mac: e.address } : {}),
+    ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
+    ...(e.master ? { master: e.master } : {}),
+    // Link-local IPv6 addresses are the kernel's, not a request's.
+    addresses: (e.addr_info ?? []).filter((a) => a.scope !== 'link').map((a) => `${a.local}/${a.prefixlen}`),
+  };
+}
+
+/** Every link of `where`, by name. */
+export async function observeLinks(run: NetnsRunner, where: Where): Promise<Map<string, ObservedLink>> {
+  const [entries] = (await run.query(where, 'ip', ['-d'], ['addr show'])) as [IpAddrEntry[]];
+  return new Map(entries.map((e) => [e.ifname, toLink(e)]));
+}
+
+const tableNumbers: Record<string, number> = { default: 253, main: 254, local: 255 };
+
+function tableOf(name: string | undefined): number {
+  return name === undefined ? 254 : (tableNumbers[name] ?? Number(name));
+}
+
+function prefixOf(family: Family, address: string, length: number | undefined): string {
+  if (address === 'default' || address === 'all') return family === 4 ? '0.0.0.0/0' : '::/0';
+  if (address.includes('/')) return address;
+  return `${address}/${length ?? (family === 4 ? 32 : 128)}`;
+}
+
+/** The pod's unicast routes (every table) and rules of one family, in one ip process. */
+export async function observeRouting(run: NetnsRunner, where: Where, family: Family): Promise<{ routes: ObservedRoute[]; rules: ObservedRule[] }> {
+  const [routes, rules] = (await run.query(where, 'ip', [`-${family}`], ['route show table all', 'rule show'])) as [IpRouteEntry[], IpRuleEntry[]];
+  return {
+    routes: routes
+      .filter((r) => (r.type ?? 'unicast') === 'unicast')
+      .map((r) => ({
+        family,
+        to: prefixOf(family, r.dst, undefined),
+        table: tableOf(r.table),
+        metric: r.metric ?? 0,
+        ...(r.gateway ? { via: r.gateway } : {}),
+        ...(r.dev ? { dev: r.dev } : {}),
+        ...(r.encap === 'seg6' && r.segs ? { segments: r.segs } : {}),
+      })),
+    rules: rules.map((r) => ({
+      family,
+      priority: r.priority,
+      table: tableOf(r.table),
+      ...(r.src && r.src !== 'all' ? { from: prefixOf(family, r.src, r.srclen) } : {}),
+      ...(r.dst && r.dst !== 'all' ? { to: prefixOf(family, r.dst, r.dstlen) } : {}),
+      ...(r.fwmark ? { fwmark: Number(r.fwmark) } : {}),
+    })),
+  };
+}
+
+/** The root qdisc kind and whether an ingress qdisc is there, for each host link named pn*. */
+export async function observeQdiscs(run: NetnsRunner): Promise<Map<string, { root?: string; ingress: boolean }>> {
+  const [entries] = (await run.query('host', 'tc', [], ['qdisc show'])) as [TcQdiscEntry[]];
+  const out = new Map<string, { root?: string; ingress: boolean }>();
+  for (const q of entries) {
+    if (!q.dev.startsWith('pn')) continue;
+    const entry = out.get(q.dev) ?? { ingress: false };
+    if (q.root) entry.root = q.kind;
+    if (q.kind === 'ingress') entry.ingress = true;
+    out.set(q.dev, entry);
   }
-  return links;
+  return out;
 }

@@ -1,14 +1,14 @@
 import t from 'tap';
-import type { AppliedState, ObservedLink, ResolvedAttachment } from '../model/state.ts';
+import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import { plan, type PlanInput } from './plan.ts';
 
 const netns = '/run/netns/pod-a';
 const blue: ResolvedAttachment = {
   interface: 'net1',
   network: 'blue',
-  bridge: 'pn-blue',
-  bridgeAddresses: ['198.18.80.1/24'],
+  link: { kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: ['198.18.80.1/24'] },
   hostIf: 'pnv0123456789',
+  ifb: 'pnb0123456789',
   mtu: 1400,
   addresses: ['198.18.80.2/24'],
 };
@@ -17,85 +17,147 @@ function link(name: string, extra: Partial<ObservedLink> = {}): [string, Observe
   return [name, { name, mtu: 1500, up: true, addresses: [], ...extra }];
 }
 
-function input(extra: Partial<PlanInput>): PlanInput {
+function observed(extra: Partial<Observed> = {}): Observed {
+  return { pod: new Map([link('eth0')]), host: new Map(), hostLinkNames: new Set(['eth0']), routes: [], rules: [], sysctls: new Map(), qdiscs: new Map(), ...extra };
+}
+
+function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): PlanInput {
   return {
     containerId: 'c1',
     netns,
-    attachments: [],
-    tuning: [],
-    observed: { pod: new Map([link('eth0')]), host: new Map() },
+    desired: { attachments: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
+    observed: observed(),
     applied: undefined,
     hostNetnsRef: '4242',
     ...extra,
   };
 }
 
+const lines = (p: { steps: { where: unknown; line: string; tool: string }[] }) => p.steps.map((s) => [s.where === 'host' ? 'host' : 'pod', s.tool, s.line]);
+
 /** What the kernel shows once `blue` is in place. */
-const attachedObserved = {
+const attachedObserved = observed({
   pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]),
-  host: new Map([
-    link('pn-blue', { mtu: 1400, kind: 'bridge', addresses: ['198.18.80.1/24'] }),
-    link('pnv0123456789', { mtu: 1400, kind: 'veth', master: 'pn-blue' }),
-  ]),
-};
+  host: new Map([link('pn-blue', { mtu: 1400, kind: 'bridge', addresses: ['198.18.80.1/24'] }), link('pnv0123456789', { mtu: 1400, kind: 'veth', master: 'pn-blue' })]),
+});
 const attachedApplied: AppliedState = {
-  containerId: 'c1',
-  netns,
-  attachments: [{ interface: 'net1', network: 'blue', bridge: 'pn-blue', hostIf: 'pnv0123456789', addresses: ['198.18.80.2/24'] }],
-  tuning: [],
+  ...emptyApplied('c1', netns),
+  attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge', bridge: 'pn-blue', hostIf: 'pnv0123456789', addresses: ['198.18.80.2/24'] }],
 };
 
 t.test('a fresh attachment: bridge, veth across namespaces, master, up, address', async (t) => {
   const p = plan(input({ attachments: [blue] }));
-  t.same(
-    p.steps.map((s) => [s.where === 'host' ? 'host' : 'pod', s.line]),
-    [
-      ['host', 'link add name pn-blue type bridge'],
-      ['host', 'link set pn-blue mtu 1400'],
-      ['host', 'link set pn-blue up'],
-      ['host', 'addr add 198.18.80.1/24 dev pn-blue'],
-      ['pod', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242'],
-      ['host', 'link set pnv0123456789 master pn-blue up'],
-      ['pod', 'link set net1 up'],
-      ['pod', 'addr add 198.18.80.2/24 dev net1'],
-    ],
-  );
+  t.same(lines(p), [
+    ['host', 'ip', 'link add name pn-blue type bridge'],
+    ['host', 'ip', 'link set pn-blue mtu 1400'],
+    ['host', 'ip', 'link set pn-blue up'],
+    ['host', 'ip', 'addr add 198.18.80.1/24 dev pn-blue'],
+    ['pod', 'ip', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242'],
+    ['host', 'ip', 'link set pnv0123456789 master pn-blue up'],
+    ['pod', 'ip', 'link set net1 up'],
+    ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
+  ]);
   t.same(p.next, attachedApplied);
   t.same(p.problems, []);
   t.ok(p.steps.filter((s) => s.line.startsWith('link add') || s.line.startsWith('addr add')).every((s) => s.undo), 'every creation has its undo');
 });
 
 t.test('applying the same desired state again plans nothing', async (t) => {
-  const p = plan(input({ attachments: [blue], observed: attachedObserved, applied: attachedApplied }));
+  const p = plan(input({ attachments: [blue] }, { observed: attachedObserved, applied: attachedApplied }));
   t.same(p.steps, []);
   t.same(p.next, attachedApplied);
 });
 
 t.test('an attachment no longer wanted: its host end goes, which takes the pair', async (t) => {
-  const p = plan(input({ observed: attachedObserved, applied: attachedApplied }));
+  const p = plan(input({}, { observed: attachedObserved, applied: attachedApplied }));
   t.same(p.steps.map((s) => s.line), ['link del pnv0123456789']);
   t.same(p.next.attachments, []);
 });
 
 t.test('drift: a pod end without its host end is made anew; a removed address comes back', async (t) => {
-  const observed = { pod: attachedObserved.pod, host: new Map([attachedObserved.host.entries().next().value!]) };
-  const p = plan(input({ attachments: [blue], observed, applied: attachedApplied }));
+  const halfGone = { ...attachedObserved, host: new Map([attachedObserved.host.entries().next().value!]) };
+  const p = plan(input({ attachments: [blue] }, { observed: halfGone, applied: attachedApplied }));
   t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del net1', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242']);
-  const flushed = { pod: new Map([link('eth0'), link('net1', { mtu: 1400 })]), host: attachedObserved.host };
-  t.same(plan(input({ attachments: [blue], observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
+  const flushed = { ...attachedObserved, pod: new Map([link('eth0'), link('net1', { mtu: 1400 })]) };
+  t.same(plan(input({ attachments: [blue] }, { observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
 });
 
 t.test('an interface podnet did not make is never taken over', async (t) => {
-  const observed = { pod: new Map([link('eth0'), link('net1')]), host: new Map() };
-  const p = plan(input({ attachments: [blue], observed }));
+  const p = plan(input({ attachments: [blue] }, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }) }));
   t.same(p.steps, []);
   t.match(p.problems, [{ reason: /net1 already exists in the pod and podnet did not make it/ }]);
+});
+
+t.test('macvlan, vlan and vxlan links are made from the host straight into the pod', async (t) => {
+  const kinds: [ResolvedAttachment['link'], string][] = [
+    [{ kind: 'macvlan', parent: 'eth0', mode: 'private' }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type macvlan mode private'],
+    [{ kind: 'vlan', parent: 'eth0', id: 42 }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type vlan id 42'],
+    [{ kind: 'vxlan', vni: 7, remote: '198.18.0.2', port: 4789, device: 'eth0' }, 'link add net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 remote 198.18.0.2 dstport 4789 dev eth0'],
+    [{ kind: 'vxlan', vni: 7, group: '239.1.1.1', port: 8472, device: 'eth0' }, 'link add net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 group 239.1.1.1 dstport 8472 dev eth0'],
+  ];
+  for (const [spec, line] of kinds) {
+    const p = plan(input({ attachments: [{ ...blue, link: spec }] }));
+    t.same(lines(p), [
+      ['host', 'ip', line],
+      ['pod', 'ip', 'link set net1 up'],
+      ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
+    ]);
+    t.same(p.steps[0]!.undo, { where: { netns }, tool: 'ip', line: 'link del net1' });
+    t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'] }]);
+    const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
+    t.same(lines(undo), [['pod', 'ip', 'link del net1']], `${spec.kind}: undo deletes it in the pod`);
+  }
+});
+
+t.test('a parent the host does not have is a problem, not a failing step', async (t) => {
+  const p = plan(input({ attachments: [{ ...blue, link: { kind: 'macvlan', parent: 'ens9', mode: 'bridge' } }] }));
+  t.same(p.steps, []);
+  t.match(p.problems, [{ document: 'Network blue', field: 'spec.macvlan', reason: 'the host has no interface ens9' }]);
+});
+
+t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred and tbf for egress', async (t) => {
+  const bandwidth = { ingressRate: 1_000_000, ingressBurst: 100_000, egressRate: 2_000_000, egressBurst: 200_000 };
+  const p = plan(input({ attachments: [{ ...blue, bandwidth }] }, { observed: attachedObserved, applied: attachedApplied }));
+  t.same(lines(p), [
+    ['host', 'tc', 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms'],
+    ['host', 'ip', 'link add pnb0123456789 type ifb'],
+    ['host', 'ip', 'link set pnb0123456789 up'],
+    ['host', 'tc', 'qdisc add dev pnv0123456789 handle ffff: ingress'],
+    ['host', 'tc', 'filter add dev pnv0123456789 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev pnb0123456789'],
+    ['host', 'tc', 'qdisc replace dev pnb0123456789 root tbf rate 2000000bit burst 25000 latency 25ms'],
+  ]);
+  t.match(p.next.attachments[0], { ifb: 'pnb0123456789', bandwidth });
+
+  const shaped = observed({
+    pod: attachedObserved.pod,
+    host: new Map([...attachedObserved.host, link('pnb0123456789', { kind: 'ifb' })]),
+    qdiscs: new Map([['pnv0123456789', { root: 'tbf', ingress: true }], ['pnb0123456789', { root: 'tbf', ingress: false }]]),
+  });
+  t.same(plan(input({ attachments: [{ ...blue, bandwidth }] }, { observed: shaped, applied: p.next })).steps, [], 'in place: nothing to do');
+
+  const slower = plan(input({ attachments: [{ ...blue, bandwidth: { ...bandwidth, ingressRate: 500_000 } }] }, { observed: shaped, applied: p.next }));
+  t.same(lines(slower), [['host', 'tc', 'qdisc replace dev pnv0123456789 root tbf rate 500000bit burst 12500 latency 25ms']], 'a change is made in place');
+  t.equal(slower.steps[0]!.undo?.line, 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms');
+
+  const none = plan(input({ attachments: [blue] }, { observed: shaped, applied: p.next }));
+  t.same(lines(none), [
+    ['host', 'tc', 'qdisc del dev pnv0123456789 root'],
+    ['host', 'tc', 'qdisc del dev pnv0123456789 ingress'],
+    ['host', 'ip', 'link del pnb0123456789'],
+  ]);
+  t.notOk(none.next.attachments[0]!.ifb);
+
+  const detached = plan(input({}, { observed: shaped, applied: p.next }));
+  t.same(detached.steps.map((s) => s.line), ['link del pnv0123456789', 'link del pnb0123456789'], 'detaching takes the ifb too');
+
+  const macvlan = plan(input({ attachments: [{ ...blue, link: { kind: 'macvlan', parent: 'eth0', mode: 'bridge' }, bandwidth }] }));
+  t.match(macvlan.problems, [{ field: 'bandwidth', reason: /need a bridge Network/ }]);
 });
 
 t.test('tuning remembers each original and restores it', async (t) => {
   const settings = { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true };
   const eth0 = link('eth0', { txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false });
-  const first = plan(input({ tuning: [{ interface: 'eth0', settings }], observed: { pod: new Map([eth0]), host: new Map() } }));
+  const first = plan(input({ tuning: [{ interface: 'eth0', settings }] }, { observed: observed({ pod: new Map([eth0]) }) }));
   t.same(first.steps.map((s) => [s.line, s.undo?.line]), [
     ['link set eth0 mtu 1300', 'link set eth0 mtu 1500'],
     ['link set eth0 txqueuelen 500', 'link set eth0 txqueuelen 1000'],
@@ -104,16 +166,16 @@ t.test('tuning remembers each original and restores it', async (t) => {
   ]);
   t.same(first.next.tuning, [{ interface: 'eth0', original: { mtu: 1500, txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false } }]);
 
-  const tuned = { pod: new Map([link('eth0', { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true })]), host: new Map() };
-  const again = plan(input({ tuning: [{ interface: 'eth0', settings }], observed: tuned, applied: first.next }));
+  const tuned = observed({ pod: new Map([link('eth0', { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true })]) });
+  const again = plan(input({ tuning: [{ interface: 'eth0', settings }] }, { observed: tuned, applied: first.next }));
   t.same(again.steps, [], 'nothing to do once applied');
   t.same(again.next.tuning, first.next.tuning, 'the originals survive passes');
 
-  const fewer = plan(input({ tuning: [{ interface: 'eth0', settings: { mtu: 1300 } }], observed: tuned, applied: first.next }));
+  const fewer = plan(input({ tuning: [{ interface: 'eth0', settings: { mtu: 1300 } }] }, { observed: tuned, applied: first.next }));
   t.same(fewer.steps.map((s) => s.line), ['link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off'], 'settings no longer asked for go back');
   t.same(fewer.next.tuning, [{ interface: 'eth0', original: { mtu: 1500 } }]);
 
-  const undone = plan(input({ observed: tuned, applied: first.next }));
+  const undone = plan(input({}, { observed: tuned, applied: first.next }));
   t.same(undone.steps.map((s) => s.line), ['link set eth0 mtu 1500', 'link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off']);
   t.same(undone.next.tuning, []);
 });
@@ -134,4 +196,96 @@ t.test('tuning an interface the pod does not have is a problem, not a step', asy
   const p = plan(input({ tuning: [{ interface: 'net7', settings: { mtu: 1300 } }] }));
   t.same(p.steps, []);
   t.match(p.problems, [{ reason: /the pod has no interface net7/ }]);
+});
+
+const toBlue = { family: 4 as const, to: '198.18.90.0/24', via: '198.18.80.1', table: 100 };
+const srv6 = { family: 6 as const, to: '2001:db8:90::/64', dev: 'net1', table: 100, seg6: { mode: 'encap' as const, segments: ['2001:db8::a', '2001:db8::b'] } };
+const fromBlue = { family: 4 as const, priority: 100, from: '198.18.80.0/24', table: 100 };
+const v6mark = { family: 6 as const, priority: 101, fwmark: 7, table: 100 };
+
+t.test('routes in their own table and rules: added after the links, undone by delete', async (t) => {
+  const p = plan(input({ attachments: [blue], routes: [toBlue, srv6], rules: [fromBlue, v6mark] }));
+  t.same(lines(p).slice(-4), [
+    ['pod', 'ip', 'route add 198.18.90.0/24 via 198.18.80.1 table 100'],
+    ['pod', 'ip', 'route add 2001:db8:90::/64 encap seg6 mode encap segs 2001:db8::a,2001:db8::b dev net1 table 100'],
+    ['pod', 'ip', 'rule add priority 100 from 198.18.80.0/24 table 100'],
+    ['pod', 'ip', 'rule add priority 101 from ::/0 fwmark 7 table 100'],
+  ]);
+  t.same(p.steps.slice(-4).map((s) => s.undo?.line), [
+    'route del 198.18.90.0/24 table 100',
+    'route del 2001:db8:90::/64 table 100',
+    'rule del priority 100 from 198.18.80.0/24 table 100',
+    'rule del priority 101 from ::/0 fwmark 7 table 100',
+  ]);
+  t.same(p.next.routes, [toBlue, srv6]);
+  t.same(p.next.rules, [fromBlue, v6mark]);
+
+  const there = observed({
+    pod: attachedObserved.pod,
+    routes: [
+      { family: 4, to: '198.18.90.0/24', via: '198.18.80.1', dev: 'net1', table: 100, metric: 0 },
+      { family: 6, to: '2001:db8:90::/64', dev: 'net1', table: 100, metric: 1024, segments: ['2001:db8::a', '2001:db8::b'] },
+    ],
+    rules: [
+      { family: 4, priority: 100, from: '198.18.80.0/24', table: 100 },
+      { family: 6, priority: 101, fwmark: 7, table: 100 },
+    ],
+  });
+  const applied = { ...p.next };
+  const desired = { attachments: [blue], routes: [toBlue, srv6], rules: [fromBlue, v6mark] };
+  t.same(plan(input(desired, { observed: { ...there, host: attachedObserved.host }, applied })).steps, [], 'in place: nothing to do');
+
+  const drifted = { ...there, host: attachedObserved.host, routes: [{ ...there.routes[0]!, via: '198.18.80.9' }, there.routes[1]!], rules: [there.rules[1]!] };
+  t.same(plan(input(desired, { observed: drifted, applied })).steps.map((s) => s.line), [
+    'route replace 198.18.90.0/24 via 198.18.80.1 table 100',
+    'rule add priority 100 from 198.18.80.0/24 table 100',
+  ], 'a changed route is put back, a deleted rule comes back');
+
+  const gone = plan(input({ attachments: [blue] }, { observed: { ...there, host: attachedObserved.host }, applied }));
+  t.same(gone.steps.map((s) => s.line), [
+    'rule del priority 100 from 198.18.80.0/24 table 100',
+    'rule del priority 101 from ::/0 fwmark 7 table 100',
+    'route del 198.18.90.0/24 table 100',
+    'route del 2001:db8:90::/64 table 100',
+  ], 'rules go before routes, both before links');
+});
+
+t.test('a changed route is replaced in place; a changed rule is deleted and added', async (t) => {
+  const there = observed({ routes: [{ family: 4, to: '198.18.90.0/24', via: '198.18.80.1', table: 100, metric: 0 }], rules: [{ family: 4, priority: 100, from: '198.18.80.0/24', table: 100 }] });
+  const applied = { ...emptyApplied('c1', netns), routes: [toBlue], rules: [fromBlue] };
+  const p = plan(input({ routes: [{ ...toBlue, via: '198.18.80.254' }], rules: [{ ...fromBlue, table: 200 }] }, { observed: there, applied }));
+  t.same(p.steps.map((s) => [s.line, s.undo?.line]), [
+    ['rule del priority 100 from 198.18.80.0/24 table 100', 'rule add priority 100 from 198.18.80.0/24 table 100'],
+    ['route replace 198.18.90.0/24 via 198.18.80.254 table 100', 'route replace 198.18.90.0/24 via 198.18.80.1 table 100'],
+    ['rule add priority 100 from 198.18.80.0/24 table 200', 'rule del priority 100 from 198.18.80.0/24 table 200'],
+  ]);
+});
+
+t.test("routes and rules podnet did not add are not taken over; a route's interface must exist", async (t) => {
+  const theirs = observed({ routes: [{ family: 4, to: '198.18.90.0/24', dev: 'eth0', table: 100, metric: 0 }], rules: [{ family: 4, priority: 100, table: 50 }] });
+  const p = plan(input({ routes: [toBlue, { family: 4, to: '198.18.91.0/24', dev: 'net9', table: 100 }], rules: [fromBlue] }, { observed: theirs }));
+  t.same(p.steps, []);
+  t.match(p.problems, [
+    { reason: 'the pod already has a route to 198.18.90.0/24 in table 100 that podnet did not add' },
+    { field: 'routes.dev', reason: 'the pod has no interface net9' },
+    { reason: 'the pod already has an IPv4 rule at priority 100 that podnet did not add' },
+  ]);
+  t.same(p.next.routes, []);
+});
+
+t.test('sysctls: set, the first original kept, restored when no longer asked', async (t) => {
+  const forward = { name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' };
+  const p = plan(input({ sysctls: [forward] }, { observed: observed({ sysctls: new Map([['net/ipv4/ip_forward', '0']]) }) }));
+  t.same(p.steps.map((s) => [s.tool, s.line, s.undo?.line]), [['sysctl', 'net/ipv4/ip_forward=1', 'net/ipv4/ip_forward=0']]);
+  t.same(p.next.sysctls, [{ path: 'net/ipv4/ip_forward', value: '1', original: '0' }]);
+  const set = observed({ sysctls: new Map([['net/ipv4/ip_forward', '1']]) });
+  t.same(plan(input({ sysctls: [forward] }, { observed: set, applied: p.next })).steps, []);
+  t.same(plan(input({}, { observed: set, applied: p.next })).steps.map((s) => s.line), ['net/ipv4/ip_forward=0']);
+
+  const perNet1 = { name: 'net.ipv4.conf.net1.rp_filter', path: 'net/ipv4/conf/net1/rp_filter', value: '0' };
+  const waiting = plan(input({ attachments: [blue], sysctls: [perNet1] }));
+  t.ok(waiting.deferred, "a key of an interface this pass makes waits for the next pass");
+  t.same(waiting.problems, []);
+  const missing = plan(input({ sysctls: [{ ...perNet1, name: 'net.ipv4.conf.net7.rp_filter', path: 'net/ipv4/conf/net7/rp_filter' }] }));
+  t.match(missing.problems, [{ reason: "the pod's network namespace has no sysctl net.ipv4.conf.net7.rp_filter" }]);
 });

@@ -3,7 +3,7 @@
 // objects podnet ever removes.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AppliedState } from '../model/state.ts';
+import { emptyApplied, isEmptyApplied, type AppliedState } from '../model/state.ts';
 import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from './atomic-file.ts';
 
 export class AppliedStore {
@@ -18,18 +18,18 @@ export class AppliedStore {
 
   get(containerId: string): AppliedState | undefined {
     const file = join(this.dir, `${containerId}.json`);
-    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as AppliedState) : undefined;
+    return existsSync(file) ? read(file) : undefined;
   }
 
   all(): AppliedState[] {
     return readdirSync(this.dir)
       .filter((n) => n.endsWith('.json'))
-      .map((n) => JSON.parse(readFileSync(join(this.dir, n), 'utf8')) as AppliedState);
+      .map((n) => read(join(this.dir, n)));
   }
 
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
-    if (state.attachments.length === 0 && state.tuning.length === 0) removeFileDurable(file);
+    if (isEmptyApplied(state)) removeFileDurable(file);
     else writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
   }
 
@@ -44,4 +44,12 @@ export class AppliedStore {
   setBridges(bridges: readonly string[]): void {
     writeFileAtomic(this.hostObjectsFile, `${JSON.stringify({ bridges: [...new Set(bridges)].sort() }, null, 2)}\n`);
   }
+}
+
+/** A record, with the parts an older podnet did not write filled in (attachments were all bridge ones). */
+function read(file: string): AppliedState {
+  const state = JSON.parse(readFileSync(file, 'utf8')) as AppliedState;
+  const full = { ...emptyApplied(state.containerId, state.netns), ...state };
+  full.attachments = full.attachments.map((a) => ({ ...a, kind: a.kind ?? 'bridge' }));
+  return full;
 }

@@ -37,11 +37,13 @@ export function loadConfigDir(dir: string): DesiredDocuments {
   return out;
 }
 
-/** Calls `onChange` after the directory's files change (debounced); returns the watcher. */
+/**
+ * Calls `onChange` on every change of the directory's files, at once: a burst of events (an
+ * atomic write is a create and a rename) costs no more than one extra pass, since the reconciler
+ * coalesces requests that arrive during a pass. Returns the watcher.
+ */
 export function watchConfigDir(dir: string, onChange: () => void): FSWatcher {
-  let timer: NodeJS.Timeout | undefined;
-  return watch(dir, () => {
-    clearTimeout(timer);
-    timer = setTimeout(onChange, 50);
+  return watch(dir, (_event, file) => {
+    if (file === null || !file.startsWith('.')) onChange();
   });
 }

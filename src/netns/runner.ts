@@ -1,0 +1,101 @@
+// The only code that runs commands in a network namespace: iproute2 (ip, tc) and sysctl, on the
+// host or, through nsenter --net=PATH, inside a pod's netns. Every command is an argv array.
+// Batches go to `ip -batch -` / `tc -batch -` on stdin, one process per namespace and run of
+// steps; batch lines are split by ip on whitespace, and every name in them has passed a schema
+// that admits no whitespace.
+import { execa } from 'execa';
+import { PodnetError } from '../errors.ts';
+
+/** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
+export type Where = 'host' | { netns: string };
+
+/** ip and tc take batches; a sysctl line is `path=value`, path under /proc/sys (net/ipv4/ip_forward). */
+export type Tool = 'ip' | 'tc' | 'sysctl';
+
+export interface Command {
+  where: Where;
+  tool: Tool;
+  line: string;
+}
+
+export interface NetnsRunner {
+  /**
+   * Runs each command of `commands` (`addr show`, `route show table all`) in one ip or tc
+   * process with `-json` and the global `options` (`-6`, `-d`); resolves with each one's parsed output.
+   */
+  query(where: Where, tool: 'ip' | 'tc', options: readonly string[], commands: readonly string[]): Promise<unknown[]>;
+  /**
+   * Runs the lines in order, stopping at the first that fails. Resolves with the number of
+   * lines that succeeded and the failure, if any.
+   */
+  batch(where: Where, tool: Tool, lines: readonly string[]): Promise<{ done: number; error?: PodnetError }>;
+  /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
+  readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
+}
+
+function argv(where: Where, file: string, args: readonly string[]): [string, string[]] {
+  return where === 'host' ? [file, [...args]] : ['nsenter', [`--net=${where.netns}`, '--', file, ...args]];
+}
+
+export function describeWhere(where: Where): string {
+  return where === 'host' ? 'host' : `netns ${where.netns}`;
+}
+
+export function sameWhere(a: Where, b: Where): boolean {
+  return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
+}
+
+async function runBatch(where: Where, tool: 'ip' | 'tc', lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
+  const [file, list] = argv(where, tool, ['-batch', '-']);
+  const result = await execa(file, list, { input: `${lines.join('\n')}\n`, reject: false });
+  if (result.exitCode === 0) return { done: lines.length };
+  // ip and tc name the failing line: "Command failed -:3".
+  const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
+  const line = lines[failed - 1] ?? '';
+  const message = result.stderr.split('\n').filter((l) => !l.startsWith('Command failed')).join(' ').trim();
+  return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${line} in ${describeWhere(where)}: ${message}`) };
+}
+
+async function runSysctls(where: Where, lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
+  for (const [i, line] of lines.entries()) {
+    const [file, list] = argv(where, 'sysctl', ['-q', '-w', line]);
+    const result = await execa(file, list, { reject: false });
+    if (result.exitCode !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
+  }
+  return { done: lines.length };
+}
+
+export const netnsRunner: NetnsRunner = {
+  async query(where, tool, options, commands) {
+    const [file, list] = argv(where, tool, ['-json', ...options, '-batch', '-']);
+    const result = await execa(file, list, { input: `${commands.join('\n')}\n`, reject: false });
+    if (result.exitCode !== 0) {
+      throw new PodnetError('IO_FAILURE', `${tool} ${options.join(' ')} ${commands.join('; ')} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
+    }
+    // Each command prints one JSON document on a line of its own (nothing when it found nothing).
+    const outputs = result.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as unknown);
+    if (outputs.length !== commands.length) {
+      throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: expected ${commands.length} answers, got ${outputs.length}`);
+    }
+    return outputs;
+  },
+
+  async batch(where, tool, lines) {
+    if (lines.length === 0) return { done: 0 };
+    return tool === 'sysctl' ? runSysctls(where, lines) : runBatch(where, tool, lines);
+  },
+
+  async readSysctls(where, paths) {
+    const values = new Map<string, string>();
+    if (paths.length === 0) return values;
+    // grep -H prints "file:value" per file and goes on past a file that does not exist.
+    const [file, list] = argv(where, 'grep', ['-H', '', ...paths.map((p) => `/proc/sys/${p}`)]);
+    const result = await execa(file, list, { reject: false });
+    for (const line of result.stdout.split('\n')) {
+      const colon = line.indexOf(':');
+      if (colon < 0 || !line.startsWith('/proc/sys/')) continue;
+      values.set(line.slice('/proc/sys/'.length, colon), line.slice(colon + 1).trim().split(/\s+/).join(' '));
+    }
+    return values;
+  },
+};

@@ -1,0 +1,183 @@
+// Attachments: the interface in the pod and, for a bridge Network, the veth's host end on the
+// bridge (the bridge made on first use) and its rate limits. A macvlan, vlan or vxlan link is
+// created from the host, where its parent or underlay is, directly inside the pod (ip's
+// `netns PATH`), so there is never a moment it exists on the host under the pod's name.
+import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
+import { emptyPart, host, podProblem, type Part, type PlanContext } from './part.ts';
+
+type BridgeSpec = Extract<LinkSpec, { kind: 'bridge' }>;
+
+/** tbf as the reference bandwidth plugin sets it: rate in bit/s, burst in bytes, 25 ms of queue. */
+function tbf(dev: string, rate: number, burstBits: number): string {
+  return `qdisc replace dev ${dev} root tbf rate ${rate}bit burst ${Math.ceil(burstBits / 8)} latency 25ms`;
+}
+
+function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
+  return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
+}
+
+/** The `ip link add` run on the host that makes a macvlan, vlan or vxlan link inside the pod. */
+function createInPodLine(want: ResolvedAttachment, netns: string): string | undefined {
+  const mtu = want.mtu ? ` mtu ${want.mtu}` : '';
+  const spec = want.link;
+  switch (spec.kind) {
+    case 'macvlan':
+      return `link add link ${spec.parent} name ${want.interface} netns ${netns}${mtu} type macvlan mode ${spec.mode}`;
+    case 'vlan':
+      return `link add link ${spec.parent} name ${want.interface} netns ${netns}${mtu} type vlan id ${spec.id}`;
+    case 'vxlan': {
+      const peer = spec.remote ? ` remote ${spec.remote}` : spec.group ? ` group ${spec.group}` : '';
+      const device = spec.device ? ` dev ${spec.device}` : '';
+      return `link add ${want.interface} netns ${netns}${mtu} type vxlan id ${spec.vni}${peer} dstport ${spec.port}${device}`;
+    }
+    case 'bridge':
+      return undefined;
+  }
+}
+
+/** The host interface a kind needs to exist: a parent or an underlay device. */
+function hostDependency(spec: LinkSpec): string | undefined {
+  return spec.kind === 'macvlan' || spec.kind === 'vlan' ? spec.parent : spec.kind === 'vxlan' ? spec.device : undefined;
+}
+
+export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
+  const part = emptyPart<AppliedAttachment>();
+  const { observed, applied, desired, pod } = ctx;
+
+  // Take back attachments no longer wanted: deleting one end of a veth deletes both.
+  for (const was of applied.attachments) {
+    if (desired.attachments.some((w) => sameAttachment(was, w))) continue;
+    if (was.hostIf && observed.host.has(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: `link del ${was.hostIf}` });
+    else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: `link del ${was.interface}` });
+    if (was.ifb && observed.host.has(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: `link del ${was.ifb}` });
+  }
+
+  const bridgesReady = new Set<string>();
+  for (const want of desired.attachments) {
+    const mine = applied.attachments.find((a) => sameAttachment(a, want));
+    const existing = observed.pod.get(want.interface);
+    if (existing && !mine) {
+      part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
+      continue;
+    }
+    const needs = hostDependency(want.link);
+    if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
+      part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
+      continue;
+    }
+    if (want.bandwidth && want.link.kind !== 'bridge') {
+      part.problems.push(podProblem(`Network ${want.network}`, 'bandwidth', `rate limits need a bridge Network: podnet shapes on its host end of a veth, and a ${want.link.kind} link has none`));
+      continue;
+    }
+    let fresh: boolean;
+    if (want.link.kind === 'bridge') {
+      if (!bridgesReady.has(want.link.bridge)) {
+        part.apply.push(...bridgeSteps(want.link, want.mtu, observed.host.get(want.link.bridge)));
+        bridgesReady.add(want.link.bridge);
+      }
+      fresh = vethSteps(ctx, want, want.link, existing, part.apply);
+    } else {
+      fresh = !existing;
+      if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, tool: 'ip', line: `link del ${want.interface}` } });
+    }
+    if (fresh || !existing?.up) part.apply.push({ where: pod, tool: 'ip', line: `link set ${want.interface} up` });
+    const present = new Set(fresh ? [] : existing?.addresses);
+    for (const address of want.addresses) {
+      if (!present.has(address)) {
+        part.apply.push({ where: pod, tool: 'ip', line: `addr add ${address} dev ${want.interface}`, undo: { where: pod, tool: 'ip', line: `addr del ${address} dev ${want.interface}` } });
+      }
+    }
+    for (const address of mine?.addresses ?? []) {
+      if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: `addr del ${address} dev ${want.interface}` });
+    }
+    const bandwidth = want.link.kind === 'bridge' ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
+    part.next.push({
+      interface: want.interface,
+      network: want.network,
+      kind: want.link.kind,
+      ...(want.link.kind === 'bridge' ? { bridge: want.link.bridge, hostIf: want.hostIf } : {}),
+      ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
+      addresses: [...want.addresses],
+      ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
+    });
+  }
+  return part;
+}
+
+/** The veth between pod and bridge; true when the pair is made anew in this pass. */
+function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, steps: Step[]): boolean {
+  const hostEnd = ctx.observed.host.get(want.hostIf);
+  const fresh = !existing || !hostEnd;
+  if (fresh) {
+    // A pod end without its host end (or the reverse) is drift: make the pair anew.
+    if (existing) steps.push({ where: ctx.pod, tool: 'ip', line: `link del ${want.interface}` });
+    else if (hostEnd) steps.push({ where: host, tool: 'ip', line: `link del ${want.hostIf}` });
+    const mtu = want.mtu ? ` mtu ${want.mtu}` : '';
+    steps.push({
+      where: ctx.pod,
+      tool: 'ip',
+      line: `link add ${want.interface}${mtu} type veth peer name ${want.hostIf}${mtu} netns ${ctx.hostNetnsRef}`,
+      undo: { where: ctx.pod, tool: 'ip', line: `link del ${want.interface}` },
+    });
+  }
+  if (fresh || hostEnd?.master !== spec.bridge || !hostEnd.up) steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
+  return fresh;
+}
+
+function bridgeSteps(spec: BridgeSpec, mtu: number | undefined, bridge: ObservedLink | undefined): Step[] {
+  const steps: Step[] = [];
+  if (!bridge) steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
+  if (mtu && bridge?.mtu !== mtu) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} mtu ${mtu}` });
+  if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} up` });
+  for (const address of spec.bridgeAddresses) {
+    if (!bridge?.addresses.includes(address)) {
+      steps.push({ where: host, tool: 'ip', line: `addr add ${address} dev ${spec.bridge}`, undo: { where: host, tool: 'ip', line: `addr del ${address} dev ${spec.bridge}` } });
+    }
+  }
+  return steps;
+}
+
+/**
+ * Rate limits on the host end, as the reference bandwidth plugin sets them: traffic into the pod
+ * leaves the host end, so a tbf there shapes the pod's ingress; the pod's egress arrives at the
+ * host end and is redirected (ingress qdisc, u32 match-all, mirred) to an ifb shaped by a tbf.
+ * Changed in place (qdisc replace) when the request changes. Returns what is in place after.
+ */
+function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: AppliedAttachment | undefined, fresh: boolean, steps: Step[]): Bandwidth {
+  const { observed } = ctx;
+  const had = mine?.bandwidth ?? {};
+  const wanted = want.bandwidth ?? {};
+  const qdiscs = fresh ? { ingress: false } : (observed.qdiscs.get(want.hostIf) ?? { ingress: false });
+  const tc = (line: string, undo?: string): Step => ({ where: host, tool: 'tc', line, ...(undo ? { undo: { where: host, tool: 'tc', line: undo } } : {}) });
+
+  if (wanted.ingressRate !== undefined && wanted.ingressBurst !== undefined) {
+    const changed = had.ingressRate !== wanted.ingressRate || had.ingressBurst !== wanted.ingressBurst;
+    if (changed || qdiscs.root !== 'tbf') {
+      const back = qdiscs.root === 'tbf' && had.ingressRate !== undefined && had.ingressBurst !== undefined ? tbf(want.hostIf, had.ingressRate, had.ingressBurst) : `qdisc del dev ${want.hostIf} root`;
+      steps.push(tc(tbf(want.hostIf, wanted.ingressRate, wanted.ingressBurst), back));
+    }
+  } else if (had.ingressRate !== undefined && qdiscs.root === 'tbf') {
+    steps.push(tc(`qdisc del dev ${want.hostIf} root`));
+  }
+
+  const ifb = observed.host.get(want.ifb);
+  if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) {
+    if (!ifb) {
+      steps.push({ where: host, tool: 'ip', line: `link add ${want.ifb} type ifb`, undo: { where: host, tool: 'ip', line: `link del ${want.ifb}` } });
+    }
+    if (!ifb?.up) steps.push({ where: host, tool: 'ip', line: `link set ${want.ifb} up` });
+    if (!qdiscs.ingress) {
+      steps.push(tc(`qdisc add dev ${want.hostIf} handle ffff: ingress`, `qdisc del dev ${want.hostIf} ingress`));
+      steps.push(tc(`filter add dev ${want.hostIf} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev ${want.ifb}`));
+    }
+    const changed = had.egressRate !== wanted.egressRate || had.egressBurst !== wanted.egressBurst;
+    if (!ifb || changed || observed.qdiscs.get(want.ifb)?.root !== 'tbf') steps.push(tc(tbf(want.ifb, wanted.egressRate, wanted.egressBurst)));
+  } else if (had.egressRate !== undefined) {
+    if (qdiscs.ingress) steps.push(tc(`qdisc del dev ${want.hostIf} ingress`));
+    if (ifb) steps.push({ where: host, tool: 'ip', line: `link del ${want.ifb}` });
+  }
+  const out: Bandwidth = {};
+  if (wanted.ingressRate !== undefined && wanted.ingressBurst !== undefined) Object.assign(out, { ingressRate: wanted.ingressRate, ingressBurst: wanted.ingressBurst });
+  if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) Object.assign(out, { egressRate: wanted.egressRate, egressBurst: wanted.egressBurst });
+  return out;
+}

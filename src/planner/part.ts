@@ -1,0 +1,38 @@
+// What each part of the planner (links, tuning, routes, sysctls) works from and hands back; the
+// plan puts every part's take-back steps before any part's apply steps, so that names and
+// addresses are free before they are used again.
+import type { Problem } from '../model/desired.ts';
+import type { AppliedState, Observed, Resolved, Step } from '../model/state.ts';
+import type { Where } from '../netns/runner.ts';
+
+export interface PlanContext {
+  pod: Where;
+  /** The pod's netns path, for commands run on the host that create a link inside the pod. */
+  netns: string;
+  /** How a command inside the pod's netns names the host's: the daemon's pid (ip's `netns PID`). */
+  hostNetnsRef: string;
+  desired: Resolved;
+  observed: Observed;
+  applied: AppliedState;
+}
+
+export interface Part<T> {
+  takeBack: Step[];
+  apply: Step[];
+  /** What podnet will have applied of this part once every step succeeded. */
+  next: T[];
+  problems: Problem[];
+  /** Part of the desired state waits for a next pass (it needs an interface this pass makes). */
+  deferred: boolean;
+}
+
+export function emptyPart<T>(): Part<T> {
+  return { takeBack: [], apply: [], next: [], problems: [], deferred: false };
+}
+
+export const host: Where = 'host';
+
+/** The problem's document for what the planner finds in the pod, not in a document. */
+export function podProblem(what: string, field: string, reason: string): Problem {
+  return { document: what, field, reason };
+}

@@ -1,0 +1,108 @@
+// Routes and policy rules in the pod: podnet adds the ones asked for, changes them in place when
+// the request changes, puts back one that drifted, and deletes only the ones it added. A route or
+// rule already there that podnet did not add is never taken over: that is a problem to report.
+import { routeKey, ruleKey } from '../model/desired.ts';
+import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule, Step } from '../model/state.ts';
+import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+
+/** `route add|replace|del` of a route: every part of it has passed the schema and resolution. */
+export function routeLine(verb: 'add' | 'replace' | 'del', r: ResolvedRoute): string {
+  const words = ['route', verb, r.to];
+  if (verb !== 'del') {
+    if (r.seg6) words.push('encap', 'seg6', 'mode', r.seg6.mode, 'segs', r.seg6.segments.join(','));
+    if (r.via) words.push('via', r.via);
+    if (r.dev) words.push('dev', r.dev);
+    if (r.src) words.push('src', r.src);
+  }
+  words.push('table', String(r.table));
+  if (r.metric !== undefined) words.push('metric', String(r.metric));
+  return words.join(' ');
+}
+
+/**
+ * `rule add|del`. A rule that names neither from nor to gets `from ::/0` (which is "from all")
+ * when it is IPv6, since a batch line cannot carry ip's -6.
+ */
+export function ruleLine(verb: 'add' | 'del', r: ResolvedRule): string {
+  const words = ['rule', verb, 'priority', String(r.priority)];
+  if (r.from) words.push('from', r.from);
+  else if (!r.to && r.family === 6) words.push('from', '::/0');
+  if (r.to) words.push('to', r.to);
+  if (r.fwmark !== undefined) words.push('fwmark', String(r.fwmark));
+  words.push('table', String(r.table));
+  return words.join(' ');
+}
+
+function sameRoute(a: ResolvedRoute, b: ResolvedRoute): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** Whether the kernel's route still is what podnet asked for (what the kernel shows of it). */
+function routeHolds(o: ObservedRoute, r: ResolvedRoute): boolean {
+  return (o.via ?? '') === (r.via ?? '') && (!r.dev || o.dev === r.dev) && (o.segments ?? []).join(',') === (r.seg6?.segments ?? []).join(',');
+}
+
+function ruleHolds(o: ObservedRule, r: ResolvedRule): boolean {
+  return o.table === r.table && o.from === r.from && o.to === r.to && o.fwmark === r.fwmark;
+}
+
+export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
+  const part = emptyPart<ResolvedRoute>();
+  const { observed, applied, desired, pod } = ctx;
+  const observedBy = new Map(observed.routes.map((o) => [routeKey(o), o]));
+  const appliedBy = new Map(applied.routes.map((r) => [routeKey(r), r]));
+  const wanted = new Set(desired.routes.map(routeKey));
+  const interfaces = new Set([...observed.pod.keys(), ...desired.attachments.map((a) => a.interface)]);
+  for (const [key, was] of appliedBy) {
+    if (!wanted.has(key) && observedBy.has(key)) {
+      part.takeBack.push({ where: pod, tool: 'ip', line: routeLine('del', was), undo: { where: pod, tool: 'ip', line: routeLine('add', was) } });
+    }
+  }
+  for (const want of desired.routes) {
+    const key = routeKey(want);
+    const now = observedBy.get(key);
+    const was = appliedBy.get(key);
+    const what = `route to ${want.to} in table ${want.table}`;
+    if (now && !was) {
+      part.problems.push(podProblem(what, 'routes', `the pod already has a ${what} that podnet did not add`));
+      continue;
+    }
+    if (want.dev && !interfaces.has(want.dev)) {
+      part.problems.push(podProblem(what, 'routes.dev', `the pod has no interface ${want.dev}`));
+      continue;
+    }
+    const step = (line: string, undo: string): Step => ({ where: pod, tool: 'ip', line, undo: { where: pod, tool: 'ip', line: undo } });
+    if (!now) part.apply.push(step(routeLine('add', want), routeLine('del', want)));
+    else if (!routeHolds(now, want) || (was && !sameRoute(was, want))) part.apply.push(step(routeLine('replace', want), routeLine('replace', was ?? want)));
+    part.next.push(want);
+  }
+  return part;
+}
+
+export function planRules(ctx: PlanContext): Part<ResolvedRule> {
+  const part = emptyPart<ResolvedRule>();
+  const { observed, applied, desired, pod } = ctx;
+  const observedBy = new Map<string, ObservedRule[]>();
+  for (const o of observed.rules) observedBy.set(ruleKey(o), [...(observedBy.get(ruleKey(o)) ?? []), o]);
+  const appliedBy = new Map(applied.rules.map((r) => [ruleKey(r), r]));
+  const wanted = new Map(desired.rules.map((r) => [ruleKey(r), r]));
+  const step = (line: string, undo: string): Step => ({ where: pod, tool: 'ip', line, undo: { where: pod, tool: 'ip', line: undo } });
+  for (const [key, was] of appliedBy) {
+    const want = wanted.get(key);
+    const there = (observedBy.get(key) ?? []).some((o) => ruleHolds(o, was));
+    // Gone, or changed: the old rule goes first (a rule is replaced by delete and add).
+    if (there && (!want || JSON.stringify(want) !== JSON.stringify(was))) part.takeBack.push(step(ruleLine('del', was), ruleLine('add', was)));
+  }
+  for (const want of desired.rules) {
+    const key = ruleKey(want);
+    const now = observedBy.get(key) ?? [];
+    const was = appliedBy.get(key);
+    if (now.length > 0 && !was) {
+      part.problems.push(podProblem(`IPv${want.family} rule at priority ${want.priority}`, 'rules', `the pod already has an IPv${want.family} rule at priority ${want.priority} that podnet did not add`));
+      continue;
+    }
+    if (!now.some((o) => ruleHolds(o, want))) part.apply.push(step(ruleLine('add', want), ruleLine('del', want)));
+    part.next.push(want);
+  }
+  return part;
+}

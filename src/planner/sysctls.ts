@@ -1,0 +1,32 @@
+// Sysctls of the pod's netns: set to the asked value, the value before podnet's first change
+// remembered and put back once no request asks for the key.
+import type { AppliedSysctl } from '../model/state.ts';
+import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+
+export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
+  const part = emptyPart<AppliedSysctl>();
+  const { observed, applied, desired, pod } = ctx;
+  const wanted = new Set(desired.sysctls.map((s) => s.path));
+  const attaching = new Set(desired.attachments.map((a) => a.interface));
+  for (const was of applied.sysctls) {
+    const current = observed.sysctls.get(was.path);
+    if (wanted.has(was.path) || current === undefined || current === was.original) continue;
+    part.takeBack.push({ where: pod, tool: 'sysctl', line: `${was.path}=${was.original}`, undo: { where: pod, tool: 'sysctl', line: `${was.path}=${current}` } });
+  }
+  for (const want of desired.sysctls) {
+    const current = observed.sysctls.get(want.path);
+    if (current === undefined) {
+      // A per-interface key of an interface this pass makes is there in the next pass.
+      const dev = /^net\/ipv[46]\/conf\/(.+)\/[a-z0-9_]+$/.exec(want.path)?.[1];
+      if (dev !== undefined && attaching.has(dev)) part.deferred = true;
+      else part.problems.push(podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
+      continue;
+    }
+    const before = applied.sysctls.find((s) => s.path === want.path);
+    if (current !== want.value) {
+      part.apply.push({ where: pod, tool: 'sysctl', line: `${want.path}=${want.value}`, undo: { where: pod, tool: 'sysctl', line: `${want.path}=${current}` } });
+    }
+    part.next.push({ path: want.path, value: want.value, original: before?.original ?? current });
+  }
+  return part;
+}
