@@ -4,42 +4,16 @@
 import t from 'tap';
 import { execa } from 'execa';
 import { readdir, writeFile } from 'node:fs/promises';
-import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
+import { hostLinkNames, linkOf, startPod, until, type Pod } from './lib/engine.ts';
 import { daemonSandbox } from './lib/daemon.ts';
 import { hostInterfaceName } from '../src/daemon/reconciler.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { addressesIn, linkExists, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { addressesIn, linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
 const skip = missingPrerequisite(['/bin/busybox']);
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-interface LinkView {
-  mtu: number;
-  txqlen: number;
-  flags: string[];
-}
-
-async function linkOf(netns: string, dev: string): Promise<LinkView | undefined> {
-  const r = await execa('ip', ['-n', netns, '-json', 'link', 'show', 'dev', dev], { reject: false });
-  return r.exitCode === 0 ? (JSON.parse(r.stdout) as LinkView[])[0] : undefined;
-}
-
 async function mtuOf(netns: string, dev: string): Promise<number | undefined> {
   return (await linkOf(netns, dev))?.mtu;
-}
-
-async function hostLinks(prefix: string): Promise<string[]> {
-  const { stdout } = await execa('ip', ['-json', 'link', 'show']);
-  return (JSON.parse(stdout) as { ifname: string }[]).map((l) => l.ifname).filter((n) => n.startsWith(prefix));
 }
 
 t.test('bridge attachment, eth0 MTU, ping between pods, and a clean undo', { skip }, async (t) => {
@@ -48,18 +22,8 @@ t.test('bridge attachment, eth0 MTU, ping between pods, and a clean undo', { ski
   const bridge = uniqueName('pnbr');
   removeLinkAtTeardown(t, bridge);
 
-  // Two pods, each with an eth0 from a "primary plugin" (a veth whose peer stays in the pod).
-  const runtime = new CniRuntime([daemon.binDir]);
-  const list = { cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'podnet', ...daemon.pluginSettings() }] };
-  const pods: { name: string; ns: { name: string; path: string }; att: Attachment }[] = [];
-  for (const name of ['pod-a', 'pod-b']) {
-    const ns = await makeNetns(t);
-    await execa('ip', ['-n', ns.name, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
-    await execa('ip', ['-n', ns.name, 'link', 'set', 'eth0', 'up']);
-    const att: Attachment = { containerId: uniqueName('ctr'), netns: ns.path, ifname: 'eth0', args: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
-    await runtime.invoke(list, list.plugins[0]!, 'ADD', att, { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [] });
-    pods.push({ name, ns, att });
-  }
+  const pods: Pod[] = [];
+  for (const name of ['pod-a', 'pod-b']) pods.push(await startPod(t, daemon, name));
 
   const podnet = (...args: string[]) => execa(`${daemon.binDir}/podnet`, args, { reject: false });
   const apply = (file: string) => podnet('apply', '-f', file, '--config-dir', daemon.configDir);
@@ -143,7 +107,7 @@ spec:
   await until('the bridge removed', async () => ((await linkExists(bridge)) ? undefined : true));
   t.pass('the host bridge is gone');
   const hostEnds = pods.map((p) => hostInterfaceName(p.att.containerId, 'net1'));
-  t.same((await hostLinks('pnv')).filter((n) => hostEnds.includes(n)), [], 'no host end of a veth is left');
+  t.same((await hostLinkNames('pnv')).filter((n) => hostEnds.includes(n)), [], 'no host end of a veth is left');
 });
 
 t.test('a pass cut short by a crash is taken back at the next start', { skip }, async (t) => {

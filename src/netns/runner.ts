@@ -9,8 +9,12 @@ import { PodnetError } from '../errors.ts';
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
 export type Where = 'host' | { netns: string };
 
-/** ip and tc take batches; a sysctl line is `path=value`, path under /proc/sys (net/ipv4/ip_forward). */
-export type Tool = 'ip' | 'tc' | 'sysctl';
+/**
+ * ip and tc take batches; ip6 is `ip -6`, for the commands whose words do not say the family (an
+ * IPv6 rule that names no address); a sysctl line is `path=value`, path under /proc/sys
+ * (net/ipv4/ip_forward).
+ */
+export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl';
 
 export interface Command {
   where: Where;
@@ -45,8 +49,8 @@ export function sameWhere(a: Where, b: Where): boolean {
   return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
 }
 
-async function runBatch(where: Where, tool: 'ip' | 'tc', lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
-  const [file, list] = argv(where, tool, ['-batch', '-']);
+async function runBatch(where: Where, tool: 'ip' | 'ip6' | 'tc', lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
+  const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
   const result = await execa(file, list, { input: `${lines.join('\n')}\n`, reject: false });
   if (result.exitCode === 0) return { done: lines.length };
   // ip and tc name the failing line: "Command failed -:3".

@@ -209,13 +209,13 @@ t.test('routes in their own table and rules: added after the links, undone by de
     ['pod', 'ip', 'route add 198.18.90.0/24 via 198.18.80.1 table 100'],
     ['pod', 'ip', 'route add 2001:db8:90::/64 encap seg6 mode encap segs 2001:db8::a,2001:db8::b dev net1 table 100'],
     ['pod', 'ip', 'rule add priority 100 from 198.18.80.0/24 table 100'],
-    ['pod', 'ip', 'rule add priority 101 from ::/0 fwmark 7 table 100'],
+    ['pod', 'ip6', 'rule add priority 101 fwmark 7 table 100'],
   ]);
   t.same(p.steps.slice(-4).map((s) => s.undo?.line), [
     'route del 198.18.90.0/24 table 100',
     'route del 2001:db8:90::/64 table 100',
     'rule del priority 100 from 198.18.80.0/24 table 100',
-    'rule del priority 101 from ::/0 fwmark 7 table 100',
+    'rule del priority 101 fwmark 7 table 100',
   ]);
   t.same(p.next.routes, [toBlue, srv6]);
   t.same(p.next.rules, [fromBlue, v6mark]);
@@ -244,7 +244,7 @@ t.test('routes in their own table and rules: added after the links, undone by de
   const gone = plan(input({ attachments: [blue] }, { observed: { ...there, host: attachedObserved.host }, applied }));
   t.same(gone.steps.map((s) => s.line), [
     'rule del priority 100 from 198.18.80.0/24 table 100',
-    'rule del priority 101 from ::/0 fwmark 7 table 100',
+    'rule del priority 101 fwmark 7 table 100',
     'route del 198.18.90.0/24 table 100',
     'route del 2001:db8:90::/64 table 100',
   ], 'rules go before routes, both before links');

@@ -19,14 +19,10 @@ export function routeLine(verb: 'add' | 'replace' | 'del', r: ResolvedRoute): st
   return words.join(' ');
 }
 
-/**
- * `rule add|del`. A rule that names neither from nor to gets `from ::/0` (which is "from all")
- * when it is IPv6, since a batch line cannot carry ip's -6.
- */
+/** `rule add|del`; run by `ip -6` when IPv6 (see ruleStep), since a rule may name no address. */
 export function ruleLine(verb: 'add' | 'del', r: ResolvedRule): string {
   const words = ['rule', verb, 'priority', String(r.priority)];
   if (r.from) words.push('from', r.from);
-  else if (!r.to && r.family === 6) words.push('from', '::/0');
   if (r.to) words.push('to', r.to);
   if (r.fwmark !== undefined) words.push('fwmark', String(r.fwmark));
   words.push('table', String(r.table));
@@ -86,12 +82,15 @@ export function planRules(ctx: PlanContext): Part<ResolvedRule> {
   for (const o of observed.rules) observedBy.set(ruleKey(o), [...(observedBy.get(ruleKey(o)) ?? []), o]);
   const appliedBy = new Map(applied.rules.map((r) => [ruleKey(r), r]));
   const wanted = new Map(desired.rules.map((r) => [ruleKey(r), r]));
-  const step = (line: string, undo: string): Step => ({ where: pod, tool: 'ip', line, undo: { where: pod, tool: 'ip', line: undo } });
+  const step = (r: ResolvedRule, verb: 'add' | 'del'): Step => {
+    const tool = r.family === 6 ? 'ip6' : 'ip';
+    return { where: pod, tool, line: ruleLine(verb, r), undo: { where: pod, tool, line: ruleLine(verb === 'add' ? 'del' : 'add', r) } };
+  };
   for (const [key, was] of appliedBy) {
     const want = wanted.get(key);
     const there = (observedBy.get(key) ?? []).some((o) => ruleHolds(o, was));
     // Gone, or changed: the old rule goes first (a rule is replaced by delete and add).
-    if (there && (!want || JSON.stringify(want) !== JSON.stringify(was))) part.takeBack.push(step(ruleLine('del', was), ruleLine('add', was)));
+    if (there && (!want || JSON.stringify(want) !== JSON.stringify(was))) part.takeBack.push(step(was, 'del'));
   }
   for (const want of desired.rules) {
     const key = ruleKey(want);
@@ -101,7 +100,7 @@ export function planRules(ctx: PlanContext): Part<ResolvedRule> {
       part.problems.push(podProblem(`IPv${want.family} rule at priority ${want.priority}`, 'rules', `the pod already has an IPv${want.family} rule at priority ${want.priority} that podnet did not add`));
       continue;
     }
-    if (!now.some((o) => ruleHolds(o, want))) part.apply.push(step(ruleLine('add', want), ruleLine('del', want)));
+    if (!now.some((o) => ruleHolds(o, want))) part.apply.push(step(want, 'add'));
     part.next.push(want);
   }
   return part;

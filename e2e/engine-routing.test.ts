@@ -1,0 +1,153 @@
+// Routes in a table of the request's own (IPv4, IPv6 and an SRv6 encapsulation), policy rules,
+// allowlisted sysctls and rate limits, on the real kernel: applied, visible with ip and tc,
+// repaired after drift, changed in place, and taken back whole.
+import t from 'tap';
+import { execa } from 'execa';
+import { daemonSandbox } from './lib/daemon.ts';
+import { podnetCli, startPod, until } from './lib/engine.ts';
+import { missingPrerequisite } from './lib/env.ts';
+import { linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+
+const skip = missingPrerequisite();
+
+async function json<T>(args: string[]): Promise<T> {
+  return JSON.parse((await execa('ip', ['-json', ...args])).stdout) as T;
+}
+
+interface RouteView {
+  dst: string;
+  gateway?: string;
+  dev: string;
+  encap?: string;
+  segs?: string[];
+}
+
+/** The routes of a table; a table with none does not exist for the kernel, which ip reports as an error. */
+async function routesOf(ns: string, family: '-4' | '-6', table: string): Promise<RouteView[]> {
+  const r = await execa('ip', ['-json', '-n', ns, family, 'route', 'show', 'table', table], { reject: false });
+  if (r.exitCode !== 0 && r.stderr.includes('FIB table does not exist')) return [];
+  if (r.exitCode !== 0) throw new Error(r.stderr);
+  return JSON.parse(r.stdout) as RouteView[];
+}
+
+const sysctl = async (ns: string, path: string) => (await execa('ip', ['netns', 'exec', ns, 'cat', `/proc/sys/${path}`])).stdout.trim();
+
+interface Qdisc {
+  kind: string;
+  root?: boolean;
+  options?: { rate?: number; burst?: number };
+}
+
+const qdiscs = async (dev: string) => JSON.parse((await execa('tc', ['-json', 'qdisc', 'show', 'dev', dev])).stdout) as Qdisc[];
+
+t.test('routes, rules, seg6, sysctls and bandwidth: applied, repaired, changed, taken back', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'cnf-0');
+  const ns = pod.ns.name;
+  const hostEnd = hostInterfaceName(pod.att.containerId, 'net1');
+  const ifb = hostInterfaceName(pod.att.containerId, 'net1', 'pnb');
+  const cli = podnetCli(daemon);
+  const forwardBefore = await sysctl(ns, 'net/ipv4/ip_forward');
+  const mainBefore = await json<unknown[]>(['-n', ns, 'route', 'show', 'table', 'main']);
+
+  t.equal((await cli.apply('net.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: fast }
+spec:
+  type: bridge
+  bridge: { name: ${bridge}, gateway: true }
+  ipam: { ranges: [{ subnet: 198.18.82.0/24 }, { subnet: "2001:db8:82::/64" }] }
+  namespaceSelector: {}
+`)).exitCode, 0);
+  const config = (ingressRate: number) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: routing, namespace: default }
+spec:
+  podSelector: {}
+  attachments:
+    - network: fast
+      interface: net1
+      bandwidth: { ingressRate: ${ingressRate}, ingressBurst: 80000, egressRate: 2000000, egressBurst: 160000 }
+  routes:
+    - { to: 198.18.90.0/24, via: 198.18.82.1, table: 100 }
+    - { to: "2001:db8:90::/64", dev: net1, table: 100, seg6: { segments: ["2001:db8:82::1", "2001:db8:83::1"] } }
+  rules:
+    - { priority: 100, from: 198.18.82.0/24, table: 100 }
+    - { priority: 101, fwmark: 7, family: ipv6, table: 100 }
+  sysctls:
+    - { name: net.ipv4.ip_forward, value: "1" }
+    - { name: net.ipv4.conf.net1.rp_filter, value: "2" }
+`;
+  t.equal((await cli.apply('routing.yaml', config(1000000))).exitCode, 0, 'podnet apply -f routing.yaml');
+
+  const table100 = (family: '-4' | '-6') => routesOf(ns, family, '100');
+  const [v4] = await until('the IPv4 route in table 100', async () => ((await table100('-4')).length > 0 ? table100('-4') : undefined));
+  t.match(v4, { dst: '198.18.90.0/24', gateway: '198.18.82.1', dev: 'net1' }, 'the IPv4 route is in table 100, via the gateway on net1');
+  t.match(await table100('-6'), [{ dst: '2001:db8:90::/64', encap: 'seg6', segs: ['2001:db8:82::1', '2001:db8:83::1'], dev: 'net1' }], 'the SRv6 route is in table 100');
+  t.same(await json<unknown[]>(['-n', ns, 'route', 'show', 'table', 'main']).then((r) => r.filter((x) => !JSON.stringify(x).includes('net1'))), mainBefore, "the pod's main table is as it was, but for net1's own subnet");
+  await until('the rules', async () => ((await json<unknown[]>(['-n', ns, '-6', 'rule', 'show'])).length === 3 ? true : undefined));
+  t.match(await json(['-n', ns, 'rule', 'show']), [{}, { priority: 100, src: '198.18.82.0', srclen: 24, table: '100' }, {}, {}], 'the IPv4 rule selects table 100');
+  t.match(await json(['-n', ns, '-6', 'rule', 'show']), [{}, { priority: 101, fwmark: '0x7', table: '100' }, {}], 'the IPv6 fwmark rule selects table 100');
+  await until('the sysctls', async () => ((await sysctl(ns, 'net/ipv4/conf/net1/rp_filter')) === '2' ? true : undefined));
+  t.equal(await sysctl(ns, 'net/ipv4/ip_forward'), '1', 'ip_forward is on in the pod');
+  t.match(await qdiscs(hostEnd), [{ kind: 'tbf', root: true, options: { rate: 125000, burst: 10000 } }, { kind: 'ingress' }], "the pod's ingress is shaped on the host end; its egress is redirected");
+  t.match(await qdiscs(ifb), [{ kind: 'tbf', root: true, options: { rate: 250000, burst: 20000 } }], "the pod's egress is shaped on the ifb");
+
+  // Drift: a route and a rule deleted by hand come back.
+  await execa('ip', ['-n', ns, 'route', 'del', '198.18.90.0/24', 'table', '100']);
+  await execa('ip', ['-n', ns, 'rule', 'del', 'priority', '100']);
+  await until('the route and rule repaired', async () =>
+    (await table100('-4')).length === 1 && (await json<unknown[]>(['-n', ns, 'rule', 'show'])).length === 4 ? true : undefined,
+  );
+  t.pass('a route and a rule removed by hand are repaired');
+
+  // A changed rate is changed in place.
+  await cli.apply('routing.yaml', config(4000000));
+  await until('the new ingress rate', async () => ((await qdiscs(hostEnd))[0]?.options?.rate === 500000 ? true : undefined));
+  t.pass('a new ingress rate replaces the old one in place');
+
+  const explained = await cli.explain('default/cnf-0');
+  t.match(explained.stdout, /route 198\.18\.90\.0\/24 via 198\.18\.82\.1 table 100/);
+  t.match(explained.stdout, /problems: none\nlast error: none/);
+
+  t.equal((await cli.delete('routing.yaml')).exitCode, 0, 'podnet delete -f routing.yaml');
+  await until('net1 gone', async () => ((await linkExists(hostEnd)) ? undefined : true));
+  await until('table 100 empty', async () => ((await table100('-4')).length + (await table100('-6')).length === 0 ? true : undefined));
+  t.equal(await sysctl(ns, 'net/ipv4/ip_forward'), forwardBefore, 'ip_forward is back');
+  t.equal((await json<unknown[]>(['-n', ns, 'rule', 'show'])).length, 3, 'only the kernel rules are left (IPv4)');
+  t.equal((await json<unknown[]>(['-n', ns, '-6', 'rule', 'show'])).length, 2, 'only the kernel rules are left (IPv6)');
+  t.notOk(await linkExists(ifb), 'the ifb is gone');
+  await until('the bridge removed', async () => ((await linkExists(bridge)) ? undefined : true));
+  t.pass('the bridge is gone');
+});
+
+t.test('bad input: refused with the document, the field and the reason; the rest applies', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const pod = await startPod(t, daemon, 'cnf-1');
+  const cli = podnetCli(daemon);
+  const before = await sysctl(pod.ns.name, 'net/ipv4/ip_forward');
+  await cli.apply('bad.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: bad, namespace: default }
+spec:
+  podSelector: {}
+  interfaces: [{ name: eth0, mtu: 1280 }]
+  routes: [{ to: 198.18.90.7/24, dev: eth0, table: 100 }, { to: 198.18.91.0/24, dev: eth9, table: 100 }]
+  sysctls: [{ name: net.core.rmem_max, value: "1" }, { name: net.ipv4.ip_forward, value: "1" }]
+`);
+  await until('eth0 tuned', async () => (JSON.parse((await execa('ip', ['-n', pod.ns.name, '-json', 'link', 'show', 'eth0'])).stdout)[0].mtu === 1280 ? true : undefined));
+  await until('ip_forward', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === '1' ? true : undefined));
+  const explained = (await cli.explain('default/cnf-1')).stdout;
+  t.match(explained, /PodNetworkConfig default\/bad spec\.routes\[0\]\.to: 198\.18\.90\.7\/24 has host bits set/);
+  t.match(explained, /PodNetworkConfig default\/bad spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
+  t.match(explained, /routes\.dev: the pod has no interface eth9/);
+  t.same(await routesOf(pod.ns.name, '-4', '100'), [], 'nothing of a refused route is there');
+  await cli.delete('bad.yaml');
+  await until('ip_forward back', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === before ? true : undefined));
+  t.pass('what applied is taken back');
+});
