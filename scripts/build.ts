@@ -3,7 +3,7 @@
 //  - dist/cli.cjs, the command line and daemon, embedded as an asset and compiled on demand.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { mkdir, writeFile, stat } from 'node:fs/promises';
+import { mkdir, rename, writeFile, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -25,13 +25,16 @@ await build({ ...common, entryPoints: [`${root}src/cli/main.ts`], outfile: `${di
 
 const seaConfig = {
   main: `${dist}/plugin-main.cjs`,
-  output: `${dist}/podnet`,
+  // Written beside and renamed over: a daemon or plugin running from dist/podnet keeps its old
+  // file, and nothing ever runs a half-written one.
+  output: `${dist}/.podnet.new`,
   disableExperimentalSEAWarning: true,
   useCodeCache: true,
   assets: { 'cli.cjs': `${dist}/cli.cjs` },
 };
 await writeFile(`${dist}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
 execFileSync(process.execPath, ['--build-sea', `${dist}/sea-config.json`], { stdio: ['ignore', 'ignore', 'inherit'] });
+await rename(`${dist}/.podnet.new`, `${dist}/podnet`);
 
 for (const f of ['plugin-main.cjs', 'cli.cjs', 'podnet']) {
   console.log(`dist/${f}  ${((await stat(`${dist}/${f}`)).size / 1024).toFixed(0)} KiB`);

@@ -27,7 +27,11 @@ export interface DaemonSandbox {
   pluginSettings(): { socketPath: string; stateDir: string; timeoutMs: number };
 }
 
-export async function daemonSandbox(t: Test, options: { standalone?: boolean } = {}): Promise<DaemonSandbox> {
+/**
+ * standalone: follow a config dir; netns: run the daemon inside that netns file, which is then
+ * its host (a test's stand-in for a second node).
+ */
+export async function daemonSandbox(t: Test, options: { standalone?: boolean; netns?: string } = {}): Promise<DaemonSandbox> {
   const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
   const root = tmp.path;
   const stateDir = `${root}/state`;
@@ -67,7 +71,10 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean } =
     configDir,
     async start() {
       const standalone = options.standalone ? ['--config-dir', configDir, '--resync-seconds', '1'] : [];
-      proc = execa(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone], {
+      const command = [podnetBinary, 'daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone];
+      // nsenter execs the daemon in place: its pid, which names its netns to ip, is the daemon's.
+      const [file, ...args] = options.netns ? ['nsenter', `--net=${options.netns}`, '--', ...command] : command;
+      proc = execa(file!, args, {
         reject: false,
         stdio: ['ignore', 'ignore', 'pipe'],
       });
