@@ -82,6 +82,11 @@ spec:
     - { name: net.ipv4.ip_forward, value: "1" }
     - { name: net.ipv4.conf.net1.rp_filter, value: "2" }
 `;
+  const preview = await cli.diff('routing.yaml', config(1000000));
+  t.equal(preview.exitCode, 0, 'podnet diff -f routing.yaml');
+  t.match(preview.stdout, /pod default\/cnf-0 .*\n(.*\n)*  pod   ip route add 198\.18\.90\.0\/24 via 198\.18\.82\.1 table 100\n/, 'diff prints the steps');
+  t.match(preview.stdout, /  host  tc qdisc replace dev pnv\w+ root tbf rate 1000000bit/);
+  t.notOk(await linkExists(ifb), 'and takes none of them');
   t.equal((await cli.apply('routing.yaml', config(1000000))).exitCode, 0, 'podnet apply -f routing.yaml');
 
   const table100 = (family: '-4' | '-6') => routesOf(ns, family, '100');
@@ -96,6 +101,9 @@ spec:
   t.equal(await sysctl(ns, 'net/ipv4/ip_forward'), '1', 'ip_forward is on in the pod');
   t.match(await qdiscs(hostEnd), [{ kind: 'tbf', root: true, options: { rate: 125000, burst: 10000 } }, { kind: 'ingress' }], "the pod's ingress is shaped on the host end; its egress is redirected");
   t.match(await qdiscs(ifb), [{ kind: 'tbf', root: true, options: { rate: 250000, burst: 20000 } }], "the pod's egress is shaped on the ifb");
+
+  await until('no changes left', async () => ((await cli.diff('routing.yaml', config(1000000))).stdout === 'no changes' ? true : undefined));
+  t.pass('once applied, diff of the same documents has no changes');
 
   // Drift: a route and a rule deleted by hand come back.
   await execa('ip', ['-n', ns, 'route', 'del', '198.18.90.0/24', 'table', '100']);

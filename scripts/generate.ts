@@ -23,6 +23,8 @@ const validated = {
   GcResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/GcResponse',
   DeleteResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DeleteResponse',
   SpoolEntry: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SpoolEntry',
+  DiffRequest: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DiffRequest',
+  DiffResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DiffResponse',
   DaemonStatus: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DaemonStatus',
   ErrorBody: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/ErrorBody',
   SandboxList: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SandboxList',

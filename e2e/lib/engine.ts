@@ -60,7 +60,7 @@ export async function startPod(t: Test, daemon: DaemonSandbox, name: string): Pr
   return { name, ns, att };
 }
 
-/** The podnet CLI against this daemon sandbox: apply and delete documents, explain a pod. */
+/** The podnet CLI against this daemon sandbox: apply, diff and delete documents, explain a pod. */
 export function podnetCli(daemon: DaemonSandbox) {
   const podnet = (...args: string[]) => execa(`${daemon.binDir}/podnet`, args, { reject: false });
   const file = async (name: string, text: string) => {
@@ -71,6 +71,7 @@ export function podnetCli(daemon: DaemonSandbox) {
   return {
     podnet,
     apply: async (name: string, text: string) => podnet('apply', '-f', await file(name, text), '--config-dir', daemon.configDir),
+    diff: async (name: string, text: string) => podnet('diff', '-f', await file(name, text), '--socket', daemon.socketPath),
     delete: (name: string) => podnet('delete', '-f', `${daemon.root}/${name}`, '--config-dir', daemon.configDir),
     explain: (pod: string) => podnet('explain', pod, '--socket', daemon.socketPath),
   };

@@ -7,6 +7,7 @@ import { daemonCommand } from './daemon.ts';
 import { podsCommand } from './pods.ts';
 import { applyCommand } from './apply.ts';
 import { deleteCommand } from './delete.ts';
+import { diffCommand } from './diff.ts';
 import { explainCommand } from './explain.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
@@ -20,6 +21,7 @@ export function program(): Command {
     .addCommand(statusCommand())
     .addCommand(applyCommand())
     .addCommand(deleteCommand())
+    .addCommand(diffCommand())
     .addCommand(explainCommand())
     .addCommand(versionCommand());
 }

@@ -12,6 +12,7 @@ import { loadConfigDir, watchConfigDir } from '../sources/config-dir.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
+import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -59,7 +60,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       registry,
       version: opts.version,
       log,
-      ...(opts.configDir ? { sandboxes: () => reconciler?.list() ?? { documentProblems: [], items: [] } } : {}),
+      ...(opts.configDir
+        ? {
+            sandboxes: () => reconciler?.list() ?? { documentProblems: [], items: [] },
+            diff: (documents: (Network | PodNetworkConfig)[]) => reconciler!.diff(documents),
+          }
+        : {}),
     });
   } catch (err) {
     lock.release();

@@ -13,10 +13,10 @@ import { isNetworkNamespace } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
-import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
+import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import { AppliedStore } from '../registry/applied.ts';
 import type { Registry } from '../registry/registry.ts';
-import type { DesiredDocuments } from '../sources/config-dir.ts';
+import { withDocuments, type DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
 import { coalesce } from './coalesce.ts';
 
@@ -87,13 +87,44 @@ export class Reconciler {
     return this.passes();
   }
 
-  private async pass(): Promise<void> {
-    const docs = this.opts.documents();
-    this.documentProblems = docs.problems;
+  /** The recorded sandboxes whose netns is still there, one record each. */
+  private liveSandboxes(): Map<string, AttachmentRecord> {
     const live = new Map<string, AttachmentRecord>();
     for (const record of this.opts.registry.list()) {
       if (!live.has(record.containerId) && isNetworkNamespace(record.netns)) live.set(record.containerId, record);
     }
+    return live;
+  }
+
+  /**
+   * What a pass would do with `extra` documents on top of the followed ones, without doing it:
+   * the same desired state, observation and plan, addresses previewed rather than taken.
+   */
+  async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
+    const docs = withDocuments(this.opts.documents(), extra);
+    const hostView = await this.observeHost();
+    const items: DiffResponse['items'] = [];
+    for (const record of this.liveSandboxes().values()) {
+      const identity = identityOf(record);
+      const { desired, problems } = this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), 'preview');
+      const applied = this.applied.get(record.containerId);
+      const observed = await this.observe(record, desired, applied, hostView);
+      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied, hostNetnsRef: this.opts.hostNetnsRef });
+      items.push({
+        containerId: record.containerId,
+        namespace: identity.namespace,
+        name: identity.name,
+        steps: planned.steps.map((s) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line })),
+        problems: [...problems, ...planned.problems],
+      });
+    }
+    return { documentProblems: docs.problems, items };
+  }
+
+  private async pass(): Promise<void> {
+    const docs = this.opts.documents();
+    this.documentProblems = docs.problems;
+    const live = this.liveSandboxes();
     let hostView = await this.observeHost();
     for (const record of live.values()) {
       // A pass that changed the host (a bridge, a veth end) shows the next sandbox the host as it is now.
@@ -139,7 +170,7 @@ export class Reconciler {
     const { log } = this.opts;
     const identity = identityOf(record);
     const wanted = desiredFor(identity, docs.networks, docs.configs);
-    const { desired, problems } = this.resolve(record.containerId, wanted);
+    const { desired, problems } = this.resolve(record.containerId, wanted, 'allocate');
     const report: SandboxReport = {
       containerId: record.containerId,
       namespace: identity.namespace,
@@ -175,12 +206,12 @@ export class Reconciler {
   }
 
   /** Names, link specs and addresses of the desired attachments; addresses from the node's IPAM. */
-  private resolve(containerId: string, wanted: DesiredSandbox): { desired: Resolved; problems: Problem[] } {
+  private resolve(containerId: string, wanted: DesiredSandbox, addresses: 'allocate' | 'preview'): { desired: Resolved; problems: Problem[] } {
     const problems = [...wanted.problems];
     const attachments: ResolvedAttachment[] = [];
     for (const want of wanted.attachments) {
       try {
-        attachments.push(this.resolveAttachment(containerId, want));
+        attachments.push(this.resolveAttachment(containerId, want, addresses));
       } catch (err) {
         problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
       }
@@ -189,12 +220,12 @@ export class Reconciler {
     return { desired: { attachments, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
   }
 
-  private resolveAttachment(containerId: string, want: DesiredAttachment): ResolvedAttachment {
+  private resolveAttachment(containerId: string, want: DesiredAttachment, addresses: 'allocate' | 'preview'): ResolvedAttachment {
     const network = want.network;
     const spec = network.spec;
     const owner = `${containerId}/${want.interface}`;
     const allocations = spec.ipam
-      ? this.opts.ipam.allocate(network.metadata.name, spec.ipam.ranges, owner, want.ips)
+      ? this.opts.ipam[addresses](network.metadata.name, spec.ipam.ranges, owner, want.ips)
       : (want.ips ?? []).map((address) => ({ address }));
     const prefixOf = (cidr: string) => cidr.slice(cidr.indexOf('/'));
     let link: LinkSpec;

@@ -11,7 +11,7 @@ import { callDaemon } from '../protocol/client.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
 import { Registry } from '../registry/registry.ts';
 import { writeSpoolEntry } from '../registry/spool.ts';
-import { startServer, type RunningServer } from './server.ts';
+import { startServer, type RunningServer, type ServerOptions } from './server.ts';
 
 // ---- fixtures: a daemon on a temp socket with a real registry ----------------------------------
 
@@ -33,13 +33,13 @@ async function scratch(t: Test): Promise<{ path: string; onEnd(close: () => Prom
   return { path: tmp.path, onEnd: (close) => closers.push(close) };
 }
 
-async function daemon(t: Test, opts: { maxBodyBytes?: number; prepare?: (stateDir: string) => Promise<void> } = {}): Promise<Daemon> {
+async function daemon(t: Test, opts: { maxBodyBytes?: number; prepare?: (stateDir: string) => Promise<void>; diff?: ServerOptions['diff'] } = {}): Promise<Daemon> {
   const tmp = await scratch(t);
   const stateDir = join(tmp.path, 'state');
   const socketPath = join(tmp.path, 'run', 'podnet.sock');
   await opts.prepare?.(stateDir);
   const registry = await Registry.open(stateDir, silentLogger);
-  const server = await startServer({ socketPath, registry, version: '0.1.0-test', log: silentLogger, maxBodyBytes: opts.maxBodyBytes });
+  const server = await startServer({ socketPath, registry, version: '0.1.0-test', log: silentLogger, maxBodyBytes: opts.maxBodyBytes, ...(opts.diff ? { diff: opts.diff } : {}) });
   tmp.onEnd(() => server.close());
   return { socketPath, stateDir, registry, server };
 }
@@ -324,4 +324,17 @@ t.test('POST /v1/gc removes only the unlisted records of its network', async (t)
   const invalid = await raw(d.socketPath, 'POST', '/v1/gc', json({ network: 'kindnet' }));
   t.match(invalid, { status: 400, body: { code: 'INVALID_REQUEST', message: /^invalid GC request: at \(top level\): must have required property 'validAttachments'/ } });
   t.equal(d.registry.size, 2, 'an invalid GC removes nothing');
+});
+
+t.test('POST /v1/diff: each document checked against its kind; 404 without documents to follow', async (t) => {
+  const seen: unknown[] = [];
+  const d = await daemon(t, { diff: async (documents) => (seen.push(...documents), { documentProblems: [], items: [] }) });
+  const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } };
+  t.same(await call(d, 'POST', '/v1/diff', { documents: [network] }), { documentProblems: [], items: [] });
+  t.same(seen, [network]);
+  const bad = await failure(call(d, 'POST', '/v1/diff', { documents: [{ ...network, spec: { type: 'ipvlan' } }] }));
+  t.match(bad, { code: 'INVALID_REQUEST', message: /diff request document 1: .*\/spec\/type/ });
+  t.match(await failure(call(d, 'POST', '/v1/diff', { documents: [{ kind: 'Pod' }] })), { code: 'INVALID_REQUEST', message: /kind/ });
+  const plain = await daemon(t);
+  t.match(await failure(call(plain, 'POST', '/v1/diff', { documents: [] })), { code: 'NOT_FOUND', message: /--config-dir/ });
 });

@@ -6,7 +6,7 @@ import { chmod, lstat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
-import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type ErrorBody, type SandboxList } from '../protocol/validate.ts';
+import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type DiffResponse, type ErrorBody, type Network, type PodNetworkConfig, type SandboxList } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
@@ -23,6 +23,8 @@ export interface ServerOptions {
   maxConnections?: number;
   /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
   sandboxes?: () => SandboxList;
+  /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
+  diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
 }
 
 export interface RunningServer {
@@ -145,6 +147,18 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         GET: async () => {
           if (!opts.sandboxes) throw new PodnetError('NOT_FOUND', 'this daemon follows no documents (start it with --config-dir)');
           return { status: 200, body: opts.sandboxes() };
+        },
+      },
+    },
+    {
+      pattern: /^\/v1\/diff$/,
+      methods: {
+        POST: async (req) => {
+          if (!opts.diff) throw new PodnetError('NOT_FOUND', 'this daemon follows no documents (start it with --config-dir)');
+          const request = parseDocument('DiffRequest', await readJson(req), 'diff request');
+          // Each document against its own kind's schema: the request's schema only names the kinds.
+          const documents = request.documents.map((doc, i) => parseDocument(doc.kind, doc, `diff request document ${i + 1}`));
+          return { status: 200, body: await opts.diff(documents) };
         },
       },
     },

@@ -252,6 +252,50 @@ export interface SandboxList {
   documentProblems: Problem[];
   items: SandboxReport[];
 }
+/**
+ * POST /v1/diff: documents to try on top of the ones the daemon follows (a document of the same kind and name replaces the followed one).
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "DiffRequest".
+ */
+export interface DiffRequest {
+  /**
+   * @maxItems 256
+   *
+   * Items: A Network or PodNetworkConfig; the daemon checks each against its schema in api.schema.json.
+   */
+  documents: {
+    kind: 'Network' | 'PodNetworkConfig';
+  }[];
+}
+/**
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "PlannedCommand".
+ */
+export interface PlannedCommand {
+  /**
+   * host, or the pod's netns path
+   */
+  where: string;
+  tool: 'ip' | 'ip6' | 'tc' | 'sysctl';
+  line: string;
+}
+/**
+ * What the daemon would do to each recorded sandbox with those documents, without doing it.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "DiffResponse".
+ */
+export interface DiffResponse {
+  documentProblems: Problem[];
+  items: {
+    containerId: ContainerId;
+    namespace: string;
+    name: string;
+    steps: PlannedCommand[];
+    problems: Problem[];
+  }[];
+}
 
 /**
  * A Kubernetes object name (DNS-1123 subdomain).

@@ -352,3 +352,14 @@ t.test('a failed write changes nothing in memory either', async (t) => {
   t.strictSame(addresses(ipam.allocate('blue', [v4], 'c')), ['198.18.5.3/24'], 'the round robin did not move');
   t.strictSame(Object.keys(JSON.parse(readFileSync(stateFile(path), 'utf8')).owners), ['a', 'c']);
 });
+
+t.test('preview: what allocate would give, nothing taken', async (t) => {
+  const path = await stateDir(t);
+  const ipam = NodeIpam.open(path);
+  t.same(addresses(ipam.preview('blue', [v4], 'c1/net1')), ['198.18.5.2/24']);
+  t.notOk(existsSync(stateFile(path)), 'nothing written');
+  t.same(addresses(ipam.allocate('blue', [v4], 'c2/net1')), ['198.18.5.2/24'], 'the previewed address is still free');
+  t.same(addresses(ipam.preview('blue', [v4], 'c2/net1')), ['198.18.5.2/24'], 'a holder previews what it holds');
+  t.same(addresses(ipam.preview('blue', [v4], 'c3/net1')), ['198.18.5.3/24']);
+  t.same(ipam.held('blue', 'c3/net1'), []);
+});

@@ -111,6 +111,18 @@ export class NodeIpam {
    * Durable before it returns (writeFileAtomic). Never hands out an address twice, also across a new NodeIpam.open of the same dir (daemon restart).
    */
   allocate(network: string, ranges: readonly IpRange[], owner: string, requested: readonly string[] = []): Allocation[] {
+    const { granted, next } = this.decide(network, ranges, owner, requested);
+    if (next) this.save(network, next);
+    return copies(granted);
+  }
+
+  /** What allocate would give, without taking it: for `podnet diff`. */
+  preview(network: string, ranges: readonly IpRange[], owner: string, requested: readonly string[] = []): Allocation[] {
+    return copies(this.decide(network, ranges, owner, requested).granted);
+  }
+
+  /** The addresses for `owner`, and the state to save when they are new. */
+  private decide(network: string, ranges: readonly IpRange[], owner: string, requested: readonly string[]): { granted: Allocation[]; next?: NetworkState } {
     checkNames(network, owner);
     if (ranges.length === 0) throw invalid(network, 'no IP ranges to allocate from');
     const pools = ranges.map((range) => poolOf(network, range));
@@ -124,7 +136,7 @@ export class NodeIpam {
         const held = holding.map((a) => a.address).join(', ');
         throw invalid(network, `${owner} already holds ${held}, not ${wanted.map((w) => formatIp(w.ip)).join(', ')}; release it first`);
       }
-      return copies(holding);
+      return { granted: holding };
     }
 
     const holders = holdersOf(state);
@@ -133,8 +145,7 @@ export class NodeIpam {
       wanted.length > 0
         ? wanted.map((w) => claim(network, pools, holders, w, owner))
         : pools.map((pool) => handOutNext(network, pool, holders, lastHandedOut, owner));
-    this.save(network, { lastHandedOut, owners: new Map(state.owners).set(owner, granted) });
-    return copies(granted);
+    return { granted, next: { lastHandedOut, owners: new Map(state.owners).set(owner, granted) } };
   }
 
   /** Releases everything `owner` holds on `network`; durable; a no-op when it holds nothing. */

@@ -15,6 +15,7 @@ export const routes = {
   attachments: '/v1/attachments',
   gc: '/v1/gc',
   sandboxes: '/v1/sandboxes',
+  diff: '/v1/diff',
 } as const;
 
 export function attachmentRoute(key: { containerId: string; ifname: string }): string {

@@ -29,6 +29,8 @@ const documents = {
   DaemonStatus: validators.DaemonStatus as Validator,
   ErrorBody: validators.ErrorBody as Validator,
   SandboxList: validators.SandboxList as Validator,
+  DiffRequest: validators.DiffRequest as Validator,
+  DiffResponse: validators.DiffResponse as Validator,
   Network: validators.Network as Validator,
   PodNetworkConfig: validators.PodNetworkConfig as Validator,
 };
@@ -46,6 +48,8 @@ export interface DocumentTypes {
   DaemonStatus: Doc.DaemonStatus;
   ErrorBody: Doc.ErrorBody;
   SandboxList: Doc.SandboxList;
+  DiffRequest: Doc.DiffRequest;
+  DiffResponse: Doc.DiffResponse;
   Network: Doc.Network;
   PodNetworkConfig: Doc.PodNetworkConfig;
 }

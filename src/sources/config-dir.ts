@@ -37,6 +37,17 @@ export function loadConfigDir(dir: string): DesiredDocuments {
   return out;
 }
 
+/** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */
+export function withDocuments(docs: DesiredDocuments, extra: readonly (Network | PodNetworkConfig)[]): DesiredDocuments {
+  const replaced = new Set(extra.map(documentName));
+  const out: DesiredDocuments = { networks: new Map(docs.networks), configs: docs.configs.filter((c) => !replaced.has(documentName(c))), problems: [...docs.problems] };
+  for (const doc of extra) {
+    if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
+    else out.configs.push(doc);
+  }
+  return out;
+}
+
 /**
  * Calls `onChange` on every change of the directory's files, at once: a burst of events (an
  * atomic write is a create and a rename) costs no more than one extra pass, since the reconciler
