@@ -3,6 +3,7 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import type { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
@@ -14,7 +15,9 @@ import { plan } from '../planner/plan.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
+import { stateLayout } from '../protocol/paths.ts';
 import { AppliedStore } from '../registry/applied.ts';
+import { removeTempFiles } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
 import { withDocuments, type DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
@@ -76,8 +79,13 @@ export class Reconciler {
     return { documentProblems: this.documentProblems, items: [...this.reports.values()] as SandboxList['items'] };
   }
 
-  /** Takes back the passes a crash cut short; before the daemon reports ready. */
+  /** Takes back the passes a crash cut short and the writes it cut short; before the daemon reports ready. */
   async recover(): Promise<void> {
+    const { stateDir } = this.opts;
+    for (const dir of [stateDir, join(stateDir, stateLayout.applied), join(stateDir, stateLayout.ipam), join(stateDir, stateLayout.journal)]) {
+      const removed = removeTempFiles(dir);
+      if (removed.length > 0) this.opts.log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
+    }
     const undone = await runJournalUndo(this.opts.run, this.opts.stateDir);
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
@@ -132,7 +140,23 @@ export class Reconciler {
     }
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
+    this.sweepAddresses();
     await this.collectBridges();
+  }
+
+  /**
+   * Releases addresses neither desired nor applied: those a pass took for an attachment and then
+   * could not record (a crash between the two, or a desired state that changed before it applied).
+   */
+  private sweepAddresses(): void {
+    const keep = new Set<string>();
+    for (const report of this.reports.values()) for (const a of report.desired.attachments) keep.add(`${a.network} ${report.containerId}/${a.interface}`);
+    for (const state of this.applied.all()) for (const a of state.attachments) keep.add(`${a.network} ${state.containerId}/${a.interface}`);
+    for (const { network, owner } of this.opts.ipam.holders()) {
+      if (keep.has(`${network} ${owner}`)) continue;
+      this.opts.ipam.release(network, owner);
+      this.opts.log.info('released an address nothing asks for', { network, owner });
+    }
   }
 
   private async observeHost(): Promise<HostView> {

@@ -5,7 +5,10 @@ import { PodnetError } from '../errors.ts';
 import type { Step } from '../model/state.ts';
 import type { NetnsRunner, Tool, Where } from '../netns/runner.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
-import { execute, journalFolder, runJournalUndo } from './execute.ts';
+import { stateLayout } from '../protocol/paths.ts';
+import { execute, runJournalUndo } from './execute.ts';
+
+const journalFolder = stateLayout.journal;
 
 /** A runner that records each batch and fails the line that matches `failOn`. */
 function recordingIp(failOn?: string) {

@@ -6,11 +6,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
+import { stateLayout } from '../protocol/paths.ts';
 import type { Step } from '../model/state.ts';
 import { sameWhere, type Command, type NetnsRunner } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from '../registry/atomic-file.ts';
 
-export const journalFolder = 'journal';
 
 /** Runs `commands` in order, one batch per run of commands of one namespace and tool. */
 async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<{ done: number; error?: PodnetError }> {
@@ -53,7 +53,7 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
     commit();
     return { undoErrors: [] };
   }
-  const dir = join(stateDir, journalFolder);
+  const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const journal = join(dir, `${key}.json`);
   writeFileAtomic(journal, JSON.stringify(steps));
@@ -66,7 +66,7 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
 
 /** At start: takes back every pass a crash cut short. The keys it found. */
 export async function runJournalUndo(run: NetnsRunner, stateDir: string): Promise<string[]> {
-  const dir = join(stateDir, journalFolder);
+  const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const keys: string[] = [];
   for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {

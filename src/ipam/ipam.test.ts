@@ -363,3 +363,14 @@ t.test('preview: what allocate would give, nothing taken', async (t) => {
   t.same(addresses(ipam.preview('blue', [v4], 'c3/net1')), ['198.18.5.3/24']);
   t.same(ipam.held('blue', 'c3/net1'), []);
 });
+
+t.test('holders: every network and owner with addresses, across a reopen', async (t) => {
+  const path = await stateDir(t);
+  const ipam = NodeIpam.open(path);
+  t.same(ipam.holders(), [], 'none before the first allocation');
+  ipam.allocate('blue', [v4], 'c1/net1');
+  ipam.allocate('red', [{ subnet: '198.18.6.0/24' }], 'c2/net2');
+  ipam.allocate('red', [{ subnet: '198.18.6.0/24' }], 'c3/net2');
+  ipam.release('red', 'c3/net2');
+  t.same(NodeIpam.open(path).holders(), [{ network: 'blue', owner: 'c1/net1' }, { network: 'red', owner: 'c2/net2' }]);
+});

@@ -12,9 +12,10 @@
 // files are read once and then trusted, and only the daemon, which holds the state-dir lock,
 // writes them.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
+import { stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import {
   bitsOf,
@@ -44,7 +45,6 @@ export interface Allocation {
 }
 
 /** The folder of the state directory that holds one allocations file per Network. */
-const ipamFolder = 'ipam';
 const stateVersion = 1;
 
 /** A Kubernetes object name (DNS-1123 subdomain), as schemas/api.schema.json's Name. */
@@ -96,7 +96,7 @@ export class NodeIpam {
   private readonly networks = new Map<string, NetworkState>();
 
   private constructor(stateDir: string) {
-    this.dir = join(stateDir, ipamFolder);
+    this.dir = join(stateDir, stateLayout.ipam);
   }
 
   /** Allocations live in <stateDir>/ipam/<network>.json, one file per Network, loaded on first use. */
@@ -157,6 +157,19 @@ export class NodeIpam {
     owners.delete(owner);
     // The round robin's position stays: it is what keeps the released addresses resting.
     this.save(network, { lastHandedOut: state.lastHandedOut, owners });
+  }
+
+  /** Every (network, owner) holding addresses on this node: what a sweep checks against the desired state. */
+  holders(): { network: string; owner: string }[] {
+    if (!existsSync(this.dir)) return [];
+    const out: { network: string; owner: string }[] = [];
+    for (const file of readdirSync(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
+      // The file names the network inside; its name may be a shortened one.
+      const network = (JSON.parse(readFileSync(join(this.dir, file), 'utf8')) as { network?: unknown }).network;
+      if (typeof network !== 'string') continue;
+      for (const owner of this.load(network).owners.keys()) out.push({ network, owner });
+    }
+    return out;
   }
 
   /** What `owner` holds on `network`. */

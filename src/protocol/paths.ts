@@ -30,7 +30,16 @@ export const stateLayout = {
   spool: 'spool',
   /** Files found corrupt, set aside for a human. */
   quarantine: 'quarantine',
+  /** What podnet has applied to each sandbox, and host-objects.json: the bridges it made. */
+  applied: 'applied',
+  /** Runtime networks' address allocations, one file per Network. */
+  ipam: 'ipam',
+  /** The steps of a pass under way, undone at start when a crash cut it short. */
+  journal: 'journal',
 } as const;
+
+/** The state dir's own file of the host objects podnet made (bridges). */
+export const hostObjectsFile = 'host-objects.json';
 
 /**
  * The file name of an attachment's record. A container id cannot hold '@' (the spec restricts it

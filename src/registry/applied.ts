@@ -4,6 +4,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyApplied, isEmptyApplied, type AppliedState } from '../model/state.ts';
+import { hostObjectsFile, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from './atomic-file.ts';
 
 export class AppliedStore {
@@ -11,8 +12,8 @@ export class AppliedStore {
   private readonly hostObjectsFile: string;
 
   constructor(stateDir: string) {
-    this.dir = join(stateDir, 'applied');
-    this.hostObjectsFile = join(stateDir, 'host-objects.json');
+    this.dir = join(stateDir, stateLayout.applied);
+    this.hostObjectsFile = join(stateDir, hostObjectsFile);
     ensurePrivateDir(this.dir);
   }
 

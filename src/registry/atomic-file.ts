@@ -5,7 +5,7 @@
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
 // 1.5 ms for these calls; bench/plugin-add); the daemon applies changes one at a time anyway, and
 // blocks its loop for the length of two fsyncs per change.
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 /** Temp files start with this; a reader skips them and a start-up sweep may remove stale ones. */
@@ -52,6 +52,22 @@ export function writeFileAtomic(path: string, data: string, mode = 0o600): void 
     throw err;
   }
   syncDir(dir);
+}
+
+/**
+ * Removes the temp files of writes cut short from `dir`, a folder only the daemon writes (one
+ * daemon runs per state dir): at start, none of them is a write under way. The names removed.
+ */
+export function removeTempFiles(dir: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.startsWith(tempPrefix));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  for (const name of names) unlinkQuietly(join(dir, name));
+  return names;
 }
 
 /** Removes `path` durably; false when it was not there. */

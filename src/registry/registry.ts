@@ -6,7 +6,7 @@ import { access, constants, readdir, readFile, rename, stat, unlink } from 'node
 import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentRecord, type SpoolEntry } from '../protocol/validate.ts';
-import { ensurePrivateDir, removeFileDurable, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { ensurePrivateDir, removeFileDurable, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import type { Logger } from '../log.ts';
@@ -124,13 +124,9 @@ export class Registry {
 
   private async load(): Promise<void> {
     const recordsDir = join(this.stateDir, stateLayout.records);
+    removeTempFiles(recordsDir);
     for (const name of await readdir(recordsDir)) {
       const path = join(recordsDir, name);
-      if (name.startsWith(tempPrefix)) {
-        // Only the daemon writes here, and only one daemon runs: a temp file is a write cut short.
-        await unlink(path).catch(() => undefined);
-        continue;
-      }
       try {
         const record = parseDocument('AttachmentRecord', JSON.parse(await readFile(path, 'utf8')) as unknown, `record ${name}`);
         if (recordFileName(record) !== name) throw new Error(`holds the record of ${keyOf(record)}, not of its own name`);
