@@ -6,12 +6,13 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type ObservedRoute, type ObservedRule, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
+import { bridgesCreated, planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
@@ -22,6 +23,7 @@ import type { Registry } from '../registry/registry.ts';
 import { withDocuments, type DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
 import { coalesce } from './coalesce.ts';
+import { mapLimited } from './map-limited.ts';
 
 export interface SandboxReport {
   containerId: string;
@@ -53,6 +55,20 @@ export function hostInterfaceName(containerId: string, podInterface: string, pre
 
 export function bridgeNameOf(attachment: DesiredAttachment): string {
   return attachment.network.spec.bridge?.name ?? `pn-${attachment.network.metadata.name}`.slice(0, 15);
+}
+
+/** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
+const sandboxConcurrency = 8;
+
+/** The journal of a pass's host steps (bridges); '@' is in no container id. */
+const hostJournalKey = '@host';
+
+/** A live sandbox and what it should have, decided at the start of a pass. */
+interface SandboxWork {
+  record: AttachmentRecord;
+  identity: SandboxIdentity;
+  desired: Resolved;
+  problems: Problem[];
 }
 
 /** The host as one pass sees it: podnet's links, every link's name, the qdiscs on podnet's links. */
@@ -104,40 +120,56 @@ export class Reconciler {
     return live;
   }
 
+  /** What one sandbox should have: the documents' desired state with names and addresses decided. */
+  private desiredOf(record: AttachmentRecord, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
+    const identity = identityOf(record);
+    return { record, identity, ...this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses) };
+  }
+
   /**
    * What a pass would do with `extra` documents on top of the followed ones, without doing it:
-   * the same desired state, observation and plan, addresses previewed rather than taken.
+   * the same desired state, observation and plan, addresses previewed rather than taken; the
+   * sandboxes are planned as if the host steps (bridges) had run.
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.documents(), extra);
+    const work = [...this.liveSandboxes().values()].map((record) => this.desiredOf(record, docs, 'preview'));
     const hostView = await this.observeHost();
-    const items: DiffResponse['items'] = [];
-    for (const record of this.liveSandboxes().values()) {
-      const identity = identityOf(record);
-      const { desired, problems } = this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), 'preview');
-      const applied = this.applied.get(record.containerId);
-      const observed = await this.observe(record, desired, applied, hostView);
-      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied, hostNetnsRef: this.opts.hostNetnsRef });
-      items.push({
-        containerId: record.containerId,
-        namespace: identity.namespace,
-        name: identity.name,
-        steps: planned.steps.map((s) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line })),
-        problems: [...problems, ...planned.problems],
-      });
+    const attachments = work.flatMap((w) => w.desired.attachments);
+    const hostSteps = planBridges(attachments, hostView.links);
+    const links = new Map(hostView.links);
+    for (const a of attachments) {
+      if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
     }
-    return { documentProblems: docs.problems, items };
+    const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
+    const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
+      const applied = this.applied.get(w.record.containerId);
+      const observed = await this.observe(w.record, w.desired, applied, { ...hostView, links });
+      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied, hostNetnsRef: this.opts.hostNetnsRef });
+      return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
+    });
+    return { documentProblems: docs.problems, hostSteps: hostSteps.map(view), items };
   }
 
+  /**
+   * A pass: every sandbox's desired state (addresses taken), then the bridges they need, made once,
+   * then the sandboxes side by side, a few at a time (each touches only its own netns and its
+   * own host links); then what gone sandboxes and unused bridges leave.
+   */
   private async pass(): Promise<void> {
     const docs = this.opts.documents();
     this.documentProblems = docs.problems;
     const live = this.liveSandboxes();
+    const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
     let hostView = await this.observeHost();
-    for (const record of live.values()) {
-      // A pass that changed the host (a bridge, a veth end) shows the next sandbox the host as it is now.
-      if (await this.reconcileSandbox(record, docs, hostView)) hostView = await this.observeHost();
+    const bridgeSteps = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
+    if (bridgeSteps.length > 0) {
+      const made = bridgesCreated(bridgeSteps);
+      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, () => this.applied.setBridges([...this.applied.bridges(), ...made]));
+      if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
+      hostView = await this.observeHost();
     }
+    await mapLimited(work, sandboxConcurrency, (w) => this.reconcileSandbox(w, hostView));
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
     this.sweepAddresses();
@@ -189,12 +221,10 @@ export class Reconciler {
     };
   }
 
-  /** One sandbox's pass; true when it changed the host. */
-  private async reconcileSandbox(record: AttachmentRecord, docs: DesiredDocuments, hostView: HostView): Promise<boolean> {
+  /** One sandbox's part of a pass: observe, plan, apply; a failure is reported, the pass goes on. */
+  private async reconcileSandbox(work: SandboxWork, hostView: HostView): Promise<void> {
     const { log } = this.opts;
-    const identity = identityOf(record);
-    const wanted = desiredFor(identity, docs.networks, docs.configs);
-    const { desired, problems } = this.resolve(record.containerId, wanted, 'allocate');
+    const { record, identity, desired, problems } = work;
     const report: SandboxReport = {
       containerId: record.containerId,
       namespace: identity.namespace,
@@ -202,7 +232,7 @@ export class Reconciler {
       netns: record.netns,
       desired,
       applied: this.applied.get(record.containerId),
-      problems,
+      problems: [...problems],
       lastSteps: [],
     };
     this.reports.set(record.containerId, report);
@@ -212,7 +242,7 @@ export class Reconciler {
       const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied, hostNetnsRef: this.opts.hostNetnsRef });
       report.problems.push(...planned.problems);
       report.lastSteps = planned.steps;
-      if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return false;
+      if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
       const before = report.applied;
       const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, () => this.commit(before, planned.next));
       if (result.error) throw result.error;
@@ -220,12 +250,10 @@ export class Reconciler {
       // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
       if (planned.deferred) void this.passes();
       if (planned.steps.length > 0) log.info('applied', { pod, steps: planned.steps.length });
-      return planned.steps.some((s) => s.where === 'host');
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
       log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message });
-      return true;
     }
   }
 
@@ -285,9 +313,8 @@ export class Reconciler {
     };
   }
 
-  /** Records the new applied state, the bridges in use, and releases addresses no longer held. */
+  /** Records the new applied state and releases addresses no longer held. */
   private commit(before: AppliedState | undefined, after: AppliedState): void {
-    this.applied.setBridges([...this.applied.bridges(), ...after.attachments.flatMap((a) => (a.bridge ? [a.bridge] : []))]);
     this.applied.put(after);
     for (const was of before?.attachments ?? []) {
       if (!after.attachments.some((a) => a.interface === was.interface && a.network === was.network)) {

@@ -328,9 +328,9 @@ t.test('POST /v1/gc removes only the unlisted records of its network', async (t)
 
 t.test('POST /v1/diff: each document checked against its kind; 404 without documents to follow', async (t) => {
   const seen: unknown[] = [];
-  const d = await daemon(t, { diff: async (documents) => (seen.push(...documents), { documentProblems: [], items: [] }) });
+  const d = await daemon(t, { diff: async (documents) => (seen.push(...documents), { documentProblems: [], hostSteps: [], items: [] }) });
   const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } };
-  t.same(await call(d, 'POST', '/v1/diff', { documents: [network] }), { documentProblems: [], items: [] });
+  t.same(await call(d, 'POST', '/v1/diff', { documents: [network] }), { documentProblems: [], hostSteps: [], items: [] });
   t.same(seen, [network]);
   const bad = await failure(call(d, 'POST', '/v1/diff', { documents: [{ ...network, spec: { type: 'ipvlan' } }] }));
   t.match(bad, { code: 'INVALID_REQUEST', message: /diff request document 1: .*\/spec\/type/ });

@@ -295,6 +295,10 @@ export interface DiffResponse {
     steps: PlannedCommand[];
     problems: Problem[];
   }[];
+  /**
+   * Steps on the host every sandbox needs first (bridges).
+   */
+  hostSteps: PlannedCommand[];
 }
 
 /**

@@ -1,5 +1,5 @@
 // Attachments: the interface in the pod and, for a bridge Network, the veth's host end on the
-// bridge (the bridge made on first use) and its rate limits. A macvlan, vlan or vxlan link is
+// bridge (made before, see bridges.ts) and its rate limits. A macvlan, vlan or vxlan link is
 // created from the host, where its parent or underlay is, directly inside the pod (ip's
 // `netns PATH`), so there is never a moment it exists on the host under the pod's name.
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
@@ -52,7 +52,6 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
     if (was.ifb && observed.host.has(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: `link del ${was.ifb}` });
   }
 
-  const bridgesReady = new Set<string>();
   for (const want of desired.attachments) {
     const mine = applied.attachments.find((a) => sameAttachment(a, want));
     const existing = observed.pod.get(want.interface);
@@ -71,9 +70,13 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
     }
     let fresh: boolean;
     if (want.link.kind === 'bridge') {
-      if (!bridgesReady.has(want.link.bridge)) {
-        part.apply.push(...bridgeSteps(want.link, want.mtu, observed.host.get(want.link.bridge)));
-        bridgesReady.add(want.link.bridge);
+      // Bridges are the pass's, made before any sandbox is planned (planBridges).
+      // Without its bridge (the pass could not make it), what was applied stays recorded, to be
+      // taken back later; the next pass tries again.
+      if (!observed.host.has(want.link.bridge)) {
+        part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
+        if (mine) part.next.push(mine);
+        continue;
       }
       fresh = vethSteps(ctx, want, want.link, existing, part.apply);
     } else {
@@ -122,19 +125,6 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
   }
   if (fresh || hostEnd?.master !== spec.bridge || !hostEnd.up) steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
   return fresh;
-}
-
-function bridgeSteps(spec: BridgeSpec, mtu: number | undefined, bridge: ObservedLink | undefined): Step[] {
-  const steps: Step[] = [];
-  if (!bridge) steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
-  if (mtu && bridge?.mtu !== mtu) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} mtu ${mtu}` });
-  if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} up` });
-  for (const address of spec.bridgeAddresses) {
-    if (!bridge?.addresses.includes(address)) {
-      steps.push({ where: host, tool: 'ip', line: `addr add ${address} dev ${spec.bridge}`, undo: { where: host, tool: 'ip', line: `addr del ${address} dev ${spec.bridge}` } });
-    }
-  }
-  return steps;
 }
 
 /**

@@ -45,13 +45,11 @@ const attachedApplied: AppliedState = {
   attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge', bridge: 'pn-blue', hostIf: 'pnv0123456789', addresses: ['198.18.80.2/24'] }],
 };
 
-t.test('a fresh attachment: bridge, veth across namespaces, master, up, address', async (t) => {
-  const p = plan(input({ attachments: [blue] }));
+const withBridge = observed({ host: new Map([attachedObserved.host.entries().next().value!]) });
+
+t.test('a fresh attachment: veth across namespaces, on the bridge, up, address', async (t) => {
+  const p = plan(input({ attachments: [blue] }, { observed: withBridge }));
   t.same(lines(p), [
-    ['host', 'ip', 'link add name pn-blue type bridge'],
-    ['host', 'ip', 'link set pn-blue mtu 1400'],
-    ['host', 'ip', 'link set pn-blue up'],
-    ['host', 'ip', 'addr add 198.18.80.1/24 dev pn-blue'],
     ['pod', 'ip', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242'],
     ['host', 'ip', 'link set pnv0123456789 master pn-blue up'],
     ['pod', 'ip', 'link set net1 up'],
@@ -66,6 +64,13 @@ t.test('applying the same desired state again plans nothing', async (t) => {
   const p = plan(input({ attachments: [blue] }, { observed: attachedObserved, applied: attachedApplied }));
   t.same(p.steps, []);
   t.same(p.next, attachedApplied);
+});
+
+t.test('without its bridge, an attachment is a problem and what was applied stays recorded', async (t) => {
+  const p = plan(input({ attachments: [blue] }, { observed: observed({ pod: attachedObserved.pod }), applied: attachedApplied }));
+  t.same(p.steps, []);
+  t.match(p.problems, [{ reason: 'the host has no bridge pn-blue' }]);
+  t.same(p.next.attachments, attachedApplied.attachments);
 });
 
 t.test('an attachment no longer wanted: its host end goes, which takes the pair', async (t) => {
@@ -186,7 +191,7 @@ t.test('up and down', async (t) => {
 });
 
 t.test('tuning an interface this pass makes waits for the next pass', async (t) => {
-  const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10 } }] }));
+  const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10 } }] }, { observed: withBridge }));
   t.ok(p.deferred);
   t.same(p.problems, []);
   t.notOk(p.steps.some((s) => s.line.includes('txqueuelen')));
@@ -204,7 +209,7 @@ const fromBlue = { family: 4 as const, priority: 100, from: '198.18.80.0/24', ta
 const v6mark = { family: 6 as const, priority: 101, fwmark: 7, table: 100 };
 
 t.test('routes in their own table and rules: added after the links, undone by delete', async (t) => {
-  const p = plan(input({ attachments: [blue], routes: [toBlue, srv6], rules: [fromBlue, v6mark] }));
+  const p = plan(input({ attachments: [blue], routes: [toBlue, srv6], rules: [fromBlue, v6mark] }, { observed: withBridge }));
   t.same(lines(p).slice(-4), [
     ['pod', 'ip', 'route add 198.18.90.0/24 via 198.18.80.1 table 100'],
     ['pod', 'ip', 'route add 2001:db8:90::/64 encap seg6 mode encap segs 2001:db8::a,2001:db8::b dev net1 table 100'],
@@ -283,7 +288,7 @@ t.test('sysctls: set, the first original kept, restored when no longer asked', a
   t.same(plan(input({}, { observed: set, applied: p.next })).steps.map((s) => s.line), ['net/ipv4/ip_forward=0']);
 
   const perNet1 = { name: 'net.ipv4.conf.net1.rp_filter', path: 'net/ipv4/conf/net1/rp_filter', value: '0' };
-  const waiting = plan(input({ attachments: [blue], sysctls: [perNet1] }));
+  const waiting = plan(input({ attachments: [blue], sysctls: [perNet1] }, { observed: withBridge }));
   t.ok(waiting.deferred, "a key of an interface this pass makes waits for the next pass");
   t.same(waiting.problems, []);
   const missing = plan(input({ sysctls: [{ ...perNet1, name: 'net.ipv4.conf.net7.rp_filter', path: 'net/ipv4/conf/net7/rp_filter' }] }));

@@ -1,0 +1,30 @@
+// The host bridges a pass needs, planned once for every sandbox before any of them: a bridge is
+// shared, so making it is not any one sandbox's step, and sandboxes can then be planned and
+// applied side by side.
+import type { ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
+import { host } from './part.ts';
+
+export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): Step[] {
+  const steps: Step[] = [];
+  const planned = new Set<string>();
+  for (const want of attachments) {
+    if (want.link.kind !== 'bridge' || planned.has(want.link.bridge)) continue;
+    const spec = want.link;
+    planned.add(spec.bridge);
+    const bridge = observedHost.get(spec.bridge);
+    if (!bridge) steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
+    if (want.mtu && bridge?.mtu !== want.mtu) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} mtu ${want.mtu}` });
+    if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} up` });
+    for (const address of spec.bridgeAddresses) {
+      if (!bridge?.addresses.includes(address)) {
+        steps.push({ where: host, tool: 'ip', line: `addr add ${address} dev ${spec.bridge}`, undo: { where: host, tool: 'ip', line: `addr del ${address} dev ${spec.bridge}` } });
+      }
+    }
+  }
+  return steps;
+}
+
+/** The bridges `steps` create: podnet removes only bridges it made, once nothing uses them. */
+export function bridgesCreated(steps: readonly Step[]): string[] {
+  return steps.flatMap((s) => /^link add name (\S+) type bridge$/.exec(s.line)?.[1] ?? []);
+}
