@@ -79,10 +79,17 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     quarantined: registry.quarantined().length,
   });
 
-  // A burst of spool writes raises a burst of watch events: they merge into one more replay.
+  // A burst of spool writes raises a burst of watch events: they merge into one more replay. A
+  // pass follows only when records changed (here or in a replay a socket read made): the periodic
+  // replay must not become a pass every 2 s over every sandbox.
+  let reconciledAt = -1;
   const drain = coalesce(() =>
     registry.drainSpool().then(
-      () => void reconciler?.schedule(),
+      () => {
+        if (!reconciler || registry.changeCount === reconciledAt) return;
+        reconciledAt = registry.changeCount;
+        void reconciler.schedule();
+      },
       (err: Error) => log.error('spool replay failed', { error: err.message }),
     ),
   );

@@ -314,7 +314,7 @@ export type Name = string;
  */
 export type NamespaceName = string;
 /**
- * An interface name inside a pod: 1 to 15 printable ASCII characters (the kernel's IFNAMSIZ), not . or .., no /, : or whitespace.
+ * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "PodInterfaceName".
@@ -347,7 +347,7 @@ export type Ip = string;
  */
 export type Mtu = number;
 /**
- * An existing host interface an admin names (a macvlan or vlan parent, a vxlan underlay): 1 to 15 printable ASCII characters, no /, : or whitespace.
+ * An existing host interface an admin names (a macvlan or vlan parent, a vxlan underlay); the same characters as a pod interface name.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "HostLinkName".
@@ -471,7 +471,7 @@ export interface Attachment {
   bandwidth?: Bandwidth;
 }
 /**
- * Rate limits of one attachment, as the reference bandwidth plugin takes them: rates in bits per second, bursts in bits; ingress is traffic into the pod. Applied with tc on podnet's host end of the veth (tbf; ifb and mirred for egress).
+ * Rate limits of one attachment, as the reference bandwidth plugin takes them: rates in bits per second, bursts in bits; ingress is traffic into the pod. Applied with tc on podnet's host end of the veth (tbf; ifb and mirred for egress). A burst is at least 12000 bits, one full-size frame.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "Bandwidth".

@@ -157,3 +157,11 @@ t.test('sysctls: only the allowlist, per-interface keys only for eth0 and attach
     "spec.sysctls[6].name: net.ipv4.conf.eth0.bootp_relay: bootp_relay is not on podnet's allowlist of per-interface ipv4 sysctls",
   ]);
 });
+
+t.test('what the kernel shows differently is resolved as it shows it: a /0 rule selector, a sysctl "01"', async (t) => {
+  const d = desiredFor(pod, networks, [
+    config('k', { podSelector: all, rules: [{ priority: 100, from: '::/0', fwmark: 3, table: 100 }], sysctls: [{ name: 'net.ipv4.ip_forward', value: '01' }] }),
+  ]);
+  t.same(d.rules, [{ priority: 100, table: 100, fwmark: 3, family: 6 }], 'from ::/0 is "from all": no selector, the family kept');
+  t.same(d.sysctls.map((s) => s.value), ['1']);
+});

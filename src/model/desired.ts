@@ -137,7 +137,9 @@ export function desiredFor(
       keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
     });
     (config.spec.sysctls ?? []).forEach((entry, i) => {
-      keep(`sysctl ${entry.name}`, { name: entry.name, value: entry.value.trim().split(/\s+/).join(' ') }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
+      // The kernel shows integers in their plain form: "01" is read back as "1".
+      const value = entry.value.trim().split(/\s+/).map((n) => String(BigInt(n))).join(' ');
+      keep(`sysctl ${entry.name}`, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
     });
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
@@ -236,7 +238,8 @@ function resolveRule(r: Rule): ResolvedRule | Refused {
     if (text === undefined) continue;
     const subnet = canonicalSubnet(text, side);
     if ('reason' in subnet) return subnet;
-    rule[side] = subnet.cidr;
+    // A /0 selects everything, which the kernel stores (and shows) as no selector at all.
+    if (!subnet.cidr.endsWith('/0')) rule[side] = subnet.cidr;
     families.add(subnet.family);
   }
   if (r.family) families.add(r.family === 'ipv4' ? 4 : 6);

@@ -69,6 +69,16 @@ async function runSysctls(where: Where, lines: readonly string[]): Promise<{ don
   return { done: lines.length };
 }
 
+/**
+ * ip and tc read a batch line as words split on whitespace, with # starting a comment and quotes
+ * and backslashes grouping words. The schemas admit none of these in what reaches a line; this is
+ * the last check, so that no document can ever change what a line means.
+ */
+function refuseSpecial(tool: Tool, lines: readonly string[]): PodnetError | undefined {
+  const bad = lines.find((l) => /["'\\#\n\r\0]/.test(l));
+  return bad === undefined ? undefined : new PodnetError('INVALID_REQUEST', `refused to run ${tool} ${JSON.stringify(bad)}: it holds a character ${tool} would read specially`);
+}
+
 export const netnsRunner: NetnsRunner = {
   async query(where, tool, options, commands) {
     const [file, list] = argv(where, tool, ['-json', ...options, '-batch', '-']);
@@ -86,6 +96,8 @@ export const netnsRunner: NetnsRunner = {
 
   async batch(where, tool, lines) {
     if (lines.length === 0) return { done: 0 };
+    const refused = refuseSpecial(tool, lines);
+    if (refused) return { done: 0, error: refused };
     return tool === 'sysctl' ? runSysctls(where, lines) : runBatch(where, tool, lines);
   },
 

@@ -40,8 +40,8 @@ function hostDependency(spec: LinkSpec): string | undefined {
   return spec.kind === 'macvlan' || spec.kind === 'vlan' ? spec.parent : spec.kind === 'vxlan' ? spec.device : undefined;
 }
 
-export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
-  const part = emptyPart<AppliedAttachment>();
+export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string> } {
+  const part = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
   const { observed, applied, desired, pod } = ctx;
 
   // Take back attachments no longer wanted: deleting one end of a veth deletes both.
@@ -59,20 +59,23 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
       part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
       continue;
     }
+    // What cannot be done now leaves what was applied recorded, so that it is never taken for
+    // someone else's (and its address never handed out twice) and is taken back when unwanted.
     const needs = hostDependency(want.link);
     if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
       part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
+      if (mine) part.next.push(mine);
       continue;
     }
     if (want.bandwidth && want.link.kind !== 'bridge') {
       part.problems.push(podProblem(`Network ${want.network}`, 'bandwidth', `rate limits need a bridge Network: podnet shapes on its host end of a veth, and a ${want.link.kind} link has none`));
+      if (mine) part.next.push(mine);
       continue;
     }
     let fresh: boolean;
     if (want.link.kind === 'bridge') {
       // Bridges are the pass's, made before any sandbox is planned (planBridges).
-      // Without its bridge (the pass could not make it), what was applied stays recorded, to be
-      // taken back later; the next pass tries again.
+      // Without its bridge (the pass could not make it) the next pass tries again.
       if (!observed.host.has(want.link.bridge)) {
         part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
         if (mine) part.next.push(mine);
@@ -83,6 +86,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> {
       fresh = !existing;
       if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, tool: 'ip', line: `link del ${want.interface}` } });
     }
+    if (fresh) part.creates.add(want.interface);
     if (fresh || !existing?.up) part.apply.push({ where: pod, tool: 'ip', line: `link set ${want.interface} up` });
     const present = new Set(fresh ? [] : existing?.addresses);
     for (const address of want.addresses) {

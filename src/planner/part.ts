@@ -14,6 +14,8 @@ export interface PlanContext {
   desired: Resolved;
   observed: Observed;
   applied: AppliedState;
+  /** Pod interfaces the links part makes in this pass: what tuning and sysctls may wait for. */
+  creating: ReadonlySet<string>;
 }
 
 export interface Part<T> {

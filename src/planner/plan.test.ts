@@ -294,3 +294,20 @@ t.test('sysctls: set, the first original kept, restored when no longer asked', a
   const missing = plan(input({ sysctls: [{ ...perNet1, name: 'net.ipv4.conf.net7.rp_filter', path: 'net/ipv4/conf/net7/rp_filter' }] }));
   t.match(missing.problems, [{ reason: "the pod's network namespace has no sysctl net.ipv4.conf.net7.rp_filter" }]);
 });
+
+t.test('an attachment that cannot be done now stays recorded: its address is not released, nor its interface disowned', async (t) => {
+  const macvlanApplied = { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'macvlan' as const, addresses: ['198.18.80.2/24'] }] };
+  const there = observed({ pod: new Map([link('eth0'), link('net1')]) });
+  const mv = { ...blue, link: { kind: 'macvlan' as const, parent: 'eth0', mode: 'bridge' } };
+  const limited = plan(input({ attachments: [{ ...mv, bandwidth: { ingressRate: 8000, ingressBurst: 12000 } }] }, { observed: there, applied: macvlanApplied }));
+  t.same(limited.next.attachments, macvlanApplied.attachments);
+  const noParent = plan(input({ attachments: [{ ...mv, link: { ...mv.link, parent: 'ens9' } }] }, { observed: there, applied: macvlanApplied }));
+  t.same(noParent.next.attachments, macvlanApplied.attachments);
+  t.same(noParent.steps, []);
+});
+
+t.test('tuning waits for an interface only when this pass makes it, not for one it cannot make', async (t) => {
+  const p = plan(input({ attachments: [{ ...blue, link: { kind: 'macvlan', parent: 'ens9', mode: 'bridge' } }], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }] }));
+  t.notOk(p.deferred);
+  t.match(p.problems, [{ reason: 'the host has no interface ens9' }, { reason: 'the pod has no interface net1' }]);
+});

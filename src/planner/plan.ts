@@ -31,15 +31,17 @@ export interface Plan {
 }
 
 export function plan(input: PlanInput): Plan {
-  const ctx: PlanContext = {
+  const base: PlanContext = {
     pod: { netns: input.netns },
     netns: input.netns,
     hostNetnsRef: input.hostNetnsRef,
     desired: input.desired,
     observed: input.observed,
     applied: input.applied ?? emptyApplied(input.containerId, input.netns),
+    creating: new Set(),
   };
-  const links = planLinks(ctx);
+  const links = planLinks(base);
+  const ctx: PlanContext = { ...base, creating: links.creates };
   const tuning = planTuning(ctx);
   const sysctls = planSysctls(ctx);
   const routes = planRoutes(ctx);

@@ -48,7 +48,7 @@ export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
   const observedBy = new Map(observed.routes.map((o) => [routeKey(o), o]));
   const appliedBy = new Map(applied.routes.map((r) => [routeKey(r), r]));
   const wanted = new Set(desired.routes.map(routeKey));
-  const interfaces = new Set([...observed.pod.keys(), ...desired.attachments.map((a) => a.interface)]);
+  const interfaces = new Set([...observed.pod.keys(), ...ctx.creating]);
   for (const [key, was] of appliedBy) {
     if (!wanted.has(key) && observedBy.has(key)) {
       part.takeBack.push({ where: pod, tool: 'ip', line: routeLine('del', was), undo: { where: pod, tool: 'ip', line: routeLine('add', was) } });

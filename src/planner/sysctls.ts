@@ -7,7 +7,6 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
   const part = emptyPart<AppliedSysctl>();
   const { observed, applied, desired, pod } = ctx;
   const wanted = new Set(desired.sysctls.map((s) => s.path));
-  const attaching = new Set(desired.attachments.map((a) => a.interface));
   for (const was of applied.sysctls) {
     const current = observed.sysctls.get(was.path);
     if (wanted.has(was.path) || current === undefined || current === was.original) continue;
@@ -18,7 +17,7 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
     if (current === undefined) {
       // A per-interface key of an interface this pass makes is there in the next pass.
       const dev = /^net\/ipv[46]\/conf\/(.+)\/[a-z0-9_]+$/.exec(want.path)?.[1];
-      if (dev !== undefined && attaching.has(dev)) part.deferred = true;
+      if (dev !== undefined && ctx.creating.has(dev)) part.deferred = true;
       else part.problems.push(podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
       continue;
     }

@@ -9,7 +9,6 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
   const part = emptyPart<AppliedTuning>();
   const { observed, applied, desired, pod } = ctx;
   const tuned = new Set(desired.tuning.map((t) => t.interface));
-  const attaching = new Set(desired.attachments.map((a) => a.interface));
   for (const was of applied.tuning) {
     const link = observed.pod.get(was.interface);
     if (!tuned.has(was.interface) && link) part.takeBack.push(...restore(pod, link, was.original, linkSettingNames));
@@ -17,7 +16,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
   for (const want of desired.tuning) {
     const link = observed.pod.get(want.interface);
     if (!link) {
-      if (attaching.has(want.interface)) part.deferred = true; // made in this pass: tuned in the next
+      if (ctx.creating.has(want.interface)) part.deferred = true; // made in this pass: tuned in the next
       else part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
       continue;
     }

@@ -40,6 +40,8 @@ export class Registry {
     return registry;
   }
 
+  private changes = 0;
+
   get size(): number {
     return this.records.size;
   }
@@ -92,8 +94,14 @@ export class Registry {
     return run;
   }
 
+  /** Counts the changes committed since open: a reader that saw one count knows whether records changed since. */
+  get changeCount(): number {
+    return this.changes;
+  }
+
   private commit(entry: SpoolEntry): FoldOutcome {
     const changes = changesFor(this.records, entry);
+    if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
     for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
     for (const k of changes.removed) removeFileDurable(join(recordsDir, recordFileName(k)));
