@@ -102,7 +102,8 @@ export class Reconciler {
       const removed = removeTempFiles(dir);
       if (removed.length > 0) this.opts.log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
     }
-    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir);
+    const committed = (key: string, pass: string) => (key === hostJournalKey ? this.applied.hostPass() : this.applied.get(key)?.pass) === pass;
+    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir, committed);
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
 
@@ -165,7 +166,7 @@ export class Reconciler {
     const bridgeSteps = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
     if (bridgeSteps.length > 0) {
       const made = bridgesCreated(bridgeSteps);
-      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, () => this.applied.setBridges([...this.applied.bridges(), ...made]));
+      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...made], pass));
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
       hostView = await this.observeHost();
     }
@@ -244,9 +245,9 @@ export class Reconciler {
       report.lastSteps = planned.steps;
       if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
       const before = report.applied;
-      const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, () => this.commit(before, planned.next));
+      const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
       if (result.error) throw result.error;
-      report.applied = planned.next;
+      report.applied = this.applied.get(record.containerId);
       // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
       if (planned.deferred) void this.passes();
       if (planned.steps.length > 0) log.info('applied', { pod, steps: planned.steps.length });
@@ -353,6 +354,10 @@ export class Reconciler {
   }
 }
 
+/** Whether `b` records what `a` does; which pass wrote a record does not count. */
 function sameApplied(a: AppliedState | undefined, b: AppliedState): boolean {
-  return a === undefined ? isEmptyApplied(b) : JSON.stringify(a) === JSON.stringify(b);
+  if (a === undefined) return isEmptyApplied(b);
+  const { pass: _a, ...left } = a;
+  const { pass: _b, ...right } = b;
+  return JSON.stringify(left) === JSON.stringify(right);
 }

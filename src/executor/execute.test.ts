@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
 import type { Step } from '../model/state.ts';
@@ -60,15 +60,32 @@ t.test('a failed step: the steps taken before it are undone, last first', async 
   t.same(batches.slice(2).map((b) => b.lines[0]), ['link del net1', 'link del pnb'], 'the veth, then the bridge');
 });
 
-t.test('a journal left by a crash is undone whole at start', async (t) => {
+t.test('a journal left by a crash is undone whole at start, unless its pass was committed', async (t) => {
   const path = await stateDir(t);
   const crashing = recordingIp();
   // A journal is written before anything runs; simulate the crash by writing it and not running.
   ensurePrivateDir(`${path}/${journalFolder}`);
-  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify(steps));
-  t.same(await runJournalUndo(crashing.ip, path), ['c9']);
-  t.same(crashing.batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
-  t.notOk(existsSync(`${path}/${journalFolder}/c9.json`));
+  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify({ pass: 'p1', steps }));
+  writeFileAtomic(`${path}/${journalFolder}/c8.json`, JSON.stringify({ pass: 'p2', steps }));
+  writeFileAtomic(`${path}/${journalFolder}/c7.json`, JSON.stringify(steps)); // an older podnet's journal
+  const committed = (key: string, pass: string) => key === 'c8' && pass === 'p2';
+  t.same((await runJournalUndo(crashing.ip, path, committed)).sort(), ['c7', 'c9']);
+  t.same(crashing.batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb', 'addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
+  t.same(readdirSync(`${path}/${journalFolder}`), [], 'every journal is gone, the committed one without an undo');
+});
+
+t.test('the pass id given to commit is the one in the journal', async (t) => {
+  const path = await stateDir(t);
+  const seen: string[] = [];
+  const spy = recordingIp();
+  const run = { ...spy.ip, batch: async (...args: Parameters<typeof spy.ip.batch>) => {
+    seen.push((JSON.parse(readFileSync(`${path}/${journalFolder}/c1.json`, 'utf8')) as { pass: string }).pass);
+    return spy.ip.batch(...args);
+  } };
+  let committedPass = '';
+  await execute(run, path, 'c1', steps, (pass) => (committedPass = pass));
+  t.ok(committedPass);
+  t.same([...new Set(seen)], [committedPass]);
 });
 
 t.test('a change of tool starts a new batch: ip, then tc on the same host, then sysctl in the pod', async (t) => {

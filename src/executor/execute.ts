@@ -44,42 +44,49 @@ export interface ExecuteResult {
 }
 
 /**
- * Journals the steps, runs them, and on success calls `commit` (which records what is now
- * applied) before the journal goes: a crash at any point leaves either the journal, whose undo
- * runs at the next start, or the committed record of a pass that completed.
+ * Journals the steps under a new pass id, runs them, and on success calls `commit` with that id
+ * (which records what is now applied, and the id) before the journal goes. A crash leaves either
+ * a journal whose pass was not committed, undone at the next start, or one whose pass was
+ * (its id is in the record), which is only removed: undoing a committed pass would put back what
+ * it took away and the record no longer lists.
  */
-export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: () => void): Promise<ExecuteResult> {
+export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void): Promise<ExecuteResult> {
+  const pass = `${Date.now().toString(36)}-${process.hrtime.bigint().toString(36)}`;
   if (steps.length === 0) {
-    commit();
+    commit(pass);
     return { undoErrors: [] };
   }
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const journal = join(dir, `${key}.json`);
-  writeFileAtomic(journal, JSON.stringify(steps));
+  writeFileAtomic(journal, JSON.stringify({ pass, steps }));
   const ran = await runInBatches(run, steps);
   const undoErrors = ran.error ? await undo(run, steps, ran.done) : [];
-  if (!ran.error) commit();
+  if (!ran.error) commit(pass);
   removeFileDurable(journal);
   return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
 }
 
-/** At start: takes back every pass a crash cut short. The keys it found. */
-export async function runJournalUndo(run: NetnsRunner, stateDir: string): Promise<string[]> {
+/**
+ * At start: takes back every pass a crash cut short, unless `committed(key, pass)` says it
+ * completed. The keys whose passes it undid.
+ */
+export async function runJournalUndo(run: NetnsRunner, stateDir: string, committed: (key: string, pass: string) => boolean): Promise<string[]> {
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const keys: string[] = [];
   for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {
-    // Journals of a podnet before tc and sysctl steps name no tool: theirs were all ip.
-    const steps = (JSON.parse(readFileSync(join(dir, name), 'utf8')) as Step[]).map((s) => ({
-      ...s,
-      tool: s.tool ?? 'ip',
-      ...(s.undo ? { undo: { ...s.undo, tool: s.undo.tool ?? 'ip' } } : {}),
-    }));
-    // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly.
-    await undo(run, steps, steps.length);
+    const key = name.slice(0, -'.json'.length);
+    const journal = JSON.parse(readFileSync(join(dir, name), 'utf8')) as { pass?: string; steps: Step[] } | Step[];
+    // An older podnet wrote the steps alone, without tools: theirs were all ip.
+    const { pass, steps: written } = Array.isArray(journal) ? { pass: undefined, steps: journal } : journal;
+    if (pass === undefined || !committed(key, pass)) {
+      const steps = written.map((s) => ({ ...s, tool: s.tool ?? 'ip', ...(s.undo ? { undo: { ...s.undo, tool: s.undo.tool ?? 'ip' } } : {}) }));
+      // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly.
+      await undo(run, steps, steps.length);
+      keys.push(key);
+    }
     removeFileDurable(join(dir, name));
-    keys.push(name.slice(0, -'.json'.length));
   }
   return keys;
 }

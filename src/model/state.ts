@@ -162,6 +162,8 @@ export interface AppliedSysctl {
 /** What podnet has done to one sandbox; written after each successful pass. */
 export interface AppliedState {
   containerId: string;
+  /** The pass that wrote it (its journal's id): tells a completed pass from one a crash cut short. */
+  pass?: string;
   netns: string;
   attachments: AppliedAttachment[];
   tuning: AppliedTuning[];

@@ -30,7 +30,8 @@ export class AppliedStore {
 
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
-    if (isEmptyApplied(state)) removeFileDurable(file);
+    // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
+    if (isEmptyApplied(state) && state.pass === undefined) removeFileDurable(file);
     else writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
   }
 
@@ -39,11 +40,21 @@ export class AppliedStore {
   }
 
   bridges(): string[] {
-    return existsSync(this.hostObjectsFile) ? (JSON.parse(readFileSync(this.hostObjectsFile, 'utf8')) as { bridges: string[] }).bridges : [];
+    return this.hostObjects().bridges;
   }
 
-  setBridges(bridges: readonly string[]): void {
-    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify({ bridges: [...new Set(bridges)].sort() }, null, 2)}\n`);
+  /** The pass that last recorded the bridges (see execute). */
+  hostPass(): string | undefined {
+    return this.hostObjects().pass;
+  }
+
+  setBridges(bridges: readonly string[], pass = this.hostPass()): void {
+    const objects = { bridges: [...new Set(bridges)].sort(), ...(pass ? { pass } : {}) };
+    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify(objects, null, 2)}\n`);
+  }
+
+  private hostObjects(): { bridges: string[]; pass?: string } {
+    return existsSync(this.hostObjectsFile) ? (JSON.parse(readFileSync(this.hostObjectsFile, 'utf8')) as { bridges: string[]; pass?: string }) : { bridges: [] };
   }
 }
 
