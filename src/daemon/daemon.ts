@@ -51,7 +51,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         run: netnsRunner,
         ipam: NodeIpam.open(opts.stateDir),
         log,
-        hostNetnsRef: String(process.pid),
       });
       await reconciler.recover();
     }

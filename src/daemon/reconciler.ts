@@ -44,8 +44,6 @@ export interface ReconcilerOptions {
   run: NetnsRunner;
   ipam: NodeIpam;
   log: Logger;
-  /** ip's `netns PID` for the host, seen from inside a pod's netns: the daemon's own pid. */
-  hostNetnsRef: string;
 }
 
 /** A host link of one pod's attachment: a prefix (pnv: veth end, pnb: ifb) and a hash of (container, interface), 13 characters. */
@@ -146,7 +144,7 @@ export class Reconciler {
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
       const observed = await this.observe(w.record, w.desired, applied, { ...hostView, links });
-      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied, hostNetnsRef: this.opts.hostNetnsRef });
+      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
     return { documentProblems: docs.problems, hostSteps: hostSteps.map(view), items };
@@ -240,7 +238,7 @@ export class Reconciler {
     const pod = `${identity.namespace}/${identity.name}`;
     try {
       const observed = await this.observe(record, desired, report.applied, hostView);
-      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied, hostNetnsRef: this.opts.hostNetnsRef });
+      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied });
       report.problems.push(...planned.problems);
       report.lastSteps = planned.steps;
       if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;

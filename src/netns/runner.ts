@@ -37,8 +37,15 @@ export interface NetnsRunner {
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
 }
 
+/** A netns `ip netns add` made (or a runtime that names them the same way): ip and tc open it by name. */
+const namedNetns = /^\/(?:var\/)?run\/netns\/([^/]+)$/;
+
 function argv(where: Where, file: string, args: readonly string[]): [string, string[]] {
-  return where === 'host' ? [file, [...args]] : ['nsenter', [`--net=${where.netns}`, '--', file, ...args]];
+  if (where === 'host') return [file, [...args]];
+  // ip -n and tc -n enter the netns themselves: one exec fewer than nsenter, on every command.
+  const name = namedNetns.exec(where.netns)?.[1];
+  if (name !== undefined && (file === 'ip' || file === 'tc')) return [file, ['-n', name, ...args]];
+  return ['nsenter', [`--net=${where.netns}`, '--', file, ...args]];
 }
 
 export function describeWhere(where: Where): string {

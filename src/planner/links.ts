@@ -111,7 +111,10 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
   return part;
 }
 
-/** The veth between pod and bridge; true when the pair is made anew in this pass. */
+/**
+ * The veth between pod and bridge; true when the pair is made anew in this pass. Made from the
+ * host in one command: the host end on the bridge and up, the pod end straight into the pod.
+ */
 function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, steps: Step[]): boolean {
   const hostEnd = ctx.observed.host.get(want.hostIf);
   const fresh = !existing || !hostEnd;
@@ -121,13 +124,14 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
     else if (hostEnd) steps.push({ where: host, tool: 'ip', line: `link del ${want.hostIf}` });
     const mtu = want.mtu ? ` mtu ${want.mtu}` : '';
     steps.push({
-      where: ctx.pod,
+      where: host,
       tool: 'ip',
-      line: `link add ${want.interface}${mtu} type veth peer name ${want.hostIf}${mtu} netns ${ctx.hostNetnsRef}`,
-      undo: { where: ctx.pod, tool: 'ip', line: `link del ${want.interface}` },
+      line: `link add ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
+      undo: { where: host, tool: 'ip', line: `link del ${want.hostIf}` },
     });
+  } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
+    steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
   }
-  if (fresh || hostEnd?.master !== spec.bridge || !hostEnd.up) steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
   return fresh;
 }
 

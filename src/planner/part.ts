@@ -9,8 +9,6 @@ export interface PlanContext {
   pod: Where;
   /** The pod's netns path, for commands run on the host that create a link inside the pod. */
   netns: string;
-  /** How a command inside the pod's netns names the host's: the daemon's pid (ip's `netns PID`). */
-  hostNetnsRef: string;
   desired: Resolved;
   observed: Observed;
   applied: AppliedState;

@@ -28,7 +28,6 @@ function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): Plan
     desired: { attachments: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
     observed: observed(),
     applied: undefined,
-    hostNetnsRef: '4242',
     ...extra,
   };
 }
@@ -47,11 +46,10 @@ const attachedApplied: AppliedState = {
 
 const withBridge = observed({ host: new Map([attachedObserved.host.entries().next().value!]) });
 
-t.test('a fresh attachment: veth across namespaces, on the bridge, up, address', async (t) => {
+t.test('a fresh attachment: veth made from the host, on the bridge and up; the pod end up with its address', async (t) => {
   const p = plan(input({ attachments: [blue] }, { observed: withBridge }));
   t.same(lines(p), [
-    ['pod', 'ip', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242'],
-    ['host', 'ip', 'link set pnv0123456789 master pn-blue up'],
+    ['host', 'ip', 'link add pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a'],
     ['pod', 'ip', 'link set net1 up'],
     ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
   ]);
@@ -82,7 +80,7 @@ t.test('an attachment no longer wanted: its host end goes, which takes the pair'
 t.test('drift: a pod end without its host end is made anew; a removed address comes back', async (t) => {
   const halfGone = { ...attachedObserved, host: new Map([attachedObserved.host.entries().next().value!]) };
   const p = plan(input({ attachments: [blue] }, { observed: halfGone, applied: attachedApplied }));
-  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del net1', 'link add net1 mtu 1400 type veth peer name pnv0123456789 mtu 1400 netns 4242']);
+  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del net1', 'link add pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a']);
   const flushed = { ...attachedObserved, pod: new Map([link('eth0'), link('net1', { mtu: 1400 })]) };
   t.same(plan(input({ attachments: [blue] }, { observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
 });

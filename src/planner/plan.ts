@@ -17,8 +17,6 @@ export interface PlanInput {
   desired: Resolved;
   observed: Observed;
   applied: AppliedState | undefined;
-  /** How a command inside the pod's netns names the host's: the daemon's pid (ip's `netns PID`). */
-  hostNetnsRef: string;
 }
 
 export interface Plan {
@@ -34,7 +32,6 @@ export function plan(input: PlanInput): Plan {
   const base: PlanContext = {
     pod: { netns: input.netns },
     netns: input.netns,
-    hostNetnsRef: input.hostNetnsRef,
     desired: input.desired,
     observed: input.observed,
     applied: input.applied ?? emptyApplied(input.containerId, input.netns),
