@@ -133,7 +133,7 @@ export class Reconciler {
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.documents(), extra);
     const work = [...this.liveSandboxes().values()].map((record) => this.desiredOf(record, docs, 'preview'));
-    const hostView = await this.observeHost();
+    const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
     const hostSteps = planBridges(attachments, hostView.links);
     const links = new Map(hostView.links);
@@ -160,13 +160,13 @@ export class Reconciler {
     this.documentProblems = docs.problems;
     const live = this.liveSandboxes();
     const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
-    let hostView = await this.observeHost();
+    let hostView = await this.observeHost(work);
     const bridgeSteps = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
     if (bridgeSteps.length > 0) {
       const made = bridgesCreated(bridgeSteps);
       const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...made], pass));
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
-      hostView = await this.observeHost();
+      hostView = await this.observeHost(work);
     }
     await mapLimited(work, sandboxConcurrency, (w) => this.reconcileSandbox(w, hostView));
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
@@ -190,8 +190,12 @@ export class Reconciler {
     }
   }
 
-  private async observeHost(): Promise<HostView> {
-    return { links: await observeLinks(this.opts.run, 'host'), qdiscs: await observeQdiscs(this.opts.run) };
+  /** The host's links and, when any sandbox has or wants rate limits, the qdiscs on podnet's links; both read at once. */
+  private async observeHost(work: readonly SandboxWork[]): Promise<HostView> {
+    const shaped =
+      work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
+    const [links, qdiscs] = await Promise.all([observeLinks(this.opts.run, 'host'), shaped ? observeQdiscs(this.opts.run) : new Map()]);
+    return { links, qdiscs };
   }
 
   /** What one pass sees of a sandbox: its links, and routes, rules and sysctls only where asked or applied. */

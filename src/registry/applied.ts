@@ -10,6 +10,8 @@ import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from './atomic-f
 export class AppliedStore {
   private readonly dir: string;
   private readonly hostObjectsFile: string;
+  /** Every record, read once: only this daemon writes them (one daemon per state dir). */
+  private cache: Map<string, AppliedState> | undefined;
 
   constructor(stateDir: string) {
     this.dir = join(stateDir, stateLayout.applied);
@@ -18,25 +20,38 @@ export class AppliedStore {
   }
 
   get(containerId: string): AppliedState | undefined {
-    const file = join(this.dir, `${containerId}.json`);
-    return existsSync(file) ? read(file) : undefined;
+    return this.records().get(containerId);
   }
 
   all(): AppliedState[] {
-    return readdirSync(this.dir)
-      .filter((n) => n.endsWith('.json'))
-      .map((n) => read(join(this.dir, n)));
+    return [...this.records().values()];
   }
 
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
     // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
-    if (isEmptyApplied(state) && state.pass === undefined) removeFileDurable(file);
-    else writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
+    if (isEmptyApplied(state) && state.pass === undefined) {
+      removeFileDurable(file);
+      this.records().delete(state.containerId);
+    } else {
+      writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
+      this.records().set(state.containerId, state);
+    }
   }
 
   remove(containerId: string): void {
     removeFileDurable(join(this.dir, `${containerId}.json`));
+    this.records().delete(containerId);
+  }
+
+  private records(): Map<string, AppliedState> {
+    this.cache ??= new Map(
+      readdirSync(this.dir)
+        .filter((n) => n.endsWith('.json') && !n.startsWith('.'))
+        .map((n) => read(join(this.dir, n)))
+        .map((state) => [state.containerId, state]),
+    );
+    return this.cache;
   }
 
   bridges(): string[] {
