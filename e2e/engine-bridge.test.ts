@@ -74,7 +74,7 @@ spec:
     });
     t.ok(eth0, `${pod.name} eth0 has MTU 1300, txqueuelen 500 and is promiscuous`);
     await until(`net1 tuned in ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1'))?.txqlen === 100 ? true : undefined));
-    t.pass(`${pod.name} net1, made in the same pass, got its txqueuelen in the next`);
+    t.pass(`${pod.name} net1, made in the same pass, got its txqueuelen`);
     addresses.push(address.split('/')[0]!);
   }
   t.not(addresses[0], addresses[1], 'each pod has its own address');

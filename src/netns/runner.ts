@@ -3,7 +3,7 @@
 // Batches go to `ip -batch -` / `tc -batch -` on stdin, one process per namespace and run of
 // steps; batch lines are split by ip on whitespace, and every name in them has passed a schema
 // that admits no whitespace.
-import { execa } from 'execa';
+import { spawn } from 'node:child_process';
 import { PodnetError } from '../errors.ts';
 
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
@@ -37,6 +37,29 @@ export interface NetnsRunner {
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
 }
 
+/**
+ * Runs `file` with `args`, `input` on stdin; never rejects for a non-zero exit. node:child_process
+ * directly: a pass runs hundreds of these, and a wrapper's own cost per process adds up.
+ */
+function exec(file: string, args: readonly string[], input?: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout!.on('data', (b: Buffer) => out.push(b));
+    child.stderr!.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({ exitCode: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
+    );
+    if (input !== undefined) {
+      // A child that exits before reading all of it (ip stops at a failed line) closes the pipe.
+      child.stdin!.on('error', () => undefined);
+      child.stdin!.end(input);
+    }
+  });
+}
+
 /** A netns `ip netns add` made (or a runtime that names them the same way): ip and tc open it by name. */
 const namedNetns = /^\/(?:var\/)?run\/netns\/([^/]+)$/;
 
@@ -58,7 +81,7 @@ export function sameWhere(a: Where, b: Where): boolean {
 
 async function runBatch(where: Where, tool: 'ip' | 'ip6' | 'tc', lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
   const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
-  const result = await execa(file, list, { input: `${lines.join('\n')}\n`, reject: false });
+  const result = await exec(file, list, `${lines.join('\n')}\n`);
   if (result.exitCode === 0) return { done: lines.length };
   // ip and tc name the failing line: "Command failed -:3".
   const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
@@ -70,7 +93,7 @@ async function runBatch(where: Where, tool: 'ip' | 'ip6' | 'tc', lines: readonly
 async function runSysctls(where: Where, lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
   for (const [i, line] of lines.entries()) {
     const [file, list] = argv(where, 'sysctl', ['-q', '-w', line]);
-    const result = await execa(file, list, { reject: false });
+    const result = await exec(file, list);
     if (result.exitCode !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
   }
   return { done: lines.length };
@@ -89,7 +112,7 @@ function refuseSpecial(tool: Tool, lines: readonly string[]): PodnetError | unde
 export const netnsRunner: NetnsRunner = {
   async query(where, tool, options, commands) {
     const [file, list] = argv(where, tool, ['-json', ...options, '-batch', '-']);
-    const result = await execa(file, list, { input: `${commands.join('\n')}\n`, reject: false });
+    const result = await exec(file, list, `${commands.join('\n')}\n`);
     if (result.exitCode !== 0) {
       throw new PodnetError('IO_FAILURE', `${tool} ${options.join(' ')} ${commands.join('; ')} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
     }
@@ -113,7 +136,7 @@ export const netnsRunner: NetnsRunner = {
     if (paths.length === 0) return values;
     // grep -H prints "file:value" per file and goes on past a file that does not exist.
     const [file, list] = argv(where, 'grep', ['-H', '', ...paths.map((p) => `/proc/sys/${p}`)]);
-    const result = await execa(file, list, { reject: false });
+    const result = await exec(file, list);
     for (const line of result.stdout.split('\n')) {
       const colon = line.indexOf(':');
       if (colon < 0 || !line.startsWith('/proc/sys/')) continue;

@@ -87,7 +87,9 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, tool: 'ip', line: `link del ${want.interface}` } });
     }
     if (fresh) part.creates.add(want.interface);
-    if (fresh || !existing?.up) part.apply.push({ where: pod, tool: 'ip', line: `link set ${want.interface} up` });
+    // Up, unless the request tunes it down (the tuning part owns that setting then).
+    const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
+    if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: `link set ${want.interface} up` });
     const present = new Set(fresh ? [] : existing?.addresses);
     for (const address of want.addresses) {
       if (!present.has(address)) {

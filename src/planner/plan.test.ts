@@ -188,11 +188,14 @@ t.test('up and down', async (t) => {
   t.same(down.steps.map((s) => [s.line, s.undo?.line]), [['link set eth0 down', 'link set eth0 up']]);
 });
 
-t.test('tuning an interface this pass makes waits for the next pass', async (t) => {
-  const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10 } }] }, { observed: withBridge }));
-  t.ok(p.deferred);
+t.test('an interface this pass makes is tuned right after, in the same pass', async (t) => {
+  const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10, mtu: 1300 } }] }, { observed: withBridge }));
+  t.notOk(p.deferred);
   t.same(p.problems, []);
-  t.notOk(p.steps.some((s) => s.line.includes('txqueuelen')));
+  t.same(p.steps.slice(-2).map((s) => s.line), ['link set net1 mtu 1300', 'link set net1 txqueuelen 10'], 'after the address');
+  t.same(p.next.tuning, [{ interface: 'net1', original: { mtu: 1400 } }], "its original MTU is the Network's");
+  const down = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { up: false } }] }, { observed: withBridge }));
+  t.notOk(down.steps.some((s) => s.line === 'link set net1 up'), 'an interface tuned down is not also set up');
 });
 
 t.test('tuning an interface the pod does not have is a problem, not a step', async (t) => {

@@ -15,9 +15,19 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
   }
   for (const want of desired.tuning) {
     const link = observed.pod.get(want.interface);
+    if (!link && ctx.creating.has(want.interface)) {
+      // Made in this pass: tuned right after, in the same pass. What it had is what its Network
+      // gave it, known for the MTU only; its creation's undo takes the settings with it.
+      const made = desired.attachments.find((a) => a.interface === want.interface);
+      for (const setting of linkSettingNames) {
+        const value = want.settings[setting];
+        if (value !== undefined) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
+      }
+      part.next.push({ interface: want.interface, original: want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {} });
+      continue;
+    }
     if (!link) {
-      if (ctx.creating.has(want.interface)) part.deferred = true; // made in this pass: tuned in the next
-      else part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
+      part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
       continue;
     }
     const before = applied.tuning.find((t) => t.interface === want.interface)?.original ?? {};
