@@ -1,0 +1,229 @@
+// bench/resync: N sandboxes (default 200) with 3 changes each converge after a daemon (re)start:
+// net1 attached to a bridge Network with an address from its IPAM, MTU 1400 on net1, and
+// txqueuelen 500 on the pod's lo. The sandboxes are recorded through the plugin (CNI ADD) while a
+// daemon that only records runs; the documents are then put in the config dir, and:
+//  - cold: the daemon starts with documents it never applied; time from its spawn until it
+//    reports (GET /v1/sandboxes, what `podnet explain` shows; polled every 100 ms) every sandbox
+//    with net1 attached and both tunings applied. Each applied state is committed after its ip
+//    commands succeeded, and the kernel is checked at the end.
+//  - restart: SIGKILL, start again; time from the spawn until the daemon is ready and its first
+//    pass has reported every sandbox converged with nothing to change (a sandbox is reported as its
+//    check starts: the last ones' checks may still be finishing). Its log must show no change made.
+// Peak memory is VmHWM of the daemon process (the executable runs the daemon in its own process),
+// read just before it is stopped. Anchor, measured in the same run with no daemon running: one
+// `ip -n NS -json addr show` per sandbox in sequence, the floor of any per-pod check made by
+// running a process, which the restart pass is compared to.
+// Targets (issue 3): converged in under 5 s and under 150 MiB, cold and after the restart.
+// Run as root: npm run bench:resync [-- SANDBOXES] [--one-config]
+//   --one-config: one PodNetworkConfig selecting every pod of the namespace instead of one per pod.
+//   PNBENCH_LOG_DIR=DIR keeps the daemons' logs; PNBENCH_POLL_MS changes the polling period;
+//   PODNET_BINARY runs another build than dist/podnet.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { execa } from 'execa';
+import { now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
+import {
+  daemonLogFile,
+  deleteLinksAtCleanup,
+  getJson,
+  ipv4Of,
+  isUp,
+  makeNetns,
+  podnetBinary,
+  prepareFile,
+  recordSandbox,
+  sandboxes,
+  startDaemon,
+  type LinkState,
+  type RunningDaemon,
+  type SandboxList,
+} from './lib/podnet.ts';
+
+const targetSeconds = 5;
+const targetMiB = 150;
+const pollMs = Number(process.env['PNBENCH_POLL_MS'] ?? 100);
+const mtu = 1400;
+const txqueuelen = 500;
+const subnet = { prefix: '198.19.', cidr: '198.19.0.0/16' };
+
+interface Progress {
+  reported: number;
+  attached: number;
+  converged: number;
+  /** Converged, and the last pass planned nothing for it. */
+  quiet: number;
+  errors: string[];
+}
+
+function progressOf(list: SandboxList, ids: ReadonlySet<string>): Progress {
+  const p: Progress = { reported: 0, attached: 0, converged: 0, quiet: 0, errors: [] };
+  for (const r of list.items) {
+    if (!ids.has(r.containerId)) continue;
+    p.reported++;
+    if (r.lastError) p.errors.push(`${r.name}: ${r.lastError}`);
+    for (const problem of r.problems) p.errors.push(`${r.name}: ${problem.document} ${problem.field}: ${problem.reason}`);
+    const attached = r.applied?.attachments.some((a) => a.interface === 'net1' && a.addresses.length > 0) ?? false;
+    // A tuning is in the applied state once its ip commands ran (net1's waits for the pass after
+    // the one that made net1).
+    const tuned = ['net1', 'lo'].every((name) => r.applied?.tuning.some((t) => t.interface === name));
+    if (attached) p.attached++;
+    if (attached && tuned) {
+      p.converged++;
+      if (r.lastSteps.length === 0) p.quiet++;
+    }
+  }
+  return p;
+}
+
+await runBenchmark(async () => {
+  const args = process.argv.slice(2);
+  const count = Number(args.find((a) => !a.startsWith('-')) ?? 200);
+  if (!Number.isInteger(count) || count < 1 || count > 60_000) throw new Error(`SANDBOXES must be an integer from 1 to 60000, not "${args[0]}"`);
+  const oneConfig = args.includes('--one-config');
+  const id = suffix();
+  const work = mkdtempSync(join(tmpdir(), 'pnbench-resync-'));
+  onCleanup(`remove ${work}`, () => rmSync(work, { recursive: true, force: true }));
+  const paths = { socketPath: join(work, 'run/podnet.sock'), stateDir: join(work, 'state'), configDir: join(work, 'config.d') };
+  mkdirSync(paths.configDir, { recursive: true, mode: 0o700 });
+  const bridge = `pn-bs${id}`;
+  const hostEnds = new Set<string>();
+  deleteLinksAtCleanup('delete the bridge and host veths of this run', () => [bridge, ...hostEnds]);
+
+  const pods = Array.from({ length: count }, (_, i) => ({
+    ns: `pnrs-${id}-${i}`,
+    netns: `/run/netns/pnrs-${id}-${i}`,
+    containerId: `pnbench-${id}-${i}`,
+    namespace: 'pnbench',
+    name: `pod-${i}`,
+  }));
+  const ids = new Set(pods.map((p) => p.containerId));
+  const t0 = now();
+  await makeNetns(pods.map((p) => p.ns));
+
+  // Recorded through the plugin as a runtime would, with a daemon that only records.
+  const recorder = startDaemon({ socketPath: paths.socketPath, stateDir: paths.stateDir }, daemonLogFile(work, `resync-record-${id}.log`));
+  await recorder.ready();
+  await pool(pods, 4, (pod) => recordSandbox(paths, pod));
+  await until(
+    `${count} records`,
+    async () => {
+      const s = (await getJson(paths.socketPath, '/v1/status')).body as { attachments: number; spoolPending: number };
+      return s.attachments === count && s.spoolPending === 0 ? true : undefined;
+    },
+    60_000,
+    50,
+  );
+  await recorder.stop('SIGTERM');
+
+  const header = 'apiVersion: podnetwork.opdev.io/v1alpha1\n';
+  prepareFile(
+    join(paths.configDir, 'network.pnbench-resync.yaml'),
+    `${header}kind: Network\nmetadata: { name: pnbench-resync }\nspec:\n  type: bridge\n  bridge: { name: ${bridge} }\n` +
+      `  ipam: { ranges: [{ subnet: ${subnet.cidr} }] }\n  namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: pnbench } }\n`,
+  ).land();
+  const configSpec = `  attachments: [{ network: pnbench-resync, interface: net1 }]\n  interfaces: [{ name: net1, mtu: ${mtu} }, { name: lo, txqueuelen: ${txqueuelen} }]\n`;
+  const configs = oneConfig ? [{ name: 'all', selector: '{}' }] : pods.map((p) => ({ name: p.name, selector: `{ matchLabels: { podnetwork.opdev.io/pod-name: ${p.name} } }` }));
+  for (const c of configs) {
+    prepareFile(
+      join(paths.configDir, `podnetworkconfig.pnbench.${c.name}.yaml`),
+      `${header}kind: PodNetworkConfig\nmetadata: { name: ${c.name}, namespace: pnbench }\nspec:\n  podSelector: ${c.selector}\n${configSpec}`,
+    ).land();
+  }
+  const setupSeconds = (now() - t0) / 1000;
+
+  /** Polls the daemon's reports until `done`; the monotonic ms of the first answer that was. */
+  const watchUntil = async (daemon: RunningDaemon, what: string, done: (p: Progress) => boolean, onProgress: (p: Progress, at: number) => void = () => {}) => {
+    let last: Progress | undefined;
+    try {
+      return await until(
+        what,
+        async () => {
+          if (daemon.exited()) throw new Error(`the daemon exited; its log: ${daemon.logFile}`);
+          const list = await sandboxes(paths.socketPath);
+          const at = now();
+          if (list.documentProblems.length > 0) throw new Error(`the daemon refuses the documents: ${JSON.stringify(list.documentProblems)}`);
+          for (const r of list.items) for (const a of r.desired.attachments) hostEnds.add(a.hostIf);
+          last = progressOf(list, ids);
+          onProgress(last, at);
+          return done(last) ? at : undefined;
+        },
+        300_000,
+        pollMs,
+      );
+    } catch (err) {
+      if (last) console.error(`last progress: ${JSON.stringify({ ...last, errors: last.errors.slice(0, 5) })}`);
+      throw err;
+    }
+  };
+  const appliedLines = (logFile: string) => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).length;
+
+  // Cold: documents present, nothing applied yet.
+  const cold = startDaemon(paths, daemonLogFile(work, `resync-cold-${id}.log`), ['--resync-seconds', '60']);
+  const coldReady = await cold.ready();
+  let allAttachedAt: number | undefined;
+  const coldDone = await watchUntil(cold, 'every sandbox converged (cold start)', (p) => p.converged === count, (p, at) => {
+    if (p.attached === count) allAttachedAt ??= at;
+  });
+  const coldMemory = cold.memory();
+  const coldChanges = appliedLines(cold.logFile);
+
+  // Restart: SIGKILL, then the same daemon again; everything is in place.
+  await cold.stop('SIGKILL');
+  const restart = startDaemon(paths, daemonLogFile(work, `resync-restart-${id}.log`), ['--resync-seconds', '60']);
+  const restartReady = await restart.ready();
+  const restartDone = await watchUntil(restart, 'a full pass with nothing to change (restart)', (p) => p.reported === count && p.quiet === count);
+  // What the daemon costs while nothing changes: its CPU and its children's (ip, nsenter), 6 s.
+  const idleFrom = restart.cpuTicks();
+  await sleep(6000);
+  const idleTo = restart.cpuTicks();
+  const idleCpu = (idleTo.self + idleTo.children - idleFrom.self - idleFrom.children) / 100 / 6;
+  const restartMemory = restart.memory();
+  const restartChanges = appliedLines(restart.logFile);
+  const journal = join(paths.stateDir, 'journal');
+  const journaled = readdirSync(journal).filter((n) => !n.startsWith('.'));
+  await restart.stop('SIGTERM');
+
+  // The kernel agrees, pod by pod; timed in sequence with no daemon running: the anchor.
+  const anchorFrom = now();
+  const wrong: string[] = [];
+  for (const pod of pods) {
+    const links = JSON.parse((await execa('ip', ['-n', pod.ns, '-json', 'addr', 'show'])).stdout) as LinkState[];
+    const net1 = links.find((l) => l.ifname === 'net1');
+    const lo = links.find((l) => l.ifname === 'lo');
+    const ok = isUp(net1) && net1?.mtu === mtu && ipv4Of(net1).some((a) => a.startsWith(subnet.prefix)) && lo?.txqlen === txqueuelen;
+    if (!ok) wrong.push(`${pod.ns}: net1 ${JSON.stringify(net1)}, lo txqlen ${lo?.txqlen}`);
+  }
+  const anchorSeconds = (now() - anchorFrom) / 1000;
+  if (wrong.length > 0) throw new Error(`${wrong.length} pods are not as asked:\n${wrong.slice(0, 5).join('\n')}`);
+  if (restartChanges > 0 || journaled.length > 0) throw new Error(`the restarted daemon changed ${restartChanges} pods (journal: ${journaled.join(', ') || 'empty'})`);
+
+  const s = (ms: number) => (ms / 1000).toFixed(2);
+  const mib = (kib: number) => kib / 1024;
+  const coldSeconds = (coldDone - cold.spawnedAt) / 1000;
+  const restartSeconds = (restartDone - restart.spawnedAt) / 1000;
+  const verdict = (seconds: number, kib: number) => seconds < targetSeconds && mib(kib) < targetMiB;
+  const memoryText = (m: ReturnType<RunningDaemon['memory']>) =>
+    `peak ${mib(m.hwmKiB).toFixed(1)} MiB (VmHWM; anonymous at most ${mib(m.anonPeakKiB).toFixed(1)} MiB, file-backed at the end ${mib(m.fileKiB).toFixed(1)} MiB)`;
+  const binary = relative(process.cwd(), podnetBinary) || podnetBinary;
+  console.log(
+    `sandboxes: ${count}, 3 changes each (net1 on a bridge Network with an IPAM address from ${subnet.cidr}, net1 mtu ${mtu}, lo txqueuelen ${txqueuelen}); ` +
+      `${oneConfig ? 'one PodNetworkConfig for all' : `${count} PodNetworkConfigs`}; Node ${process.version}, ${binary}; setup ${setupSeconds.toFixed(1)} s`,
+  );
+  console.log(
+    `cold start      converged in ${coldSeconds.toFixed(2)} s (ready ${s(coldReady - cold.spawnedAt)} s, all attached ${allAttachedAt ? s(allAttachedAt - cold.spawnedAt) : '?'} s; ` +
+      `${coldChanges} changes logged)   ${memoryText(coldMemory)}   ${verdict(coldSeconds, coldMemory.hwmKiB) ? 'ok' : 'over target'}`,
+  );
+  console.log(
+    `after SIGKILL   converged in ${restartSeconds.toFixed(2)} s (ready ${s(restartReady - restart.spawnedAt)} s; a full pass, nothing changed)   ` +
+      `${memoryText(restartMemory)}   ${verdict(restartSeconds, restartMemory.hwmKiB) ? 'ok' : 'over target'}`,
+  );
+  console.log(`targets: under ${targetSeconds} s and under ${targetMiB} MiB (convergence seen by polling GET /v1/sandboxes every ${pollMs} ms)`);
+  console.log(
+    `anchor: one ip -n NS addr show per sandbox, in sequence: ${anchorSeconds.toFixed(2)} s; the restart pass is ${(restartSeconds / anchorSeconds).toFixed(2)} x that`,
+  );
+  console.log(`idle, nothing to change: the daemon and its children use ${(idleCpu * 100).toFixed(0)}% of a core (6 s after the restart converged)`);
+  const pass = verdict(coldSeconds, coldMemory.hwmKiB) && verdict(restartSeconds, restartMemory.hwmKiB);
+  console.log(pass ? 'PASS' : 'FAIL');
+  return pass ? 0 : 1;
+});
