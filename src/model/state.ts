@@ -40,14 +40,8 @@ export interface ObservedRoute {
   segments?: string[];
 }
 
-export interface ObservedRule {
-  family: Family;
-  priority: number;
-  table: number;
-  from?: string;
-  to?: string;
-  fwmark?: number;
-}
+/** A rule as the kernel shows it has exactly what a request can ask of one. */
+export type ObservedRule = ResolvedRule;
 
 export interface Observed {
   pod: ReadonlyMap<string, ObservedLink>;
