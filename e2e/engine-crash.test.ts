@@ -19,6 +19,8 @@ t.test('SIGKILL mid-apply, again and again: a restart converges with nothing hal
   await daemon.start();
   const pods: Pod[] = [];
   for (const name of ['k-0', 'k-1', 'k-2']) pods.push(await startPod(t, daemon, name));
+  // An ifb outlives the pod's netns: if the test fails before the daemon takes it back, remove it here.
+  for (const pod of pods) removeLinkAtTeardown(t, hostInterfaceName(pod.att.containerId, 'net1', 'pnb'));
   const cli = podnetCli(daemon);
   await cli.apply('net.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: Network

@@ -50,6 +50,8 @@ t.test('routes, rules, seg6, sysctls and bandwidth: applied, repaired, changed, 
   const ns = pod.ns.name;
   const hostEnd = hostInterfaceName(pod.att.containerId, 'net1');
   const ifb = hostInterfaceName(pod.att.containerId, 'net1', 'pnb');
+  // An ifb outlives the pod's netns: if the test fails before the daemon takes it back, remove it here.
+  removeLinkAtTeardown(t, ifb);
   const cli = podnetCli(daemon);
   const forwardBefore = await sysctl(ns, 'net/ipv4/ip_forward');
   const mainBefore = await json<unknown[]>(['-n', ns, 'route', 'show', 'table', 'main']);
