@@ -77,15 +77,9 @@ export function desiredFor(
   const attachmentBy = new Map<string, { at: DesiredAttachment; field: string }>();
   const tuningBy = new Map<string, DesiredTuning & { fields: Partial<Record<LinkSettingName, string>> }>();
   const conflicted = new Set<string>();
-  // Routes, rules and sysctls: one entry per key; the same key asked the same way twice is one.
-  const keyed = new Map<string, { value: ResolvedRoute | ResolvedRule | { name: string; value: string }; from: string; field: string; what: string }>();
-  const keep = (key: string, value: ResolvedRoute | ResolvedRule | { name: string; value: string }, from: string, field: string, what: string) => {
-    const earlier = keyed.get(key);
-    if (!earlier) return void keyed.set(key, { value, from, field, what });
-    if (JSON.stringify(earlier.value) === JSON.stringify(value)) return;
-    conflicted.add(key);
-    out.problems.push(...conflict(from, field, earlier.from, earlier.field, what));
-  };
+  const routes = keyedOnce<ResolvedRoute>(out.problems);
+  const rules = keyedOnce<ResolvedRule>(out.problems);
+  const sysctls = keyedOnce<{ name: string; value: string }>(out.problems);
 
   for (const config of mine) {
     const from = documentName(config);
@@ -128,18 +122,18 @@ export function desiredFor(
       const field = `spec.routes[${i}]`;
       const route = resolveRoute(r);
       if ('reason' in route) return out.problems.push({ document: from, field: `${field}.${route.field}`, reason: route.reason });
-      keep(routeKey(route), route, from, field, `the route to ${route.to} in table ${route.table}`);
+      routes.keep(routeKey(route), route, from, field, `the route to ${route.to} in table ${route.table}`);
     });
     (config.spec.rules ?? []).forEach((r, i) => {
       const field = `spec.rules[${i}]`;
       const rule = resolveRule(r);
       if ('reason' in rule) return out.problems.push({ document: from, field: `${field}.${rule.field}`, reason: rule.reason });
-      keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
+      rules.keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
     });
     (config.spec.sysctls ?? []).forEach((entry, i) => {
       // The kernel shows integers in their plain form: "01" is read back as "1".
       const value = entry.value.trim().split(/\s+/).map((n) => String(BigInt(n))).join(' ');
-      keep(`sysctl ${entry.name}`, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
+      sysctls.keep(entry.name, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
     });
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
@@ -151,19 +145,35 @@ export function desiredFor(
     }
     if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
   }
+  out.routes.push(...routes.kept().map((e) => e.value));
+  out.rules.push(...rules.kept().map((e) => e.value));
   const managed = new Set(out.attachments.map((a) => a.interface));
-  for (const [key, { value, from, field }] of keyed) {
-    if (conflicted.has(key)) continue;
-    if (key.startsWith('route ')) out.routes.push(value as ResolvedRoute);
-    else if (key.startsWith('rule ')) out.rules.push(value as ResolvedRule);
-    else {
-      const { name, value: setting } = value as { name: string; value: string };
-      const allowed = sysctlPath(name, managed);
-      if ('reason' in allowed) out.problems.push({ document: from, field: `${field}.name`, reason: allowed.reason });
-      else out.sysctls.push({ name, path: allowed.path, value: setting });
-    }
+  for (const { value: { name, value }, from, field } of sysctls.kept()) {
+    const allowed = sysctlPath(name, managed);
+    if ('reason' in allowed) out.problems.push({ document: from, field: `${field}.name`, reason: allowed.reason });
+    else out.sysctls.push({ name, path: allowed.path, value });
   }
   return out;
+}
+
+/**
+ * Entries of one kind across configs, one per key: the same key asked the same way twice is one;
+ * asked differently, neither applies and both documents are told (into `problems`).
+ */
+function keyedOnce<T>(problems: Problem[]) {
+  const entries = new Map<string, { value: T; from: string; field: string; conflicted: boolean }>();
+  return {
+    keep(key: string, value: T, from: string, field: string, what: string): void {
+      const earlier = entries.get(key);
+      if (!earlier) return void entries.set(key, { value, from, field, conflicted: false });
+      if (JSON.stringify(earlier.value) === JSON.stringify(value)) return;
+      earlier.conflicted = true;
+      problems.push(...conflict(from, field, earlier.from, earlier.field, what));
+    },
+    kept(): { value: T; from: string; field: string }[] {
+      return [...entries.values()].filter((e) => !e.conflicted);
+    },
+  };
 }
 
 /** One route per family, table, destination and metric, as the kernel keys them. */
