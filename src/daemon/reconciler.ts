@@ -12,7 +12,7 @@ import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
 import { isNetworkNamespace } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
-import { bridgesCreated, planBridges } from '../planner/bridges.ts';
+import { planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
@@ -69,10 +69,17 @@ interface SandboxWork {
   problems: Problem[];
 }
 
-/** The host as one pass sees it: podnet's links, every link's name, the qdiscs on podnet's links. */
+/** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
 interface HostView {
-  links: Map<string, ObservedLink>;
-  qdiscs: Map<string, { root?: string; ingress: boolean }>;
+  links: ReadonlyMap<string, ObservedLink>;
+  /** The links podnet names (prefix pn): the only host links a plan may change or remove. */
+  podnetLinks: ReadonlyMap<string, ObservedLink>;
+  names: ReadonlySet<string>;
+  qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
+}
+
+function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>): HostView {
+  return { links, podnetLinks: new Map([...links].filter(([name]) => name.startsWith('pn'))), names: new Set(links.keys()), qdiscs };
 }
 
 export class Reconciler {
@@ -135,15 +142,16 @@ export class Reconciler {
     const work = [...this.liveSandboxes().values()].map((record) => this.desiredOf(record, docs, 'preview'));
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
-    const hostSteps = planBridges(attachments, hostView.links);
+    const { steps: hostSteps } = planBridges(attachments, hostView.links);
     const links = new Map(hostView.links);
     for (const a of attachments) {
       if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
     }
+    const asIfMade = hostViewOf(links, hostView.qdiscs);
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
-      const observed = await this.observe(w.record, w.desired, applied, { ...hostView, links });
+      const observed = await this.observe(w.record, w.desired, applied, asIfMade);
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
@@ -161,9 +169,8 @@ export class Reconciler {
     const live = this.liveSandboxes();
     const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
     let hostView = await this.observeHost(work);
-    const bridgeSteps = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
+    const { steps: bridgeSteps, created: made } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
     if (bridgeSteps.length > 0) {
-      const made = bridgesCreated(bridgeSteps);
       const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...made], pass));
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
       hostView = await this.observeHost(work);
@@ -172,7 +179,8 @@ export class Reconciler {
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
     this.sweepAddresses();
-    await this.collectBridges();
+    // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
+    await this.collectBridges(hostView);
   }
 
   /**
@@ -195,7 +203,7 @@ export class Reconciler {
     const shaped =
       work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
     const [links, qdiscs] = await Promise.all([observeLinks(this.opts.run, 'host'), shaped ? observeQdiscs(this.opts.run) : new Map()]);
-    return { links, qdiscs };
+    return hostViewOf(links, qdiscs);
   }
 
   /** What one pass sees of a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
@@ -212,11 +220,10 @@ export class Reconciler {
       rules.push(...seen.rules);
     }
     const paths = [...new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)])];
-    const host = new Map([...hostView.links].filter(([name]) => name.startsWith('pn')));
     return {
       pod: await observeLinks(run, where),
-      host,
-      hostLinkNames: new Set(hostView.links.keys()),
+      host: hostView.podnetLinks,
+      hostLinkNames: hostView.names,
       routes,
       rules,
       sysctls: await run.readSysctls(where, paths),
@@ -340,13 +347,12 @@ export class Reconciler {
   }
 
   /** Removes bridges podnet made that no attachment uses any more. */
-  private async collectBridges(): Promise<void> {
+  private async collectBridges(hostView: HostView): Promise<void> {
     const inUse = new Set(this.applied.all().flatMap((s) => s.attachments.flatMap((a) => (a.bridge ? [a.bridge] : []))));
     const known = this.applied.bridges();
     const unused = known.filter((b) => !inUse.has(b));
     if (unused.length === 0) return;
-    const host = await observeLinks(this.opts.run, 'host');
-    const lines = unused.filter((b) => host.has(b)).map((b) => `link del ${b}`);
+    const lines = unused.filter((b) => hostView.links.has(b)).map((b) => `link del ${b}`);
     const result = await this.opts.run.batch('host', 'ip', lines);
     if (result.error) {
       this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });

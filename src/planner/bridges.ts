@@ -4,15 +4,20 @@
 import type { ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
 import { host } from './part.ts';
 
-export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): Step[] {
+/** The steps, and the bridges they create: podnet removes only bridges it made, once nothing uses them. */
+export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): { steps: Step[]; created: string[] } {
   const steps: Step[] = [];
+  const created: string[] = [];
   const planned = new Set<string>();
   for (const want of attachments) {
     if (want.link.kind !== 'bridge' || planned.has(want.link.bridge)) continue;
     const spec = want.link;
     planned.add(spec.bridge);
     const bridge = observedHost.get(spec.bridge);
-    if (!bridge) steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
+    if (!bridge) {
+      steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
+      created.push(spec.bridge);
+    }
     if (want.mtu && bridge?.mtu !== want.mtu) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} mtu ${want.mtu}` });
     if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} up` });
     for (const address of spec.bridgeAddresses) {
@@ -21,10 +26,5 @@ export function planBridges(attachments: readonly ResolvedAttachment[], observed
       }
     }
   }
-  return steps;
-}
-
-/** The bridges `steps` create: podnet removes only bridges it made, once nothing uses them. */
-export function bridgesCreated(steps: readonly Step[]): string[] {
-  return steps.flatMap((s) => /^link add name (\S+) type bridge$/.exec(s.line)?.[1] ?? []);
+  return { steps, created };
 }
