@@ -4,7 +4,7 @@
 import t from 'tap';
 import { execa } from 'execa';
 import { readdir, writeFile } from 'node:fs/promises';
-import { hostLinkNames, linkOf, startPod, until, type Pod } from './lib/engine.ts';
+import { hostLinkNames, linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { daemonSandbox } from './lib/daemon.ts';
 import { hostInterfaceName } from '../src/daemon/reconciler.ts';
 import { missingPrerequisite } from './lib/env.ts';
@@ -25,11 +25,8 @@ t.test('bridge attachment, eth0 MTU, ping between pods, and a clean undo', { ski
   const pods: Pod[] = [];
   for (const name of ['pod-a', 'pod-b']) pods.push(await startPod(t, daemon, name));
 
-  const podnet = (...args: string[]) => execa(`${daemon.binDir}/podnet`, args, { reject: false });
-  const apply = (file: string) => podnet('apply', '-f', file, '--config-dir', daemon.configDir);
-  await writeFile(
-    `${daemon.root}/blue.yaml`,
-    `apiVersion: podnetwork.opdev.io/v1alpha1
+  const cli = podnetCli(daemon);
+  const blue = `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: Network
 metadata: { name: blue }
 spec:
@@ -38,11 +35,8 @@ spec:
   mtu: 1400
   ipam: { ranges: [{ subnet: 198.18.80.0/24 }] }
   namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
-`,
-  );
-  await writeFile(
-    `${daemon.root}/pods.yaml`,
-    `apiVersion: podnetwork.opdev.io/v1alpha1
+`;
+  const podsConfig = `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: cnf, namespace: default }
 spec:
@@ -50,14 +44,13 @@ spec:
     matchExpressions: [{ key: podnetwork.opdev.io/pod-name, operator: In, values: [pod-a, pod-b] }]
   attachments: [{ network: blue, interface: net1 }]
   interfaces: [{ name: eth0, mtu: 1300, txqueuelen: 500, promisc: true }, { name: net1, txqueuelen: 100 }]
-`,
-  );
+`;
   // A bad document is refused whole, naming the field; nothing of it is written.
-  await writeFile(`${daemon.root}/bad.yaml`, 'apiVersion: podnetwork.opdev.io/v1alpha1\nkind: PodNetworkConfig\nmetadata: { name: bad }\nspec: { podSelector: {}, attachments: [{ network: blue, interface: a/b }] }\n');
-  const refused = await apply(`${daemon.root}/bad.yaml`);
+  const refused = await cli.apply('bad.yaml', 'apiVersion: podnetwork.opdev.io/v1alpha1\nkind: PodNetworkConfig\nmetadata: { name: bad }\nspec: { podSelector: {}, attachments: [{ network: blue, interface: a/b }] }\n');
   t.not(refused.exitCode, 0, 'podnet apply refuses an invalid document');
   t.match(refused.stderr, /bad\.yaml document 1 PodNetworkConfig: .*at \/spec\/attachments\/0\/interface: must match pattern/);
-  for (const file of ['blue.yaml', 'pods.yaml']) t.equal((await apply(`${daemon.root}/${file}`)).exitCode, 0, `podnet apply -f ${file}`);
+  t.equal((await cli.apply('blue.yaml', blue)).exitCode, 0, 'podnet apply -f blue.yaml');
+  t.equal((await cli.apply('pods.yaml', podsConfig)).exitCode, 0, 'podnet apply -f pods.yaml');
 
   const addresses: string[] = [];
   for (const pod of pods) {
@@ -78,7 +71,7 @@ spec:
     addresses.push(address.split('/')[0]!);
   }
   t.not(addresses[0], addresses[1], 'each pod has its own address');
-  const explained = await podnet('explain', 'default/pod-a', '--socket', daemon.socketPath);
+  const explained = await cli.explain('default/pod-a');
   t.match(explained.stdout, /net1 on Network blue: bridge pnbr\w+, host end pnv\w+, addresses 198\.18\.80\.\d+\/24, mtu 1400/, 'podnet explain shows what is desired');
   t.match(explained.stdout, /problems: none\nlast error: none/);
   const { stdout: bridgeAddr } = await execa('ip', ['-json', 'addr', 'show', 'dev', bridge]);
@@ -95,7 +88,7 @@ spec:
   t.pass('a removed address is repaired');
 
   // Undo: deleting the config takes back the attachment, the MTU and, unused now, the bridge.
-  t.equal((await podnet('delete', '-f', `${daemon.root}/pods.yaml`, '--config-dir', daemon.configDir)).exitCode, 0, 'podnet delete -f pods.yaml');
+  t.equal((await cli.delete('pods.yaml')).exitCode, 0, 'podnet delete -f pods.yaml');
   for (const pod of pods) {
     await until(`net1 gone from ${pod.name}`, async () => ((await mtuOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
     await until(`eth0 restored in ${pod.name}`, async () => {
@@ -119,10 +112,13 @@ t.test('a pass cut short by a crash is taken back at the next start', { skip }, 
   await execa('mkdir', ['-p', `${daemon.stateDir}/journal`]);
   await writeFile(
     `${daemon.stateDir}/journal/crashed.json`,
-    JSON.stringify([
-      { where: 'host', tool: 'ip', line: `link add name ${bridge} type bridge`, undo: { where: 'host', tool: 'ip', line: `link del ${bridge}` } },
-      { where: 'host', tool: 'ip', line: `link set ${bridge} up` },
-    ]),
+    JSON.stringify({
+      pass: 'cut-short',
+      steps: [
+        { where: 'host', tool: 'ip', line: `link add name ${bridge} type bridge`, undo: { where: 'host', tool: 'ip', line: `link del ${bridge}` } },
+        { where: 'host', tool: 'ip', line: `link set ${bridge} up` },
+      ],
+    }),
   );
   await daemon.start();
   t.notOk(await linkExists(bridge), 'the half-made bridge is gone');
