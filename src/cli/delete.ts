@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { defaultConfigDir } from '../protocol/paths.ts';
-import { removeFileDurable } from '../registry/atomic-file.ts';
+import { removeFile } from '../registry/atomic-file.ts';
 import { documentName } from '../model/desired.ts';
 import { documentPath, readDocumentsFile } from './documents-file.ts';
 
@@ -11,7 +11,7 @@ export function deleteCommand(): Command {
     .option('--config-dir <dir>', 'the folder the daemon follows', defaultConfigDir)
     .action((options: { filename: string; configDir: string }) => {
       for (const doc of readDocumentsFile(options.filename)) {
-        const removed = removeFileDurable(documentPath(options.configDir, doc));
+        const removed = removeFile(documentPath(options.configDir, doc));
         process.stdout.write(`${documentName(doc)} ${removed ? 'deleted' : 'was not applied'}\n`);
       }
     });

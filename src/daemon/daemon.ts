@@ -3,12 +3,13 @@
 // also fine: every change is on disk before it is acknowledged, and the next start repairs the rest.
 import { watch, type FSWatcher } from 'node:fs';
 import { Registry } from '../registry/registry.ts';
+import { dropStateOfEarlierBoot } from '../registry/boot.ts';
 import { spoolDir } from '../registry/spool.ts';
 import { startServer, type RunningServer } from './server.ts';
 import { acquireStateLock } from './lock.ts';
 import { Reconciler } from './reconciler.ts';
 import { coalesce } from './coalesce.ts';
-import { loadConfigDir, watchConfigDir } from '../sources/config-dir.ts';
+import { configDirReader, watchConfigDir } from '../sources/config-dir.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
@@ -41,13 +42,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   // Standalone mode only; the socket answers /v1/sandboxes from it.
   let reconciler: Reconciler | undefined;
   try {
+    // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
+    if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
     if (opts.configDir) {
-      const configDir = opts.configDir;
       reconciler = new Reconciler({
         stateDir: opts.stateDir,
         registry,
-        documents: () => loadConfigDir(configDir),
+        documents: configDirReader(opts.configDir),
         run: netnsRunner,
         ipam: NodeIpam.open(opts.stateDir),
         log,
@@ -105,9 +107,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let resync: NodeJS.Timeout | undefined;
   if (reconciler && opts.configDir) {
     const r = reconciler;
-    void r.schedule();
+    void r.schedule('resync');
     configWatch = watchConfigDir(opts.configDir, () => void r.schedule());
-    resync = setInterval(() => void r.schedule(), opts.resyncMs ?? 10_000);
+    resync = setInterval(() => void r.schedule('resync'), opts.resyncMs ?? 10_000);
     log.info('following documents', { configDir: opts.configDir });
   }
 
@@ -119,6 +121,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       clearInterval(resync);
       configWatch?.close();
       watcher?.close();
+      await reconciler?.close();
       await server.close();
       await drain.idle();
       await registry.drainSpool().catch(() => undefined);

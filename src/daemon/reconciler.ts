@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import type { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
-import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type ObservedRoute, type ObservedRule, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
+import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
-import { isNetworkNamespace } from '../netns/probe.ts';
+import { networkNamespaceCheck } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
@@ -61,12 +61,37 @@ const sandboxConcurrency = 8;
 /** The journal of a pass's host steps (bridges); '@' is in no container id. */
 const hostJournalKey = '@host';
 
+/** The wait before a failed sandbox is tried again: doubling from the first, up to the cap. */
+const retryFirstMs = 500;
+const retryCapMs = 30_000;
+
+/** What the reconciler keeps of a sandbox between passes, to tell whether the next pass needs it. */
+interface SandboxTrack {
+  /** The desired state it was last reconciled to, as JSON. */
+  desired: string;
+  /** What its last plan found it cannot do now; reported until it is reconciled again. */
+  planProblems: Problem[];
+  /** Failed passes in a row, and when the next try is due. */
+  failures: number;
+  retryAt: number;
+  /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
+  deferred: boolean;
+}
+
 /** A live sandbox and what it should have, decided at the start of a pass. */
 interface SandboxWork {
   record: AttachmentRecord;
   identity: SandboxIdentity;
   desired: Resolved;
   problems: Problem[];
+}
+
+/** What a pass sees inside one sandbox's netns. */
+type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
+
+/** What a plan sees: a sandbox's netns and the host. */
+function observedWith(pod: PodView, host: HostView): Observed {
+  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs };
 }
 
 /** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
@@ -86,8 +111,12 @@ export class Reconciler {
   readonly reports = new Map<string, SandboxReport>();
   private readonly opts: ReconcilerOptions;
   private readonly applied: AppliedStore;
+  private readonly tracks = new Map<string, SandboxTrack>();
   /** Passes, one at a time; requests during a pass merge into one more pass. */
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
+  /** Whether the next pass takes every sandbox (a resync), not only those whose desired state changed. */
+  private resyncNext = false;
+  private retryTimer: NodeJS.Timeout | undefined;
   documentProblems: Problem[] = [];
 
   constructor(opts: ReconcilerOptions) {
@@ -112,14 +141,27 @@ export class Reconciler {
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
 
-  /** Runs a pass now, or one more after the pass under way; resolves when that pass is done. */
-  schedule(): Promise<void> {
+  /**
+   * Runs a pass now, or one more after the pass under way; resolves when that pass is done. A
+   * pass takes the sandboxes whose desired state changed, new ones, and failed ones whose retry
+   * is due; `resync` takes every sandbox, which repairs drift.
+   */
+  schedule(scope: 'changed' | 'resync' = 'changed'): Promise<void> {
+    if (scope === 'resync') this.resyncNext = true;
     return this.passes();
+  }
+
+  /** Waits for the pass under way; no retry runs after. */
+  async close(): Promise<void> {
+    clearTimeout(this.retryTimer);
+    await this.passes.idle();
+    clearTimeout(this.retryTimer);
   }
 
   /** The recorded sandboxes whose netns is still there, one record each. */
   private liveSandboxes(): Map<string, AttachmentRecord> {
     const live = new Map<string, AttachmentRecord>();
+    const isNetworkNamespace = networkNamespaceCheck();
     for (const record of this.opts.registry.list()) {
       if (!live.has(record.containerId) && isNetworkNamespace(record.netns)) live.set(record.containerId, record);
     }
@@ -151,7 +193,7 @@ export class Reconciler {
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
-      const observed = await this.observe(w.record, w.desired, applied, asIfMade);
+      const observed = observedWith(await this.observePod(w.record, w.desired, applied), asIfMade);
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
@@ -161,26 +203,65 @@ export class Reconciler {
   /**
    * A pass: every sandbox's desired state (addresses taken), then the bridges they need, made once,
    * then the sandboxes side by side, a few at a time (each touches only its own netns and its
-   * own host links); then what gone sandboxes and unused bridges leave.
+   * own host links); then what gone sandboxes and unused bridges leave. The first sandboxes look
+   * into their netns while the host is read: a pass that attaches one pod waits for one read, not two.
    */
   private async pass(): Promise<void> {
+    const resync = this.resyncNext;
+    this.resyncNext = false;
     const docs = this.opts.documents();
     this.documentProblems = docs.problems;
     const live = this.liveSandboxes();
     const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
-    let hostView = await this.observeHost(work);
-    const { steps: bridgeSteps, created: made } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
-    if (bridgeSteps.length > 0) {
-      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, bridgeSteps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...made], pass));
-      if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
-      hostView = await this.observeHost(work);
-    }
-    await mapLimited(work, sandboxConcurrency, (w) => this.reconcileSandbox(w, hostView));
+    const now = Date.now();
+    const due = work.filter((w) => this.isDue(w, resync, now));
+    for (const w of work) if (!due.includes(w)) this.refreshReport(w);
+    const host = this.hostWithBridges(work);
+    // Awaited below in every case; this keeps a failure before then from counting as unhandled.
+    host.catch(() => undefined);
+    await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host));
+    const hostView = await host;
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
+    for (const cid of [...this.tracks.keys()]) if (!live.has(cid)) this.tracks.delete(cid);
     this.sweepAddresses();
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
+    this.scheduleRetry();
+  }
+
+  /** Whether a pass takes this sandbox: see schedule. */
+  private isDue(work: SandboxWork, resync: boolean, now: number): boolean {
+    const track = this.tracks.get(work.record.containerId);
+    if (!track || track.deferred || track.desired !== JSON.stringify(work.desired)) return true;
+    if (track.failures > 0) return now >= track.retryAt;
+    return resync;
+  }
+
+  /** A sandbox a pass does not take keeps its report, with the documents' problems of now. */
+  private refreshReport(work: SandboxWork): void {
+    const report = this.reports.get(work.record.containerId);
+    if (report) report.problems = [...work.problems, ...(this.tracks.get(work.record.containerId)?.planProblems ?? [])];
+  }
+
+  /** One timer, for the failed sandbox whose retry is due first. */
+  private scheduleRetry(): void {
+    clearTimeout(this.retryTimer);
+    const next = Math.min(...[...this.tracks.values()].filter((t) => t.failures > 0).map((t) => t.retryAt));
+    if (next === Infinity) return;
+    // A few ms late rather than early: the pass checks the time against retryAt.
+    this.retryTimer = setTimeout(() => void this.passes(), Math.max(0, next - Date.now()) + 5);
+    this.retryTimer.unref();
+  }
+
+  /** The host as the sandboxes of a pass see it: read, and read again after making the bridges they need. */
+  private async hostWithBridges(work: readonly SandboxWork[]): Promise<HostView> {
+    const hostView = await this.observeHost(work);
+    const { steps, created } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
+    if (steps.length === 0) return hostView;
+    const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...created], pass));
+    if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
+    return this.observeHost(work);
   }
 
   /**
@@ -206,33 +287,23 @@ export class Reconciler {
     return hostViewOf(links, qdiscs);
   }
 
-  /** What one pass sees of a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
-  private async observe(record: AttachmentRecord, desired: Resolved, applied: AppliedState | undefined, hostView: HostView): Promise<Observed> {
+  /** What one pass sees inside a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
+  private async observePod(record: AttachmentRecord, desired: Resolved, applied: AppliedState | undefined): Promise<PodView> {
     const { run } = this.opts;
     const where = { netns: record.netns };
     const families = new Set<Family>();
     for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
-    const routes: ObservedRoute[] = [];
-    const rules: ObservedRule[] = [];
-    for (const family of families) {
-      const seen = await observeRouting(run, where, family);
-      routes.push(...seen.routes);
-      rules.push(...seen.rules);
-    }
     const paths = [...new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)])];
-    return {
-      pod: await observeLinks(run, where),
-      host: hostView.podnetLinks,
-      hostLinkNames: hostView.names,
-      routes,
-      rules,
-      sysctls: await run.readSysctls(where, paths),
-      qdiscs: hostView.qdiscs,
-    };
+    const [pod, routing, sysctls] = await Promise.all([
+      observeLinks(run, where),
+      Promise.all([...families].map((family) => observeRouting(run, where, family))),
+      run.readSysctls(where, paths),
+    ]);
+    return { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls };
   }
 
   /** One sandbox's part of a pass: observe, plan, apply; a failure is reported, the pass goes on. */
-  private async reconcileSandbox(work: SandboxWork, hostView: HostView): Promise<void> {
+  private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>): Promise<void> {
     const { log } = this.opts;
     const { record, identity, desired, problems } = work;
     const report: SandboxReport = {
@@ -247,23 +318,33 @@ export class Reconciler {
     };
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
+    const previousFailures = this.tracks.get(record.containerId)?.failures ?? 0;
+    const track: SandboxTrack = { desired: JSON.stringify(desired), planProblems: [], failures: 0, retryAt: 0, deferred: false };
+    this.tracks.set(record.containerId, track);
     try {
-      const observed = await this.observe(record, desired, report.applied, hostView);
+      const [podView, hostView] = await Promise.all([this.observePod(record, desired, report.applied), host]);
+      const observed = observedWith(podView, hostView);
       const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied });
       report.problems.push(...planned.problems);
       report.lastSteps = planned.steps;
+      track.planProblems = planned.problems;
       if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
       const before = report.applied;
       const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
       if (result.error) throw result.error;
       report.applied = this.applied.get(record.containerId);
       // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
-      if (planned.deferred) void this.passes();
+      if (planned.deferred) {
+        track.deferred = true;
+        void this.passes();
+      }
       if (planned.steps.length > 0) log.info('applied', { pod, steps: planned.steps.length });
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
-      log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message });
+      track.failures = previousFailures + 1;
+      track.retryAt = Date.now() + Math.min(retryFirstMs * 2 ** (track.failures - 1), retryCapMs);
+      log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - Date.now() });
     }
   }
 

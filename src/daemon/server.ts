@@ -9,7 +9,7 @@ import { routes } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentList, type DaemonStatus, type DiffResponse, type ErrorBody, type Network, type PodNetworkConfig, type SandboxList } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Registry } from '../registry/registry.ts';
-import { isNetworkNamespace } from '../netns/probe.ts';
+import { isNetworkNamespace, networkNamespaceCheck } from '../netns/probe.ts';
 import type { Logger } from '../log.ts';
 
 export interface ServerOptions {
@@ -116,7 +116,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       methods: {
         GET: async () => {
           await registry.drainSpool();
-          const items = registry.list().map((record) => ({ record, netnsExists: isNetworkNamespace(record.netns) }));
+          const netnsExists = networkNamespaceCheck();
+          const items = registry.list().map((record) => ({ record, netnsExists: netnsExists(record.netns) }));
           const list: AttachmentList = { items };
           return { status: 200, body: list };
         },

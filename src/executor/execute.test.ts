@@ -10,19 +10,31 @@ import { execute, runJournalUndo } from './execute.ts';
 
 const journalFolder = stateLayout.journal;
 
-/** A runner that records each batch and fails the line that matches `failOn`. */
+/**
+ * A runner that records each batch and fails the line that matches `failOn`; `events` says when
+ * each batch's process started, ran and was let go.
+ */
 function recordingIp(failOn?: string) {
   const batches: { where: string; tool?: Tool; lines: string[] }[] = [];
+  const events: string[] = [];
+  const name = (where: Where) => (where === 'host' ? 'host' : where.netns);
   const ip: NetnsRunner = {
     query: async () => [],
     readSysctls: async () => new Map(),
     batch: async (where: Where, tool: Tool, lines: readonly string[]) => {
-      batches.push({ where: where === 'host' ? 'host' : where.netns, ...(tool === 'ip' ? {} : { tool }), lines: [...lines] });
+      batches.push({ where: name(where), ...(tool === 'ip' ? {} : { tool }), lines: [...lines] });
       const failed = failOn === undefined ? -1 : lines.indexOf(failOn);
       return failed < 0 ? { done: lines.length } : { done: failed, error: new PodnetError('IO_FAILURE', `ip ${failOn}: boom`) };
     },
+    start(where: Where, tool: Tool) {
+      events.push(`start ${name(where)}`);
+      return {
+        run: (lines: readonly string[]) => (events.push(`run ${name(where)}`), this.batch(where, tool, lines)),
+        cancel: () => void events.push(`cancel ${name(where)}`),
+      };
+    },
   };
-  return { ip, batches };
+  return { ip, batches, events };
 }
 
 const pod: Where = { netns: '/run/netns/p' };
@@ -50,6 +62,16 @@ t.test('one batch per run of a namespace, in order; the journal is gone after', 
     { where: '/run/netns/p', lines: ['link add net1 type veth peer name pnv1 netns 1', 'addr add 198.18.1.2/24 dev net1'] },
   ]);
   t.same(readdirSync(`${path}/${journalFolder}`), []);
+});
+
+t.test("each batch's process starts while the one before runs; a failure lets the next go unused", async (t) => {
+  const path = await stateDir(t);
+  const ok = recordingIp();
+  await execute(ok.ip, path, 'c1', steps, () => undefined);
+  t.same(ok.events, ['start host', 'start /run/netns/p', 'run host', 'run /run/netns/p']);
+  const failing = recordingIp('link set pnb up');
+  await execute(failing.ip, path, 'c1', steps, () => undefined);
+  t.same(failing.events.slice(0, 4), ['start host', 'start /run/netns/p', 'run host', 'cancel /run/netns/p']);
 });
 
 t.test('a failed step: the steps taken before it are undone, last first', async (t) => {

@@ -8,20 +8,35 @@ import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import type { Step } from '../model/state.ts';
-import { sameWhere, type Command, type NetnsRunner } from '../netns/runner.ts';
-import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from '../registry/atomic-file.ts';
+import { sameWhere, type BatchResult, type Command, type NetnsRunner, type Tool, type Where } from '../netns/runner.ts';
+import { ensurePrivateDir, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
+import { kernelState } from '../registry/boot.ts';
 
 
-/** Runs `commands` in order, one batch per run of commands of one namespace and tool. */
-async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<{ done: number; error?: PodnetError }> {
+/**
+ * Runs `commands` in order, one batch per run of commands of one namespace and tool. Each batch's
+ * process starts while the batch before it runs, so a pass of a host batch and a pod batch pays
+ * for one process start, not two.
+ */
+async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<BatchResult> {
+  const groups: { where: Where; tool: Tool; lines: string[] }[] = [];
+  for (const { where, tool, line } of commands) {
+    const last = groups.at(-1);
+    if (last && sameWhere(last.where, where) && last.tool === tool) last.lines.push(line);
+    else groups.push({ where, tool, lines: [line] });
+  }
   let done = 0;
-  while (done < commands.length) {
-    const { where, tool } = commands[done]!;
-    let end = done;
-    while (end < commands.length && sameWhere(commands[end]!.where, where) && commands[end]!.tool === tool) end++;
-    const result = await run.batch(where, tool, commands.slice(done, end).map((l) => l.line));
+  let next = groups[0] && run.start(groups[0].where, groups[0].tool);
+  for (const [i, group] of groups.entries()) {
+    const current = next!;
+    const following = groups[i + 1];
+    next = following && run.start(following.where, following.tool);
+    const result = await current.run(group.lines);
     done += result.done;
-    if (result.error) return { done, error: result.error };
+    if (result.error) {
+      next?.cancel();
+      return { done, error: result.error };
+    }
   }
   return { done };
 }
@@ -59,11 +74,11 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const journal = join(dir, `${key}.json`);
-  writeFileAtomic(journal, JSON.stringify({ pass, steps }));
+  writeFileAtomic(journal, JSON.stringify({ pass, steps }), kernelState);
   const ran = await runInBatches(run, steps);
   const undoErrors = ran.error ? await undo(run, steps, ran.done) : [];
   if (!ran.error) commit(pass);
-  removeFileDurable(journal);
+  removeFile(journal, kernelState);
   return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
 }
 
@@ -86,7 +101,7 @@ export async function runJournalUndo(run: NetnsRunner, stateDir: string, committ
       await undo(run, steps, steps.length);
       keys.push(key);
     }
-    removeFileDurable(join(dir, name));
+    removeFile(join(dir, name), kernelState);
   }
   return keys;
 }

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
+import { kernelState } from '../registry/boot.ts';
 import {
   bitsOf,
   contains,
@@ -108,7 +109,7 @@ export class NodeIpam {
    * One address from each range (several ranges: e.g. one IPv4 and one IPv6), or exactly the
    * requested static addresses (each "ip/prefix" or plain ip, which must fall inside one of the ranges and not be taken by another owner).
    * Idempotent per owner: an owner that already holds addresses on this network gets the same ones back.
-   * Durable before it returns (writeFileAtomic). Never hands out an address twice, also across a new NodeIpam.open of the same dir (daemon restart).
+   * On file before it returns, for this boot (docs/adr/0006). Never hands out an address twice, also across a new NodeIpam.open of the same dir (daemon restart).
    */
   allocate(network: string, ranges: readonly IpRange[], owner: string, requested: readonly string[] = []): Allocation[] {
     const { granted, next } = this.decide(network, ranges, owner, requested);
@@ -208,7 +209,7 @@ export class NodeIpam {
     const document = { version: stateVersion, network, lastHandedOut: byKey(state.lastHandedOut), owners: byKey(state.owners) };
     try {
       ensurePrivateDir(this.dir);
-      writeFileAtomic(path, `${JSON.stringify(document, null, 2)}\n`);
+      writeFileAtomic(path, `${JSON.stringify(document, null, 2)}\n`, kernelState);
     } catch (err) {
       throw new PodnetError('IO_FAILURE', `network ${network}: cannot write ${path}: ${(err as Error).message}`);
     }

@@ -20,12 +20,25 @@ const namespaceType = /^([a-z_]+):\[\d+\]$/;
 
 /** Whether `path` is a network namespace: on nsfs and of type net. */
 export function isNetworkNamespace(path: string): boolean {
-  try {
-    const type = linkedType(path);
-    return (type === undefined ? mountedNamespaceType(path) : type) === 'net';
-  } catch {
-    return false;
-  }
+  return networkNamespaceCheck()(path);
+}
+
+/**
+ * isNetworkNamespace for many paths at once (every sandbox of a pass): mountinfo, which grows
+ * with the node's mounts, is read once, by the first path that needs it.
+ */
+export function networkNamespaceCheck(): (path: string) => boolean {
+  let mountinfo: string | undefined;
+  return (path) => {
+    try {
+      const type = linkedType(path);
+      if (type !== undefined) return type === 'net';
+      mountinfo ??= readFileSync('/proc/self/mountinfo', 'utf8');
+      return mountedNamespaceType(path, mountinfo) === 'net';
+    } catch {
+      return false;
+    }
+  };
 }
 
 /**
@@ -52,13 +65,13 @@ function linkedType(path: string): string | undefined {
   }
 }
 
-/** The namespace type of the mount visible at `path` ("net", "uts", ...), from mountinfo. */
-function mountedNamespaceType(path: string): string | undefined {
+/** The namespace type of the mount visible at `path` ("net", "uts", ...), from mountinfo's text. */
+function mountedNamespaceType(path: string, mountinfo: string): string | undefined {
   const mountPoint = realpathSync(path);
   let type: string | undefined;
   // Fields: id, parent, major:minor, root, mount point, ... The last mount at a point is the one
   // visible there. Paths reaching here hold no space (the schema), so no octal unescaping.
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+  for (const line of mountinfo.split('\n')) {
     const fields = line.split(' ');
     if (fields[4] === mountPoint) type = namespaceType.exec(fields[3] ?? '')?.[1];
   }

@@ -4,6 +4,8 @@
 // steps; batch lines are split by ip on whitespace, and every name in them has passed a schema
 // that admits no whitespace.
 import { spawn } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
@@ -22,6 +24,20 @@ export interface Command {
   line: string;
 }
 
+export interface BatchResult {
+  /** How many lines succeeded, in order. */
+  done: number;
+  error?: PodnetError;
+}
+
+/** A batch whose process is already running, waiting on stdin for its lines. */
+export interface StartedBatch {
+  /** Runs `lines` in order, stopping at the first that fails. Call once. */
+  run(lines: readonly string[]): Promise<BatchResult>;
+  /** Lets the process go without running anything. */
+  cancel(): void;
+}
+
 export interface NetnsRunner {
   /**
    * Runs each command of `commands` (`addr show`, `route show table all`) in one ip or tc
@@ -32,18 +48,32 @@ export interface NetnsRunner {
    * Runs the lines in order, stopping at the first that fails. Resolves with the number of
    * lines that succeeded and the failure, if any.
    */
-  batch(where: Where, tool: Tool, lines: readonly string[]): Promise<{ done: number; error?: PodnetError }>;
+  batch(where: Where, tool: Tool, lines: readonly string[]): Promise<BatchResult>;
+  /**
+   * Starts the process of a batch now, for lines given later: its start (ip loading its libraries
+   * and entering the netns, most of a short batch's time) then overlaps the batch before it.
+   */
+  start(where: Where, tool: Tool): StartedBatch;
   /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
 }
 
+interface Exited {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
 /**
- * Runs `file` with `args`, `input` on stdin; never rejects for a non-zero exit. node:child_process
+ * Starts `file` with `args` (found on PATH once, see toolPath) and a pipe on stdin; `feed` writes
+ * the input and closes it, and `exited` never rejects for a non-zero exit. node:child_process
  * directly: a pass runs hundreds of these, and a wrapper's own cost per process adds up.
  */
-function exec(file: string, args: readonly string[], input?: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+function startProcess(file: string, args: readonly string[]): { feed(input: string): void; exited: Promise<Exited> } {
+  const child = spawn(toolPath(file), args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  // A child that exits before reading all of its input (ip stops at a failed line) closes the pipe.
+  child.stdin!.on('error', () => undefined);
+  const exited = new Promise<Exited>((resolve, reject) => {
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout!.on('data', (b: Buffer) => out.push(b));
@@ -52,12 +82,38 @@ function exec(file: string, args: readonly string[], input?: string): Promise<{ 
     child.on('close', (code, signal) =>
       resolve({ exitCode: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
     );
-    if (input !== undefined) {
-      // A child that exits before reading all of it (ip stops at a failed line) closes the pipe.
-      child.stdin!.on('error', () => undefined);
-      child.stdin!.end(input);
-    }
   });
+  return { feed: (input) => child.stdin!.end(input), exited };
+}
+
+function exec(file: string, args: readonly string[], input = ''): Promise<Exited> {
+  const started = startProcess(file, args);
+  started.feed(input);
+  return started.exited;
+}
+
+const toolPaths = new Map<string, string>();
+
+/**
+ * Where `name` is on PATH, looked up once: spawn would otherwise try each PATH folder before it on
+ * every command (an exec that fails costs as much as a fork).
+ */
+function toolPath(name: string): string {
+  let path = toolPaths.get(name);
+  if (path === undefined) {
+    path = (process.env['PATH'] ?? '').split(':').map((dir) => join(dir || '.', name)).find(isExecutable) ?? name;
+    toolPaths.set(name, path);
+  }
+  return path;
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** A netns `ip netns add` made (or a runtime that names them the same way): ip and tc open it by name. */
@@ -79,9 +135,22 @@ export function sameWhere(a: Where, b: Where): boolean {
   return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
 }
 
-async function runBatch(where: Where, tool: 'ip' | 'ip6' | 'tc', lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
+function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
   const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
-  const result = await exec(file, list, `${lines.join('\n')}\n`);
+  const started = startProcess(file, list);
+  // A process let go reads an empty batch and exits; nothing waits on it.
+  started.exited.catch(() => undefined);
+  return {
+    async run(lines) {
+      const refused = refusal(tool, lines);
+      started.feed(refused || lines.length === 0 ? '' : `${lines.join('\n')}\n`);
+      return refused ?? (lines.length === 0 ? { done: 0 } : batchResult(where, tool, lines, await started.exited));
+    },
+    cancel: () => started.feed(''),
+  };
+}
+
+function batchResult(where: Where, tool: Tool, lines: readonly string[], result: Exited): BatchResult {
   if (result.exitCode === 0) return { done: lines.length };
   // ip and tc name the failing line: "Command failed -:3".
   const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
@@ -90,7 +159,7 @@ async function runBatch(where: Where, tool: 'ip' | 'ip6' | 'tc', lines: readonly
   return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${line} in ${describeWhere(where)}: ${message}`) };
 }
 
-async function runSysctls(where: Where, lines: readonly string[]): Promise<{ done: number; error?: PodnetError }> {
+async function runSysctls(where: Where, lines: readonly string[]): Promise<BatchResult> {
   for (const [i, line] of lines.entries()) {
     const [file, list] = argv(where, 'sysctl', ['-q', '-w', line]);
     const result = await exec(file, list);
@@ -104,9 +173,10 @@ async function runSysctls(where: Where, lines: readonly string[]): Promise<{ don
  * and backslashes grouping words. The schemas admit none of these in what reaches a line; this is
  * the last check, so that no document can ever change what a line means.
  */
-function refuseSpecial(tool: Tool, lines: readonly string[]): PodnetError | undefined {
+function refusal(tool: Tool, lines: readonly string[]): BatchResult | undefined {
   const bad = lines.find((l) => /["'\\#\n\r\0]/.test(l));
-  return bad === undefined ? undefined : new PodnetError('INVALID_REQUEST', `refused to run ${tool} ${JSON.stringify(bad)}: it holds a character ${tool} would read specially`);
+  if (bad === undefined) return undefined;
+  return { done: 0, error: new PodnetError('INVALID_REQUEST', `refused to run ${tool} ${JSON.stringify(bad)}: it holds a character ${tool} would read specially`) };
 }
 
 export const netnsRunner: NetnsRunner = {
@@ -126,9 +196,16 @@ export const netnsRunner: NetnsRunner = {
 
   async batch(where, tool, lines) {
     if (lines.length === 0) return { done: 0 };
-    const refused = refuseSpecial(tool, lines);
-    if (refused) return { done: 0, error: refused };
-    return tool === 'sysctl' ? runSysctls(where, lines) : runBatch(where, tool, lines);
+    return this.start(where, tool).run(lines);
+  },
+
+  start(where, tool) {
+    if (tool !== 'sysctl') return startBatch(where, tool);
+    // sysctl -w takes its line as an argument: its process cannot start before the line is known.
+    return {
+      run: async (lines) => refusal(tool, lines) ?? runSysctls(where, lines),
+      cancel: () => undefined,
+    };
   },
 
   async readSysctls(where, paths) {

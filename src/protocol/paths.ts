@@ -38,6 +38,9 @@ export const stateLayout = {
   journal: 'journal',
 } as const;
 
+/** The boot that wrote the state dir's kernel-mirroring state (src/registry/boot.ts). */
+export const bootIdFile = 'boot-id';
+
 /** The state dir's own file of the host objects podnet made (bridges). */
 export const hostObjectsFile = 'host-objects.json';
 

@@ -5,7 +5,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyApplied, isEmptyApplied, type AppliedState } from '../model/state.ts';
 import { hostObjectsFile, stateLayout } from '../protocol/paths.ts';
-import { ensurePrivateDir, removeFileDurable, writeFileAtomic } from './atomic-file.ts';
+import { ensurePrivateDir, removeFile, writeFileAtomic } from './atomic-file.ts';
+import { kernelState } from './boot.ts';
 
 export class AppliedStore {
   private readonly dir: string;
@@ -31,16 +32,16 @@ export class AppliedStore {
     const file = join(this.dir, `${state.containerId}.json`);
     // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
     if (isEmptyApplied(state) && state.pass === undefined) {
-      removeFileDurable(file);
+      removeFile(file, kernelState);
       this.records().delete(state.containerId);
     } else {
-      writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
+      writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`, kernelState);
       this.records().set(state.containerId, state);
     }
   }
 
   remove(containerId: string): void {
-    removeFileDurable(join(this.dir, `${containerId}.json`));
+    removeFile(join(this.dir, `${containerId}.json`), kernelState);
     this.records().delete(containerId);
   }
 
@@ -65,7 +66,7 @@ export class AppliedStore {
 
   setBridges(bridges: readonly string[], pass = this.hostPass()): void {
     const objects = { bridges: [...new Set(bridges)].sort(), ...(pass ? { pass } : {}) };
-    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify(objects, null, 2)}\n`);
+    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify(objects, null, 2)}\n`, kernelState);
   }
 
   private hostObjects(): { bridges: string[]; pass?: string } {

@@ -1,5 +1,7 @@
-// Durable file writes: a crash at any point leaves either the old file or the new one, never a
-// torn one. Temp file in the same directory, fsync, rename, fsync of the directory.
+// Atomic file writes: a crash at any point leaves either the old file or the new one, never a
+// torn one. Temp file in the same directory, fsync, rename, fsync of the directory; without the
+// two fsyncs for state that describes the running kernel (docs/adr/0006), where the rename is
+// what a crash of the process needs and a crash of the machine takes the objects with it.
 //
 // Synchronous on purpose. The CNI plugin is a one-shot process whose every thread-pool round trip
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
@@ -31,14 +33,24 @@ function syncDir(dir: string): void {
   }
 }
 
-export function writeFileAtomic(path: string, data: string, mode = 0o600): void {
+export interface WriteOptions {
+  /** Default 0600. */
+  mode?: number;
+  /**
+   * Whether the data and the directory entry reach the disk before this returns (default). False
+   * for kernel-mirroring state: applied/, ipam/, journal/ and host-objects.json (docs/adr/0006).
+   */
+  sync?: boolean;
+}
+
+export function writeFileAtomic(path: string, data: string, { mode = 0o600, sync = true }: WriteOptions = {}): void {
   const dir = dirname(path);
   // pid and the monotonic clock make the name unique without loading node:crypto on the plugin path.
   const temp = join(dir, `${tempPrefix}${basename(path)}.${process.pid}.${process.hrtime.bigint()}`);
   const fd = openSync(temp, 'wx', mode);
   try {
     writeFileSync(fd, data); // loops over short writes
-    fsyncSync(fd);
+    if (sync) fsyncSync(fd);
   } catch (err) {
     closeSync(fd);
     unlinkQuietly(temp);
@@ -51,7 +63,7 @@ export function writeFileAtomic(path: string, data: string, mode = 0o600): void 
     unlinkQuietly(temp);
     throw err;
   }
-  syncDir(dir);
+  if (sync) syncDir(dir);
 }
 
 /**
@@ -70,15 +82,15 @@ export function removeTempFiles(dir: string): string[] {
   return names;
 }
 
-/** Removes `path` durably; false when it was not there. */
-export function removeFileDurable(path: string): boolean {
+/** Removes `path`, durably unless `sync` is false (see WriteOptions); false when it was not there. */
+export function removeFile(path: string, { sync = true }: Pick<WriteOptions, 'sync'> = {}): boolean {
   try {
     unlinkSync(path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
   }
-  syncDir(dirname(path));
+  if (sync) syncDir(dirname(path));
   return true;
 }
 

@@ -6,7 +6,7 @@ import { access, constants, readdir, readFile, rename, stat, unlink } from 'node
 import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type AttachmentRecord, type SpoolEntry } from '../protocol/validate.ts';
-import { ensurePrivateDir, removeFileDurable, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { ensurePrivateDir, removeFile, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import type { Logger } from '../log.ts';
@@ -104,7 +104,7 @@ export class Registry {
     if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
     for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
-    for (const k of changes.removed) removeFileDurable(join(recordsDir, recordFileName(k)));
+    for (const k of changes.removed) removeFile(join(recordsDir, recordFileName(k)));
     applyChanges(this.records, changes);
     return changes;
   }
@@ -123,7 +123,7 @@ export class Registry {
       const changes = this.commit(entry);
       // Only once the change is on disk does its spool file go; a crash in between replays it,
       // which is harmless: every change is idempotent.
-      removeFileDurable(join(spoolDir(this.stateDir), name));
+      removeFile(join(spoolDir(this.stateDir), name));
       applied++;
       this.log.info('replayed spooled change', { file: name, op: entry.op, put: changes.put.length, removed: changes.removed.length });
     }

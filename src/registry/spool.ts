@@ -6,28 +6,15 @@
 // monotonic clock orders every writer on the node and never steps back (the wall clock does, at
 // boot or under NTP). Entries of an earlier boot, which a daemon never got to, come first.
 import { readdir, readFile } from 'node:fs/promises';
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import { ensurePrivateDir, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { currentBootId } from './boot.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import { parseDocument, type SpoolEntry } from '../protocol/validate.ts';
 
 export function spoolDir(stateDir: string): string {
   return join(stateDir, stateLayout.spool);
-}
-
-let cachedBootId: string | undefined;
-
-/** This boot's id, without dashes ("unknown" where /proc does not say). */
-export function currentBootId(): string {
-  if (cachedBootId === undefined) {
-    try {
-      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim().replaceAll('-', '');
-    } catch {
-      cachedBootId = 'unknown';
-    }
-  }
-  return cachedBootId;
 }
 
 export function spoolFileName(bootId: string, monotonicNs: bigint, pid: number): string {

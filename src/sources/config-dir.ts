@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { documentName, type Problem } from '../model/desired.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
-import { parseDocuments } from './documents.ts';
+import { parseDocuments, type ParsedDocuments } from './documents.ts';
 
 export interface DesiredDocuments {
   networks: Map<string, Network>;
@@ -15,26 +15,38 @@ export interface DesiredDocuments {
 
 export const documentFile = /\.(ya?ml|json)$/;
 
-export function loadConfigDir(dir: string): DesiredDocuments {
-  ensurePrivateDir(dir);
-  const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
-  const seen = new Map<string, string>();
-  for (const file of readdirSync(dir).filter((f) => documentFile.test(f) && !f.startsWith('.')).sort()) {
-    const parsed = parseDocuments(readFileSync(join(dir, file), 'utf8'), file);
-    out.problems.push(...parsed.problems);
-    for (const doc of parsed.documents) {
-      const name = documentName(doc);
-      const first = seen.get(name);
-      if (first) {
-        out.problems.push({ document: `${name} in ${file}`, field: 'metadata.name', reason: `${name} is also defined in ${first}; the first one counts` });
-        continue;
+/**
+ * A reader of the documents in `dir`: every call reads each file, and parses again only a file
+ * whose text changed (a pass reads the directory, and most passes follow one file's change).
+ */
+export function configDirReader(dir: string): () => DesiredDocuments {
+  const parsedFiles = new Map<string, { text: string; parsed: ParsedDocuments }>();
+  return () => {
+    ensurePrivateDir(dir);
+    const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
+    const seen = new Map<string, string>();
+    const files = readdirSync(dir).filter((f) => documentFile.test(f) && !f.startsWith('.')).sort();
+    for (const gone of [...parsedFiles.keys()].filter((f) => !files.includes(f))) parsedFiles.delete(gone);
+    for (const file of files) {
+      const text = readFileSync(join(dir, file), 'utf8');
+      let cached = parsedFiles.get(file);
+      if (cached?.text !== text) parsedFiles.set(file, (cached = { text, parsed: parseDocuments(text, file) }));
+      const { parsed } = cached!;
+      out.problems.push(...parsed.problems);
+      for (const doc of parsed.documents) {
+        const name = documentName(doc);
+        const first = seen.get(name);
+        if (first) {
+          out.problems.push({ document: `${name} in ${file}`, field: 'metadata.name', reason: `${name} is also defined in ${first}; the first one counts` });
+          continue;
+        }
+        seen.set(name, file);
+        if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
+        else out.configs.push(doc);
       }
-      seen.set(name, file);
-      if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
-      else out.configs.push(doc);
     }
-  }
-  return out;
+    return out;
+  };
 }
 
 /** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */

@@ -1,0 +1,61 @@
+// State that describes the running kernel's objects: what podnet applied (applied/), the
+// addresses those objects hold (ipam/), passes under way (journal/) and the bridges podnet made
+// (host-objects.json). None of it means anything once the kernel is gone: a reboot takes every
+// pod netns, veth and bridge with it. So it is written without fsync (docs/adr/0006), and a start
+// in a later boot drops it, whatever a power cut left in those files.
+import { readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { bootIdFile, hostObjectsFile, stateLayout } from '../protocol/paths.ts';
+import { removeFile, writeFileAtomic, type WriteOptions } from './atomic-file.ts';
+
+let cachedBootId: string | undefined;
+
+/** This boot's id, without dashes ("unknown" where /proc does not say). */
+export function currentBootId(): string {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim().replaceAll('-', '');
+    } catch {
+      cachedBootId = 'unknown';
+    }
+  }
+  return cachedBootId;
+}
+
+/** How kernel-mirroring state is written and removed: atomically, not synced. */
+export const kernelState: WriteOptions = { sync: false };
+
+const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayout.journal];
+
+/**
+ * At start, before anything reads kernel-mirroring state: drops it when an earlier boot wrote
+ * it, then records this boot. State without a boot record is kept (an older podnet synced every
+ * write, and wrote none). Whether anything was dropped.
+ */
+export function dropStateOfEarlierBoot(stateDir: string, bootId = currentBootId()): boolean {
+  if (bootId === 'unknown') return false;
+  const marker = join(stateDir, bootIdFile);
+  let written: string | undefined;
+  try {
+    written = readFileSync(marker, 'utf8').trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (written === bootId) return false;
+  const earlier = written !== undefined;
+  if (earlier) {
+    for (const dir of kernelStateDirs.map((d) => join(stateDir, d))) {
+      let names: string[] = [];
+      try {
+        names = readdirSync(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+      for (const name of names) unlinkSync(join(dir, name));
+    }
+    removeFile(join(stateDir, hostObjectsFile));
+  }
+  // Synced, after the drop: a crash before this line drops again at the next start, harmlessly.
+  writeFileAtomic(marker, `${bootId}\n`);
+  return earlier;
+}
