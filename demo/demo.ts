@@ -62,7 +62,7 @@ function readWant() {
   if (network.spec.type !== 'bridge' || !attachment || !eth0Mtu || !route || !rule || !bandwidth) {
     throw new DemoFailure(`the demo shows a bridge Network (${files.network}) attached with a bandwidth cap, eth0's MTU, a route and a rule (${files.config})`);
   }
-  const bridge = bridgeNameOf({ network, interface: attachment.interface, from: files.config });
+  const bridge = bridgeNameOf(network);
   return { bridge, iface: attachment.interface, eth0Mtu, route, rule, bandwidth };
 }
 

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { execa } from 'execa';
 import { daemonSandbox } from './lib/daemon.ts';
-import { podnetCli, startPod, until } from './lib/engine.ts';
+import { hostLinkNames, podnetCli, startPod, until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 import { hostInterfaceName } from '../src/daemon/reconciler.ts';
@@ -157,6 +157,30 @@ spec:
   t.match(explained, /PodNetworkConfig default\/bad spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
   t.match(explained, /routes\.dev: the pod has no interface eth9/);
   t.same(await routesOf(pod.ns.name, '-4', '100'), [], 'nothing of a refused route is there');
+
+  // Two Networks on one host bridge: the attachments of each are refused, and no bridge is made.
+  const bridge = `pn-sh${process.pid % 100000}`;
+  removeLinkAtTeardown(t, bridge); // were it made wrongly
+  const sharing = (name: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: ${name} }
+spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+`;
+  await cli.apply('shared-a.yaml', sharing('shared-a'));
+  await cli.apply('shared-b.yaml', sharing('shared-b'));
+  await cli.apply('shared.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: shared, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: shared-a, interface: net3 }] }
+`);
+  const sharedExplained = await until('the shared bridge refused', async () => {
+    const text = (await cli.explain('default/cnf-1')).stdout;
+    return /also the bridge of Network shared-b/.test(text) ? text : undefined;
+  });
+  t.match(sharedExplained, /PodNetworkConfig default\/shared attachment net3: .*host bridge pn-sh\d+ is also the bridge of Network shared-b/);
+  t.same(await hostLinkNames(bridge), [], 'no bridge was made for either');
+  for (const file of ['shared.yaml', 'shared-a.yaml', 'shared-b.yaml']) await cli.delete(file);
+
   await cli.delete('bad.yaml');
   await until('ip_forward back', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === before ? true : undefined));
   t.pass('what applied is taken back');

@@ -4,7 +4,7 @@
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { PodnetError } from '../errors.ts';
+import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -51,8 +51,9 @@ export function hostInterfaceName(containerId: string, podInterface: string, pre
   return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }
 
-export function bridgeNameOf(attachment: DesiredAttachment): string {
-  return attachment.network.spec.bridge?.name ?? `pn-${attachment.network.metadata.name}`.slice(0, 15);
+/** The host bridge of a bridge Network: the one it names, else pn- and its name, cut to an interface name's 15 bytes. */
+export function bridgeNameOf(network: Network): string {
+  return network.spec.bridge?.name ?? `pn-${network.metadata.name}`.slice(0, 15);
 }
 
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
@@ -97,14 +98,16 @@ function observedWith(pod: PodView, host: HostView): Observed {
 /** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
 interface HostView {
   links: ReadonlyMap<string, ObservedLink>;
+  /** Whether the qdiscs were read (only when some sandbox has or wants a rate limit). */
+  shaped: boolean;
   /** The links podnet names (prefix pn): the only host links a plan may change or remove. */
   podnetLinks: ReadonlyMap<string, ObservedLink>;
   names: ReadonlySet<string>;
   qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
 }
 
-function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>): HostView {
-  return { links, podnetLinks: new Map([...links].filter(([name]) => name.startsWith('pn'))), names: new Set(links.keys()), qdiscs };
+function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>, shaped: boolean): HostView {
+  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => name.startsWith('pn'))), names: new Set(links.keys()), qdiscs };
 }
 
 export class Reconciler {
@@ -117,6 +120,14 @@ export class Reconciler {
   /** Whether the next pass takes every sandbox (a resync), not only those whose desired state changed. */
   private resyncNext = false;
   private retryTimer: NodeJS.Timeout | undefined;
+  /**
+   * The host as the last pass left it: read after that pass's host changes, or the view it used
+   * when it made none. Only podnet changes its own host links, so a pass that is not a resync
+   * starts from this instead of reading the host again; a resync reads it anew and repairs drift.
+   */
+  private hostCache: HostView | undefined;
+  /** Whether this pass changed a host link (its view is then stale for the next one). */
+  private hostChanged = false;
   documentProblems: Problem[] = [];
 
   constructor(opts: ReconcilerOptions) {
@@ -171,7 +182,7 @@ export class Reconciler {
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
   private desiredOf(record: AttachmentRecord, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
     const identity = identityOf(record);
-    return { record, identity, ...this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses) };
+    return { record, identity, ...this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses, docs.networks) };
   }
 
   /**
@@ -189,7 +200,7 @@ export class Reconciler {
     for (const a of attachments) {
       if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
     }
-    const asIfMade = hostViewOf(links, hostView.qdiscs);
+    const asIfMade = hostViewOf(links, hostView.qdiscs, hostView.shaped);
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
@@ -203,8 +214,9 @@ export class Reconciler {
   /**
    * A pass: every sandbox's desired state (addresses taken), then the bridges they need, made once,
    * then the sandboxes side by side, a few at a time (each touches only its own netns and its
-   * own host links); then what gone sandboxes and unused bridges leave. The first sandboxes look
-   * into their netns while the host is read: a pass that attaches one pod waits for one read, not two.
+   * own host links); then what gone sandboxes and unused bridges leave. A pass that is not a
+   * resync starts from the host as the last pass left it (hostCache) and reads only the netns of
+   * the sandboxes it takes; when it must read the host, the first sandboxes read their netns meanwhile.
    */
   private async pass(): Promise<void> {
     const resync = this.resyncNext;
@@ -216,7 +228,10 @@ export class Reconciler {
     const now = Date.now();
     const due = work.filter((w) => this.isDue(w, resync, now));
     for (const w of work) if (!due.includes(w)) this.refreshReport(w);
-    const host = this.hostWithBridges(work);
+    const cached = resync ? undefined : this.hostCache;
+    // Until this pass ends well: a pass cut short by an error leaves no view behind.
+    this.hostCache = undefined;
+    const host = this.hostWithBridges(work, cached);
     // Awaited below in every case; this keeps a failure before then from counting as unhandled.
     host.catch(() => undefined);
     await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host));
@@ -227,6 +242,8 @@ export class Reconciler {
     this.sweepAddresses();
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
+    this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
+    this.hostChanged = false;
     this.scheduleRetry();
   }
 
@@ -254,11 +271,15 @@ export class Reconciler {
     this.retryTimer.unref();
   }
 
-  /** The host as the sandboxes of a pass see it: read, and read again after making the bridges they need. */
-  private async hostWithBridges(work: readonly SandboxWork[]): Promise<HostView> {
-    const hostView = await this.observeHost(work);
+  /**
+   * The host as the sandboxes of a pass see it: the last pass's view when there is one that holds
+   * what they need, else read; read again after making the bridges they need.
+   */
+  private async hostWithBridges(work: readonly SandboxWork[], cached: HostView | undefined): Promise<HostView> {
+    const hostView = cached && (cached.shaped || !this.shapes(work)) ? cached : await this.observeHost(work);
     const { steps, created } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
     if (steps.length === 0) return hostView;
+    this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.applied.setBridges([...this.applied.bridges(), ...created], pass));
     if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
     return this.observeHost(work);
@@ -279,12 +300,16 @@ export class Reconciler {
     }
   }
 
+  /** Whether any sandbox has or wants a rate limit. */
+  private shapes(work: readonly SandboxWork[]): boolean {
+    return work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
+  }
+
   /** The host's links and, when any sandbox has or wants rate limits, the qdiscs on podnet's links; both read at once. */
   private async observeHost(work: readonly SandboxWork[]): Promise<HostView> {
-    const shaped =
-      work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
+    const shaped = this.shapes(work);
     const [links, qdiscs] = await Promise.all([observeLinks(this.opts.run, 'host'), shaped ? observeQdiscs(this.opts.run) : new Map()]);
-    return hostViewOf(links, qdiscs);
+    return hostViewOf(links, qdiscs, shaped);
   }
 
   /** What one pass sees inside a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
@@ -330,6 +355,7 @@ export class Reconciler {
       track.planProblems = planned.problems;
       if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
       const before = report.applied;
+      if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
       const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
       if (result.error) throw result.error;
       report.applied = this.applied.get(record.containerId);
@@ -349,12 +375,17 @@ export class Reconciler {
   }
 
   /** Names, link specs and addresses of the desired attachments; addresses from the node's IPAM. */
-  private resolve(containerId: string, wanted: DesiredSandbox, addresses: 'allocate' | 'preview'): { desired: Resolved; problems: Problem[] } {
+  private resolve(
+    containerId: string,
+    wanted: DesiredSandbox,
+    addresses: 'allocate' | 'preview',
+    networks: ReadonlyMap<string, Network>,
+  ): { desired: Resolved; problems: Problem[] } {
     const problems = [...wanted.problems];
     const attachments: ResolvedAttachment[] = [];
     for (const want of wanted.attachments) {
       try {
-        attachments.push(this.resolveAttachment(containerId, want, addresses));
+        attachments.push(this.resolveAttachment(containerId, want, addresses, networks));
       } catch (err) {
         problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
       }
@@ -363,9 +394,10 @@ export class Reconciler {
     return { desired: { attachments, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
   }
 
-  private resolveAttachment(containerId: string, want: DesiredAttachment, addresses: 'allocate' | 'preview'): ResolvedAttachment {
+  private resolveAttachment(containerId: string, want: DesiredAttachment, addresses: 'allocate' | 'preview', networks: ReadonlyMap<string, Network>): ResolvedAttachment {
     const network = want.network;
     const spec = network.spec;
+    if (spec.type === 'bridge') refuseSharedBridge(network, networks);
     const owner = `${containerId}/${want.interface}`;
     const allocations = spec.ipam
       ? this.opts.ipam[addresses](network.metadata.name, spec.ipam.ranges, owner, want.ips)
@@ -376,7 +408,7 @@ export class Reconciler {
       case 'bridge':
         link = {
           kind: 'bridge',
-          bridge: bridgeNameOf(want),
+          bridge: bridgeNameOf(network),
           bridgeAddresses: spec.bridge?.gateway ? allocations.flatMap((a) => ('gateway' in a && a.gateway ? [`${a.gateway}${prefixOf(a.address)}`] : [])) : [],
         };
         break;
@@ -417,6 +449,7 @@ export class Reconciler {
   /** A sandbox that is gone: its pod ends went with its netns; host ends, ifbs and addresses go now. */
   private async forget(state: AppliedState, hostView: HostView): Promise<void> {
     const names = state.attachments.flatMap((a) => [a.hostIf, a.ifb]).filter((n): n is string => n !== undefined && hostView.links.has(n));
+    if (names.length > 0) this.hostChanged = true;
     const result = await this.opts.run.batch('host', 'ip', names.map((n) => `link del ${n}`));
     if (result.error) {
       this.opts.log.warn('could not remove the host ends of a gone sandbox; retrying next pass', { containerId: state.containerId, error: result.error.message });
@@ -434,6 +467,7 @@ export class Reconciler {
     const unused = known.filter((b) => !inUse.has(b));
     if (unused.length === 0) return;
     const lines = unused.filter((b) => hostView.links.has(b)).map((b) => `link del ${b}`);
+    if (lines.length > 0) this.hostChanged = true;
     const result = await this.opts.run.batch('host', 'ip', lines);
     if (result.error) {
       this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });
@@ -441,6 +475,18 @@ export class Reconciler {
     }
     this.applied.setBridges(known.filter((b) => inUse.has(b)));
   }
+}
+
+/**
+ * Two bridge Networks on one host bridge would join their pods' traffic, and taking one back
+ * would take the other's bridge: the attachments of each are refused, naming the other.
+ */
+function refuseSharedBridge(network: Network, networks: ReadonlyMap<string, Network>): void {
+  const bridge = bridgeNameOf(network);
+  const others = [...networks.values()].filter((n) => n.spec.type === 'bridge' && n.metadata.name !== network.metadata.name && bridgeNameOf(n) === bridge);
+  if (others.length === 0) return;
+  const names = others.map((n) => n.metadata.name).join(', ');
+  throw new PodnetError('INVALID_REQUEST', `its host bridge ${bridge} is also the bridge of Network ${names}: a bridge carries one Network; give each its own spec.bridge.name`);
 }
 
 /** Whether `b` records what `a` does; which pass wrote a record does not count. */
