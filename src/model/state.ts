@@ -37,6 +37,10 @@ export interface ObservedRoute {
   metric: number;
   via?: string;
   dev?: string;
+  /** The preferred source (ip's prefsrc). */
+  src?: string;
+  /** SRv6: the mode and the segments a request gave (inline's trailing :: slot left out). */
+  seg6Mode?: 'encap' | 'inline';
   segments?: string[];
 }
 

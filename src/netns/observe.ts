@@ -20,7 +20,9 @@ interface IpRouteEntry {
   metric?: number;
   gateway?: string;
   dev?: string;
+  prefsrc?: string;
   encap?: string;
+  mode?: string;
   segs?: string[];
   type?: string;
 }
@@ -75,6 +77,15 @@ function prefixOf(family: Family, address: string, length: number | undefined): 
   return `${address}/${length ?? (family === 4 ? 32 : 128)}`;
 }
 
+/**
+ * An SRv6 route as a request gives it. In inline mode the kernel shows one more segment, ::, the
+ * slot the packet's own destination takes: it is not the request's.
+ */
+function seg6Of(mode: string | undefined, segs: string[]): Pick<ObservedRoute, 'seg6Mode' | 'segments'> {
+  const inline = mode === 'inline';
+  return { seg6Mode: inline ? 'inline' : 'encap', segments: inline && segs.at(-1) === '::' ? segs.slice(0, -1) : segs };
+}
+
 /** The pod's unicast routes (every table) and rules of one family, in one ip process. */
 export async function observeRouting(run: NetnsRunner, where: Where, family: Family): Promise<{ routes: ObservedRoute[]; rules: ObservedRule[] }> {
   const [routes, rules] = (await run.query(where, 'ip', [`-${family}`], ['route show table all', 'rule show'])) as [IpRouteEntry[], IpRuleEntry[]];
@@ -88,7 +99,8 @@ export async function observeRouting(run: NetnsRunner, where: Where, family: Fam
         metric: r.metric ?? 0,
         ...(r.gateway ? { via: r.gateway } : {}),
         ...(r.dev ? { dev: r.dev } : {}),
-        ...(r.encap === 'seg6' && r.segs ? { segments: r.segs } : {}),
+        ...(r.prefsrc ? { src: r.prefsrc } : {}),
+        ...(r.encap === 'seg6' && r.segs ? seg6Of(r.mode, r.segs) : {}),
       })),
     rules: rules.map((r) => ({
       family,

@@ -230,7 +230,7 @@ t.test('routes in their own table and rules: added after the links, undone by de
     pod: attachedObserved.pod,
     routes: [
       { family: 4, to: '198.18.90.0/24', via: '198.18.80.1', dev: 'net1', table: 100, metric: 0 },
-      { family: 6, to: '2001:db8:90::/64', dev: 'net1', table: 100, metric: 1024, segments: ['2001:db8::a', '2001:db8::b'] },
+      { family: 6, to: '2001:db8:90::/64', dev: 'net1', table: 100, metric: 1024, seg6Mode: 'encap', segments: ['2001:db8::a', '2001:db8::b'] },
     ],
     rules: [
       { family: 4, priority: 100, from: '198.18.80.0/24', table: 100 },
@@ -246,6 +246,13 @@ t.test('routes in their own table and rules: added after the links, undone by de
     'route replace 198.18.90.0/24 via 198.18.80.1 table 100',
     'rule add priority 100 from 198.18.80.0/24 table 100',
   ], 'a changed route is put back, a deleted rule comes back');
+
+  const otherMode = { ...there, host: attachedObserved.host, routes: [there.routes[0]!, { ...there.routes[1]!, seg6Mode: 'inline' as const }, { ...there.routes[0]!, to: '198.18.91.0/24', src: '198.18.80.2' }] };
+  const withSrc = { ...desired, routes: [toBlue, srv6, { ...toBlue, to: '198.18.91.0/24', src: '198.18.80.3' }] };
+  t.same(plan(input(withSrc, { observed: otherMode, applied: { ...applied, routes: withSrc.routes } })).steps.map((s) => s.line), [
+    'route replace 2001:db8:90::/64 encap seg6 mode encap segs 2001:db8::a,2001:db8::b dev net1 table 100',
+    'route replace 198.18.91.0/24 via 198.18.80.1 src 198.18.80.3 table 100',
+  ], 'an SRv6 mode or a source changed by hand is put back');
 
   const gone = plan(input({ attachments: [blue] }, { observed: { ...there, host: attachedObserved.host }, applied }));
   t.same(gone.steps.map((s) => s.line), [

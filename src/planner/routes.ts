@@ -35,7 +35,13 @@ function sameRoute(a: ResolvedRoute, b: ResolvedRoute): boolean {
 
 /** Whether the kernel's route still is what podnet asked for (what the kernel shows of it). */
 function routeHolds(o: ObservedRoute, r: ResolvedRoute): boolean {
-  return (o.via ?? '') === (r.via ?? '') && (!r.dev || o.dev === r.dev) && (o.segments ?? []).join(',') === (r.seg6?.segments ?? []).join(',');
+  return (
+    (o.via ?? '') === (r.via ?? '') &&
+    (!r.dev || o.dev === r.dev) &&
+    (o.src ?? '') === (r.src ?? '') &&
+    o.seg6Mode === r.seg6?.mode &&
+    (o.segments ?? []).join(',') === (r.seg6?.segments ?? []).join(',')
+  );
 }
 
 function ruleHolds(o: ObservedRule, r: ResolvedRule): boolean {
