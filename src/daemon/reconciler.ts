@@ -16,9 +16,9 @@ import { planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
-import { stateLayout } from '../protocol/paths.ts';
 import { AppliedStore } from '../registry/applied.ts';
 import { removeTempFiles } from '../registry/atomic-file.ts';
+import { kernelStateDirs } from '../registry/boot.ts';
 import type { Registry } from '../registry/registry.ts';
 import { withDocuments, type DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
@@ -84,6 +84,8 @@ interface SandboxWork {
   record: AttachmentRecord;
   identity: SandboxIdentity;
   desired: Resolved;
+  /** `desired` as JSON: what tells a pass whether it changed since the sandbox was last reconciled. */
+  desiredJson: string;
   problems: Problem[];
 }
 
@@ -143,7 +145,7 @@ export class Reconciler {
   /** Takes back the passes a crash cut short and the writes it cut short; before the daemon reports ready. */
   async recover(): Promise<void> {
     const { stateDir } = this.opts;
-    for (const dir of [stateDir, join(stateDir, stateLayout.applied), join(stateDir, stateLayout.ipam), join(stateDir, stateLayout.journal)]) {
+    for (const dir of [stateDir, ...kernelStateDirs.map((d) => join(stateDir, d))]) {
       const removed = removeTempFiles(dir);
       if (removed.length > 0) this.opts.log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
     }
@@ -182,7 +184,8 @@ export class Reconciler {
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
   private desiredOf(record: AttachmentRecord, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
     const identity = identityOf(record);
-    return { record, identity, ...this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses, docs.networks) };
+    const { desired, problems } = this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses, docs.networks);
+    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems };
   }
 
   /**
@@ -226,8 +229,11 @@ export class Reconciler {
     const live = this.liveSandboxes();
     const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
     const now = Date.now();
-    const due = work.filter((w) => this.isDue(w, resync, now));
-    for (const w of work) if (!due.includes(w)) this.refreshReport(w);
+    const due: SandboxWork[] = [];
+    for (const w of work) {
+      if (this.isDue(w, resync, now)) due.push(w);
+      else this.refreshReport(w);
+    }
     const cached = resync ? undefined : this.hostCache;
     // Until this pass ends well: a pass cut short by an error leaves no view behind.
     this.hostCache = undefined;
@@ -250,7 +256,7 @@ export class Reconciler {
   /** Whether a pass takes this sandbox: see schedule. */
   private isDue(work: SandboxWork, resync: boolean, now: number): boolean {
     const track = this.tracks.get(work.record.containerId);
-    if (!track || track.deferred || track.desired !== JSON.stringify(work.desired)) return true;
+    if (!track || track.deferred || track.desired !== work.desiredJson) return true;
     if (track.failures > 0) return now >= track.retryAt;
     return resync;
   }
@@ -344,7 +350,7 @@ export class Reconciler {
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
     const previousFailures = this.tracks.get(record.containerId)?.failures ?? 0;
-    const track: SandboxTrack = { desired: JSON.stringify(desired), planProblems: [], failures: 0, retryAt: 0, deferred: false };
+    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], failures: 0, retryAt: 0, deferred: false };
     this.tracks.set(record.containerId, track);
     try {
       const [podView, hostView] = await Promise.all([this.observePod(record, desired, report.applied), host]);

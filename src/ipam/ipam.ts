@@ -12,11 +12,11 @@
 // files are read once and then trusted, and only the daemon, which holds the state-dir lock,
 // writes them.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
+import { ensurePrivateDir, namesIn, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 import {
   bitsOf,
@@ -162,9 +162,8 @@ export class NodeIpam {
 
   /** Every (network, owner) holding addresses on this node: what a sweep checks against the desired state. */
   holders(): { network: string; owner: string }[] {
-    if (!existsSync(this.dir)) return [];
     const out: { network: string; owner: string }[] = [];
-    for (const file of readdirSync(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
+    for (const file of namesIn(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
       // The file names the network inside; its name may be a shortened one.
       const network = (JSON.parse(readFileSync(join(this.dir, file), 'utf8')) as { network?: unknown }).network;
       if (typeof network !== 'string') continue;

@@ -71,15 +71,19 @@ export function writeFileAtomic(path: string, data: string, { mode = 0o600, sync
  * daemon runs per state dir): at start, none of them is a write under way. The names removed.
  */
 export function removeTempFiles(dir: string): string[] {
-  let names: string[];
+  const names = namesIn(dir).filter((n) => n.startsWith(tempPrefix));
+  for (const name of names) unlinkQuietly(join(dir, name));
+  return names;
+}
+
+/** The entries of `dir`; none when it is not made yet. */
+export function namesIn(dir: string): string[] {
   try {
-    names = readdirSync(dir).filter((n) => n.startsWith(tempPrefix));
+    return readdirSync(dir);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-  for (const name of names) unlinkQuietly(join(dir, name));
-  return names;
 }
 
 /** Removes `path`, durably unless `sync` is false (see WriteOptions); false when it was not there. */

@@ -3,10 +3,10 @@
 // (host-objects.json). None of it means anything once the kernel is gone: a reboot takes every
 // pod netns, veth and bridge with it. So it is written without fsync (docs/adr/0006), and a start
 // in a later boot drops it, whatever a power cut left in those files.
-import { readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootIdFile, hostObjectsFile, stateLayout } from '../protocol/paths.ts';
-import { removeFile, writeFileAtomic, type WriteOptions } from './atomic-file.ts';
+import { namesIn, removeFile, writeFileAtomic, type WriteOptions } from './atomic-file.ts';
 
 let cachedBootId: string | undefined;
 
@@ -25,7 +25,8 @@ export function currentBootId(): string {
 /** How kernel-mirroring state is written and removed: atomically, not synced. */
 export const kernelState: WriteOptions = { sync: false };
 
-const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayout.journal];
+/** The folders of kernel-mirroring state, in the state dir (host-objects.json is beside them). */
+export const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayout.journal] as const;
 
 /**
  * At start, before anything reads kernel-mirroring state: drops it when an earlier boot wrote
@@ -44,15 +45,7 @@ export function dropStateOfEarlierBoot(stateDir: string, bootId = currentBootId(
   if (written === bootId) return false;
   const earlier = written !== undefined;
   if (earlier) {
-    for (const dir of kernelStateDirs.map((d) => join(stateDir, d))) {
-      let names: string[] = [];
-      try {
-        names = readdirSync(dir);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      }
-      for (const name of names) unlinkSync(join(dir, name));
-    }
+    for (const dir of kernelStateDirs.map((d) => join(stateDir, d))) for (const name of namesIn(dir)) unlinkSync(join(dir, name));
     removeFile(join(stateDir, hostObjectsFile));
   }
   // Synced, after the drop: a crash before this line drops again at the next start, harmlessly.

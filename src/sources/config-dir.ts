@@ -26,7 +26,8 @@ export function configDirReader(dir: string): () => DesiredDocuments {
     const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
     const seen = new Map<string, string>();
     const files = readdirSync(dir).filter((f) => documentFile.test(f) && !f.startsWith('.')).sort();
-    for (const gone of [...parsedFiles.keys()].filter((f) => !files.includes(f))) parsedFiles.delete(gone);
+    const present = new Set(files);
+    for (const gone of [...parsedFiles.keys()].filter((f) => !present.has(f))) parsedFiles.delete(gone);
     for (const file of files) {
       const text = readFileSync(join(dir, file), 'utf8');
       let cached = parsedFiles.get(file);
