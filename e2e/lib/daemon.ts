@@ -28,10 +28,10 @@ export interface DaemonSandbox {
 }
 
 /**
- * standalone: follow a config dir; netns: run the daemon inside that netns file, which is then
- * its host (a test's stand-in for a second node).
+ * standalone: follow a config dir, with a resync every `resyncSeconds` (1); netns: run the daemon
+ * inside that netns file, which is then its host (a test's stand-in for a second node).
  */
-export async function daemonSandbox(t: Test, options: { standalone?: boolean; netns?: string } = {}): Promise<DaemonSandbox> {
+export async function daemonSandbox(t: Test, options: { standalone?: boolean; resyncSeconds?: number; netns?: string } = {}): Promise<DaemonSandbox> {
   const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
   const root = tmp.path;
   const stateDir = `${root}/state`;
@@ -70,7 +70,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; ne
     binDir,
     configDir,
     async start() {
-      const standalone = options.standalone ? ['--config-dir', configDir, '--resync-seconds', '1'] : [];
+      const standalone = options.standalone ? ['--config-dir', configDir, '--resync-seconds', String(options.resyncSeconds ?? 1)] : [];
       const command = [podnetBinary, 'daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone];
       // nsenter execs the daemon in place: its pid, which names its netns to ip, is the daemon's.
       const [file, ...args] = options.netns ? ['nsenter', `--net=${options.netns}`, '--', ...command] : command;

@@ -77,6 +77,14 @@ interface SandboxTrack {
   retryAt: number;
   /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
   deferred: boolean;
+  /**
+   * Its netns as its last pass left it: read back after that pass changed it, or the view the
+   * pass planned from when it changed nothing there. After the runtime has made a netns, only
+   * podnet changes it (the tenant holds no NET_ADMIN), so a pass that is not a resync plans from
+   * this instead of reading the netns on the request's path; a resync reads anew and repairs
+   * drift, and a plan from this view that fails is made again at once from a fresh read.
+   */
+  sight?: PodSight;
 }
 
 /** A live sandbox and what it should have, decided at the start of a pass. */
@@ -91,6 +99,35 @@ interface SandboxWork {
 
 /** What a pass sees inside one sandbox's netns. */
 type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
+
+/** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls. */
+interface PodNeeds {
+  families: ReadonlySet<Family>;
+  paths: ReadonlySet<string>;
+}
+
+/** A netns as read, and what the read covered. */
+interface PodSight extends PodNeeds {
+  view: PodView;
+  /** The ADD it was read after (see addOf): a later ADD ran the runtime's plugins in the netns again. */
+  add: string;
+}
+
+/** Which ADD a sandbox's netns is as of: its path and when the record was made. */
+function addOf(record: AttachmentRecord): string {
+  return `${record.netns} ${record.createdAt}`;
+}
+
+/** Routes, rules and sysctls are read only where the desired or the applied state has some. */
+function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeeds {
+  const families = new Set<Family>();
+  for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
+  return { families, paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]) };
+}
+
+function covers(sight: PodSight, needs: PodNeeds): boolean {
+  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p));
+}
 
 /** What a plan sees: a sandbox's netns and the host. */
 function observedWith(pod: PodView, host: HostView): Observed {
@@ -171,12 +208,15 @@ export class Reconciler {
     clearTimeout(this.retryTimer);
   }
 
-  /** The recorded sandboxes whose netns is still there, one record each. */
+  /**
+   * The recorded sandboxes whose netns is still there, one record each: the latest ADD's (the
+   * registry lists records oldest first), which names the netns as the runtime last made it.
+   */
   private liveSandboxes(): Map<string, AttachmentRecord> {
     const live = new Map<string, AttachmentRecord>();
     const isNetworkNamespace = networkNamespaceCheck();
     for (const record of this.opts.registry.list()) {
-      if (!live.has(record.containerId) && isNetworkNamespace(record.netns)) live.set(record.containerId, record);
+      if (isNetworkNamespace(record.netns)) live.set(record.containerId, record);
     }
     return live;
   }
@@ -207,7 +247,8 @@ export class Reconciler {
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
-      const observed = observedWith(await this.observePod(w.record, w.desired, applied), asIfMade);
+      const sight = await this.readPod(w.record, podNeeds(w.desired, applied));
+      const observed = observedWith(sight.view, asIfMade);
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
@@ -240,7 +281,10 @@ export class Reconciler {
     const host = this.hostWithBridges(work, cached);
     // Awaited below in every case; this keeps a failure before then from counting as unhandled.
     host.catch(() => undefined);
-    await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host));
+    // A small pass (a request) reads back the netns it changed, for the next request to plan from;
+    // in a large one those reads would hold up the other sandboxes, and the next resync reads.
+    const readBack = due.length <= sandboxConcurrency;
+    await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
     const hostView = await host;
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
@@ -318,23 +362,23 @@ export class Reconciler {
     return hostViewOf(links, qdiscs, shaped);
   }
 
-  /** What one pass sees inside a sandbox: its links, and routes, rules and sysctls only where asked or applied. */
-  private async observePod(record: AttachmentRecord, desired: Resolved, applied: AppliedState | undefined): Promise<PodView> {
+  /** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
+  private async readPod(record: AttachmentRecord, needs: PodNeeds): Promise<PodSight> {
     const { run } = this.opts;
     const where = { netns: record.netns };
-    const families = new Set<Family>();
-    for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
-    const paths = [...new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)])];
     const [pod, routing, sysctls] = await Promise.all([
       observeLinks(run, where),
-      Promise.all([...families].map((family) => observeRouting(run, where, family))),
-      run.readSysctls(where, paths),
+      Promise.all([...needs.families].map((family) => observeRouting(run, where, family))),
+      run.readSysctls(where, [...needs.paths]),
     ]);
-    return { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls };
+    return { ...needs, add: addOf(record), view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
   }
 
-  /** One sandbox's part of a pass: observe, plan, apply; a failure is reported, the pass goes on. */
-  private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>): Promise<void> {
+  /**
+   * One sandbox's part of a pass: observe (or take the view its last pass left), plan, apply; a
+   * failure is reported, the pass goes on.
+   */
+  private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>, pass: { resync: boolean; readBack: boolean }): Promise<void> {
     const { log } = this.opts;
     const { record, identity, desired, problems } = work;
     const report: SandboxReport = {
@@ -349,35 +393,65 @@ export class Reconciler {
     };
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
-    const previousFailures = this.tracks.get(record.containerId)?.failures ?? 0;
+    const previous = this.tracks.get(record.containerId);
     const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], failures: 0, retryAt: 0, deferred: false };
     this.tracks.set(record.containerId, track);
     try {
-      const [podView, hostView] = await Promise.all([this.observePod(record, desired, report.applied), host]);
-      const observed = observedWith(podView, hostView);
-      const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed, applied: report.applied });
-      report.problems.push(...planned.problems);
-      report.lastSteps = planned.steps;
-      track.planProblems = planned.problems;
-      if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return;
-      const before = report.applied;
-      if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
-      const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
-      if (result.error) throw result.error;
-      report.applied = this.applied.get(record.containerId);
-      // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
-      if (planned.deferred) {
-        track.deferred = true;
-        void this.passes();
+      const needs = podNeeds(desired, report.applied);
+      const last = previous?.sight;
+      const kept = !pass.resync && last && last.add === addOf(record) && covers(last, needs) ? last : undefined;
+      try {
+        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(record, needs), host, pass.readBack);
+      } catch (err) {
+        if (!kept) throw err;
+        log.info('a plan from the view the last pass left failed; planning again from the netns as it is', { pod, error: toPodnetError(err).message });
+        track.sight = await this.planAndApply(work, report, track, this.readPod(record, needs), host, pass.readBack);
       }
-      if (planned.steps.length > 0) log.info('applied', { pod, steps: planned.steps.length });
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
-      track.failures = previousFailures + 1;
+      track.failures = (previous?.failures ?? 0) + 1;
       track.retryAt = Date.now() + Math.min(retryFirstMs * 2 ** (track.failures - 1), retryCapMs);
       log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - Date.now() });
     }
+  }
+
+  /**
+   * Plans from `sight` and the host and applies the plan; throws when a step fails (the steps
+   * taken were undone). Resolves with the netns as the plan left it: `sight` when the plan had
+   * no steps, else read back when `readBack` says so; none otherwise, or when that read fails
+   * (the next pass reads).
+   */
+  private async planAndApply(
+    work: SandboxWork,
+    report: SandboxReport,
+    track: SandboxTrack,
+    sight: PodSight | Promise<PodSight>,
+    host: Promise<HostView>,
+    readBack: boolean,
+  ): Promise<PodSight | undefined> {
+    const { record, identity, desired } = work;
+    const [seen, hostView] = await Promise.all([sight, host]);
+    const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied });
+    report.problems = [...work.problems, ...planned.problems];
+    report.lastSteps = planned.steps;
+    track.planProblems = planned.problems;
+    if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return seen;
+    const before = report.applied;
+    if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
+    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
+    if (result.error) throw result.error;
+    report.applied = this.applied.get(record.containerId);
+    // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
+    if (planned.deferred) {
+      track.deferred = true;
+      void this.passes();
+    }
+    if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
+    // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
+    if (planned.steps.length === 0) return seen;
+    if (!readBack) return undefined;
+    return this.readPod(record, podNeeds(desired, report.applied)).catch(() => undefined);
   }
 
   /** Names, link specs and addresses of the desired attachments; addresses from the node's IPAM. */

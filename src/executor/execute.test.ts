@@ -64,14 +64,14 @@ t.test('one batch per run of a namespace, in order; the journal is gone after', 
   t.same(readdirSync(`${path}/${journalFolder}`), []);
 });
 
-t.test("each batch's process starts while the one before runs; a failure lets the next go unused", async (t) => {
+t.test("each batch's process starts once the one before has its lines; a failure lets the next go unused", async (t) => {
   const path = await stateDir(t);
   const ok = recordingIp();
   await execute(ok.ip, path, 'c1', steps, () => undefined);
-  t.same(ok.events, ['start host', 'start /run/netns/p', 'run host', 'run /run/netns/p']);
+  t.same(ok.events, ['start host', 'run host', 'start /run/netns/p', 'run /run/netns/p'], 'a start blocks: the batch before gets its lines first');
   const failing = recordingIp('link set pnb up');
   await execute(failing.ip, path, 'c1', steps, () => undefined);
-  t.same(failing.events.slice(0, 4), ['start host', 'start /run/netns/p', 'run host', 'cancel /run/netns/p']);
+  t.same(failing.events.slice(0, 4), ['start host', 'run host', 'start /run/netns/p', 'cancel /run/netns/p']);
 });
 
 t.test('a failed step: the steps taken before it are undone, last first', async (t) => {

@@ -15,7 +15,8 @@ import { kernelState } from '../registry/boot.ts';
 
 /**
  * Runs `commands` in order, one batch per run of commands of one namespace and tool. Each batch's
- * process starts while the batch before it runs, so a pass of a host batch and a pod batch pays
+ * process starts while the batch before it runs (after that batch has its lines: a start blocks
+ * the daemon until the new process has exec'd), so a pass of a host batch and a pod batch pays
  * for one process start, not two.
  */
 async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<BatchResult> {
@@ -26,15 +27,16 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Pro
     else groups.push({ where, tool, lines: [line] });
   }
   let done = 0;
-  let next = groups[0] && run.start(groups[0].where, groups[0].tool);
+  let current = groups[0] && run.start(groups[0].where, groups[0].tool);
   for (const [i, group] of groups.entries()) {
-    const current = next!;
+    // run() hands the lines over before it first waits.
+    const running = current!.run(group.lines);
     const following = groups[i + 1];
-    next = following && run.start(following.where, following.tool);
-    const result = await current.run(group.lines);
+    current = following && run.start(following.where, following.tool);
+    const result = await running;
     done += result.done;
     if (result.error) {
-      next?.cancel();
+      current?.cancel();
       return { done, error: result.error };
     }
   }

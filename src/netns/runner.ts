@@ -32,7 +32,7 @@ export interface BatchResult {
 
 /** A batch whose process is already running, waiting on stdin for its lines. */
 export interface StartedBatch {
-  /** Runs `lines` in order, stopping at the first that fails. Call once. */
+  /** Runs `lines` in order, stopping at the first that fails; hands them to the process before it first waits. Call once. */
   run(lines: readonly string[]): Promise<BatchResult>;
   /** Lets the process go without running anything. */
   cancel(): void;
@@ -64,12 +64,20 @@ interface Exited {
   stderr: string;
 }
 
+/** A started process: `feed` writes its input and closes stdin; `exited` never rejects for a non-zero exit. */
+interface Started {
+  feed(input: string): void;
+  exited: Promise<Exited>;
+  /** Whether the process keeps the daemon's event loop alive; a process kept ready does not. */
+  hold(held: boolean): void;
+}
+
 /**
- * Starts `file` with `args` (found on PATH once, see toolPath) and a pipe on stdin; `feed` writes
- * the input and closes it, and `exited` never rejects for a non-zero exit. node:child_process
- * directly: a pass runs hundreds of these, and a wrapper's own cost per process adds up.
+ * Starts `file` with `args` (found on PATH once, see toolPath) and a pipe on stdin.
+ * node:child_process directly: a pass runs hundreds of these, and a wrapper's own cost per
+ * process adds up.
  */
-function startProcess(file: string, args: readonly string[]): { feed(input: string): void; exited: Promise<Exited> } {
+function startProcess(file: string, args: readonly string[]): Started {
   const child = spawn(toolPath(file), args, { stdio: ['pipe', 'pipe', 'pipe'] });
   // A child that exits before reading all of its input (ip stops at a failed line) closes the pipe.
   child.stdin!.on('error', () => undefined);
@@ -83,7 +91,12 @@ function startProcess(file: string, args: readonly string[]): { feed(input: stri
       resolve({ exitCode: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
     );
   });
-  return { feed: (input) => child.stdin!.end(input), exited };
+  const handles = [child, child.stdin!, child.stdout!, child.stderr!] as { ref(): void; unref(): void }[];
+  return {
+    feed: (input) => child.stdin!.end(input),
+    exited,
+    hold: (held) => handles.forEach((h) => (held ? h.ref() : h.unref())),
+  };
 }
 
 function exec(file: string, args: readonly string[], input = ''): Promise<Exited> {
@@ -135,9 +148,37 @@ export function sameWhere(a: Where, b: Where): boolean {
   return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
 }
 
+/**
+ * The host's `ip -batch -`, started before a batch needs it: nearly every attach runs one host
+ * batch (the veth), and Node's spawn blocks until the child has exec'd, 2 to 3 ms here, most of
+ * a short batch's time. It has run nothing, so it holds no interface index that a link made again
+ * under the same name would make wrong (the reason no ip process lives across batches). One at a
+ * time; the next starts once the one taken has exited, after the batch that took it.
+ */
+let readyHostBatch: Started | undefined;
+
+function hostBatchProcess(file: string, args: readonly string[]): Started {
+  const taken = readyHostBatch ?? startProcess(file, args);
+  readyHostBatch = undefined;
+  taken.hold(true);
+  const replace = () =>
+    setImmediate(() => {
+      if (readyHostBatch) return;
+      const ready = (readyHostBatch = startProcess(file, args));
+      ready.hold(false);
+      // One that fails or is killed while it waits is replaced when next needed.
+      const gone = () => {
+        if (readyHostBatch === ready) readyHostBatch = undefined;
+      };
+      ready.exited.then(gone, gone);
+    });
+  taken.exited.then(replace, replace);
+  return taken;
+}
+
 function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
   const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
-  const started = startProcess(file, list);
+  const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startProcess(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
   started.exited.catch(() => undefined);
   return {
