@@ -11,6 +11,8 @@ import { diffCommand } from './diff.ts';
 import { explainCommand } from './explain.ts';
 import { statusCommand } from './status.ts';
 import { versionCommand } from './version.ts';
+import { installCommand } from './install.ts';
+import { uninstallCommand } from './uninstall.ts';
 
 export function program(): Command {
   return new Command('podnet')
@@ -23,6 +25,8 @@ export function program(): Command {
     .addCommand(deleteCommand())
     .addCommand(diffCommand())
     .addCommand(explainCommand())
+    .addCommand(installCommand())
+    .addCommand(uninstallCommand())
     .addCommand(versionCommand());
 }
 

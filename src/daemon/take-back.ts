@@ -1,0 +1,48 @@
+// What `podnet uninstall` does to pods and the host, with the daemon stopped: one pass of the
+// standalone reconciler against no documents at all, which takes back every attachment, tuning,
+// route, rule, sysctl and rate limit podnet applied, then the bridges it made.
+import { Registry } from '../registry/registry.ts';
+import { dropStateOfEarlierBoot } from '../registry/boot.ts';
+import { Reconciler } from './reconciler.ts';
+import { acquireStateLock } from './lock.ts';
+import { NodeIpam } from '../ipam/ipam.ts';
+import { netnsRunner } from '../netns/runner.ts';
+import type { Logger } from '../log.ts';
+import { PodnetError } from '../errors.ts';
+
+export interface TakeBackOutcome {
+  /** Sandboxes whose changes were taken back. */
+  sandboxes: number;
+}
+
+/**
+ * Takes back everything podnet applied on this node, as recorded in `stateDir`. Refused while a
+ * daemon holds the state dir (it would put it all back). Throws naming the pods it could not
+ * take back, after trying every one.
+ */
+export async function takeBackEverything(stateDir: string, log: Logger): Promise<TakeBackOutcome> {
+  const lock = acquireStateLock(stateDir);
+  try {
+    dropStateOfEarlierBoot(stateDir);
+    const registry = await Registry.open(stateDir, log);
+    const reconciler = new Reconciler({
+      stateDir,
+      registry,
+      documents: () => ({ networks: new Map(), configs: [], problems: [] }),
+      run: netnsRunner,
+      ipam: NodeIpam.open(stateDir),
+      log,
+    });
+    await reconciler.recover();
+    await reconciler.schedule('resync');
+    await reconciler.close();
+    const items = reconciler.list().items;
+    const failed = items.filter((i) => i.lastError !== undefined);
+    if (failed.length > 0) {
+      throw new PodnetError('IO_FAILURE', `could not take back podnet's changes in ${failed.map((i) => `${i.namespace}/${i.name} (${i.lastError})`).join(', ')}`);
+    }
+    return { sandboxes: items.filter((i) => i.lastSteps.length > 0).length };
+  } finally {
+    lock.release();
+  }
+}
