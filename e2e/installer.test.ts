@@ -1,11 +1,14 @@
 // `podnet install` and `podnet uninstall` on real folders, with the built executable: each example
 // primary of cni-conf/ chained and given back, a .conf primary, a primary that appears late or
-// rewrites its file, bad input and folders that refuse writes, and a copy while the old binary runs.
+// rewrites its file, bad input and folders that refuse writes, a copy while the old binary runs,
+// and the daemon chaining podnet again after the primary rewrote its config.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { copyFile, mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { dir } from 'tmp-promise';
 import { missingPrerequisite, podnetBinary, repoRoot } from './lib/env.ts';
+import { daemonSandbox } from './lib/daemon.ts';
+import { until } from './lib/engine.ts';
 
 const skip = missingPrerequisite();
 
@@ -191,4 +194,30 @@ t.test('copies over a binary the runtime is running, in a loop: every run succee
   t.ok(runs > 0, `the plugin ran ${runs} times during the copies`);
   t.same(failures, [], 'no run and no copy failed');
   t.same(await readdir(dirs.bin), ['podnet'], 'no temp file left');
+});
+
+t.test('the daemon chains podnet again when the primary rewrites its config', { skip }, async (t) => {
+  const dirs = await cniDirs(t);
+  const daemon = await daemonSandbox(t, { args: ['--cni-conf-dir', dirs.conf] });
+  const single = '{"cniVersion":"0.3.1","name":"cilium","type":"cilium-cni"}\n';
+  await writeFile(`${dirs.conf}/05-cilium.conf`, single);
+  await daemon.start();
+  const entry = { type: 'podnet', socketPath: daemon.socketPath, stateDir: daemon.stateDir };
+  const chainedList = async (name: string) => {
+    const text = await readFile(`${dirs.conf}/${name}`, 'utf8').catch(() => undefined);
+    const list = text === undefined ? undefined : (JSON.parse(text) as { plugins: Plugin[] });
+    return list?.plugins.at(-1)?.['type'] === 'podnet' ? list : undefined;
+  };
+  t.match(await until('chained at start', () => chainedList('05-cilium.conflist'), 10_000), { name: 'cilium', plugins: [{ type: 'cilium-cni' }, entry] }, 'a .conf primary present at start is chained, pointing at this daemon');
+
+  // An upgrade of the primary writes its .conf again: the list is made anew from it.
+  await writeFile(`${dirs.conf}/05-cilium.conf`, '{"cniVersion":"0.3.1","name":"cilium","type":"cilium-cni","enable-debug":true}\n');
+  t.match(await until('chained after the .conf was rewritten', async () => {
+    const list = await chainedList('05-cilium.conflist');
+    return list && !(await readdir(dirs.conf)).includes('05-cilium.conf') && list.plugins[0]!['enable-debug'] === true ? list : undefined;
+  }, 10_000), { plugins: [{ type: 'cilium-cni', 'enable-debug': true }, entry] }, 'the rewritten .conf is chained within seconds');
+
+  // A new primary that sorts first (the cluster moves to another CNI) is chained too.
+  await writeFile(`${dirs.conf}/00-calico.conflist`, '{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}');
+  t.match(await until('the new primary chained', () => chainedList('00-calico.conflist'), 10_000), { plugins: [{ type: 'calico' }, { type: 'portmap' }, entry] }, 'a new primary is chained within seconds');
 });

@@ -29,9 +29,10 @@ export interface DaemonSandbox {
 
 /**
  * standalone: follow a config dir, with a resync every `resyncSeconds` (1); netns: run the daemon
- * inside that netns file, which is then its host (a test's stand-in for a second node).
+ * inside that netns file, which is then its host (a test's stand-in for a second node); args: more
+ * daemon options.
  */
-export async function daemonSandbox(t: Test, options: { standalone?: boolean; resyncSeconds?: number; netns?: string } = {}): Promise<DaemonSandbox> {
+export async function daemonSandbox(t: Test, options: { standalone?: boolean; resyncSeconds?: number; netns?: string; args?: string[] } = {}): Promise<DaemonSandbox> {
   const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
   const root = tmp.path;
   const stateDir = `${root}/state`;
@@ -71,7 +72,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
     configDir,
     async start() {
       const standalone = options.standalone ? ['--config-dir', configDir, '--resync-seconds', String(options.resyncSeconds ?? 1)] : [];
-      const command = [podnetBinary, 'daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone];
+      const command = [podnetBinary, 'daemon', '--socket', socketPath, '--state-dir', stateDir, ...standalone, ...(options.args ?? [])];
       // nsenter execs the daemon in place: its pid, which names its netns to ip, is the daemon's.
       const [file, ...args] = options.netns ? ['nsenter', `--net=${options.netns}`, '--', ...command] : command;
       proc = execa(file!, args, {

@@ -3,6 +3,7 @@ import { startDaemon } from '../daemon/daemon.ts';
 import { jsonLogger } from '../log.ts';
 import { podnetVersion } from '../version.ts';
 import { defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
+import { podnetEntry } from '../install/conflist.ts';
 
 export function daemonCommand(): Command {
   return new Command('daemon')
@@ -11,7 +12,8 @@ export function daemonCommand(): Command {
     .option('--state-dir <dir>', 'state directory (records, spool)', defaultStateDir)
     .option('--config-dir <dir>', 'standalone mode: follow the Network and PodNetworkConfig documents (YAML or JSON) in this directory')
     .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string }) => {
+    .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string; cniConfDir?: string }) => {
       const log = jsonLogger();
       const resyncMs = Number(options.resyncSeconds) * 1000;
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
@@ -22,6 +24,18 @@ export function daemonCommand(): Command {
         log,
         resyncMs,
         ...(options.configDir ? { configDir: options.configDir } : {}),
+        ...(options.cniConfDir
+          ? {
+              cniConf: {
+                dir: options.cniConfDir,
+                // The plugin must reach this daemon: its socket and state dir when not the defaults.
+                entry: podnetEntry({
+                  socketPath: options.socket === defaultSocketPath ? undefined : options.socket,
+                  stateDir: options.stateDir === defaultStateDir ? undefined : options.stateDir,
+                }),
+              },
+            }
+          : {}),
       });
       const stop = (signal: string) => {
         log.info('stopping', { signal });

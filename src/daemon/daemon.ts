@@ -14,6 +14,8 @@ import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { chainIfMissing } from '../install/install.ts';
+import type { PodnetEntry } from '../install/conflist.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -26,6 +28,8 @@ export interface DaemonOptions {
   configDir?: string;
   /** How often every sandbox is reconciled even without a change (drift repair). */
   resyncMs?: number;
+  /** The runtime's CNI conf dir, to keep podnet chained into the primary's config there, with this entry. */
+  cniConf?: { dir: string; entry: PodnetEntry };
 }
 
 export interface RunningDaemon {
@@ -113,12 +117,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     log.info('following documents', { configDir: opts.configDir });
   }
 
+  const chaining = opts.cniConf ? keepChained(opts.cniConf.dir, opts.cniConf.entry, log) : undefined;
+
   return {
     registry,
     reconciler,
     async stop() {
       clearInterval(timer);
       clearInterval(resync);
+      chaining?.stop();
       configWatch?.close();
       watcher?.close();
       await reconciler?.close();
@@ -127,6 +134,45 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       await registry.drainSpool().catch(() => undefined);
       lock.release();
       log.info('stopped');
+    },
+  };
+}
+
+/**
+ * Keeps podnet chained into the primary's config: primaries (Calico, Cilium, ...) rewrite their
+ * file on upgrade, which drops podnet from the chain. Checked on every change to the conf dir, and
+ * every few seconds in case a change notice is missed (a conf dir that is a mount may give none).
+ */
+function keepChained(dir: string, entry: PodnetEntry, log: Logger): { stop(): void } {
+  let lastError: string | undefined;
+  const check = () => {
+    try {
+      const chained = chainIfMissing(dir, entry);
+      if (chained) log.info('chained podnet into the primary CNI config again', { file: chained });
+      lastError = undefined;
+    } catch (err) {
+      const message = (err as Error).message;
+      // Once per distinct problem, not every few seconds.
+      if (message !== lastError) log.warn('could not chain podnet into the primary CNI config', { dir, error: message });
+      lastError = message;
+    }
+  };
+  check();
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(dir, (_event, file) => {
+      if (file === null || !file.startsWith('.')) check();
+    });
+    watcher.on('error', () => undefined);
+  } catch (err) {
+    log.warn('cannot watch the CNI conf dir; checking it every few seconds', { dir, error: (err as Error).message });
+  }
+  const timer = setInterval(check, 5000);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      watcher?.close();
     },
   };
 }

@@ -154,7 +154,9 @@ export function chainPrimary(confDir: string, entry: PodnetEntry, primary: strin
   }
   const listName = conflistNameFor(primary);
   const names = configNames(confDir);
-  if (names.includes(listName)) {
+  // A list beside it is podnet's own when podnet kept a .conf aside before: the primary wrote its
+  // .conf again (an upgrade), and the list is made anew from it.
+  if (names.includes(listName) && !names.includes(`${primary}${originalSuffix}`)) {
     throw new PodnetError('INVALID_CONFIG', `${path} is a single plugin and ${listName} exists beside it: podnet would have to overwrite that file to chain itself; podnet changed nothing`);
   }
   const after = primaryConfigName([...names.filter((n) => n !== primary), listName]);
@@ -165,6 +167,19 @@ export function chainPrimary(confDir: string, entry: PodnetEntry, primary: strin
   renameSync(path, original);
   syncDir(confDir);
   return { config: join(confDir, listName), chained: 'converted' };
+}
+
+/**
+ * What the daemon does when the conf dir changes: chains podnet into the primary config when the
+ * primary's file does not call it (a primary that rewrote its file on upgrade, or a new primary).
+ * An entry already there is left as `podnet install` wrote it. Returns the file it chained into.
+ */
+export function chainIfMissing(confDir: string, entry: PodnetEntry): string | undefined {
+  const primary = primaryConfigName(configNames(confDir));
+  if (primary === undefined) return undefined;
+  const path = join(confDir, primary);
+  if (!isSinglePlugin(primary) && parsePrimary(path, readFileSync(path, 'utf8')).plugins.some((p) => p['type'] === 'podnet')) return undefined;
+  return chainPrimary(confDir, entry, primary).config;
 }
 
 /**
