@@ -79,10 +79,10 @@ interface SandboxTrack {
   deferred: boolean;
   /**
    * Its netns as its last pass left it: read back after that pass changed it, or the view the
-   * pass planned from when it changed nothing there. After the runtime has made a netns, only
-   * podnet changes it (the tenant holds no NET_ADMIN), so a pass that is not a resync plans from
-   * this instead of reading the netns on the request's path; a resync reads anew and repairs
-   * drift, and a plan from this view that fails is made again at once from a fresh read.
+   * pass planned from when it changed nothing there. A pass that is not a resync plans from this
+   * instead of reading the netns on the request's path (docs/adr/0007): what else changes a netns
+   * (a new ADD or DEL, a node agent, a pod given NET_ADMIN, a host device going) is seen at the
+   * next resync, or sooner when a plan from this view fails and is made again from a fresh read.
    */
   sight?: PodSight;
 }
@@ -97,6 +97,9 @@ interface SandboxWork {
   problems: Problem[];
 }
 
+/** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
+const undoFailed = new WeakSet<Error>();
+
 /** What a pass sees inside one sandbox's netns. */
 type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
 
@@ -109,13 +112,13 @@ interface PodNeeds {
 /** A netns as read, and what the read covered. */
 interface PodSight extends PodNeeds {
   view: PodView;
-  /** The ADD it was read after (see addOf): a later ADD ran the runtime's plugins in the netns again. */
-  add: string;
+  /** The sandbox's records when it was read (see recordsKey): an ADD or DEL since ran the runtime's plugins in the netns. */
+  records: string;
 }
 
-/** Which ADD a sandbox's netns is as of: its path and when the record was made. */
-function addOf(record: AttachmentRecord): string {
-  return `${record.netns} ${record.createdAt}`;
+/** A sandbox's records as one string: netns, interface and time of each ADD still recorded. */
+function recordsKey(records: readonly AttachmentRecord[]): string {
+  return records.map((r) => `${r.netns} ${r.ifname} ${r.createdAt}`).join('\n');
 }
 
 /** Routes, rules and sysctls are read only where the desired or the applied state has some. */
@@ -167,6 +170,8 @@ export class Reconciler {
   private hostCache: HostView | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
+  /** Each sandbox's records as this pass found them (recordsKey), to tell whether a kept view still holds. */
+  private recordKeys = new Map<string, string>();
   documentProblems: Problem[] = [];
 
   constructor(opts: ReconcilerOptions) {
@@ -209,15 +214,19 @@ export class Reconciler {
   }
 
   /**
-   * The recorded sandboxes whose netns is still there, one record each: the latest ADD's (the
-   * registry lists records oldest first), which names the netns as the runtime last made it.
+   * The recorded sandboxes whose netns is still there, one record each: the latest live ADD's (the
+   * registry lists records oldest first), which names the netns as the runtime last made it. Each
+   * sandbox's records, as recordsKey puts them, go to `recordKeys` for this pass.
    */
   private liveSandboxes(): Map<string, AttachmentRecord> {
     const live = new Map<string, AttachmentRecord>();
+    const all = new Map<string, AttachmentRecord[]>();
     const isNetworkNamespace = networkNamespaceCheck();
     for (const record of this.opts.registry.list()) {
       if (isNetworkNamespace(record.netns)) live.set(record.containerId, record);
+      all.set(record.containerId, [...(all.get(record.containerId) ?? []), record]);
     }
+    this.recordKeys = new Map([...all].map(([cid, records]) => [cid, recordsKey(records)]));
     return live;
   }
 
@@ -371,7 +380,7 @@ export class Reconciler {
       Promise.all([...needs.families].map((family) => observeRouting(run, where, family))),
       run.readSysctls(where, [...needs.paths]),
     ]);
-    return { ...needs, add: addOf(record), view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
+    return { ...needs, records: this.recordKeys.get(record.containerId) ?? '', view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
   }
 
   /**
@@ -399,13 +408,18 @@ export class Reconciler {
     try {
       const needs = podNeeds(desired, report.applied);
       const last = previous?.sight;
-      const kept = !pass.resync && last && last.add === addOf(record) && covers(last, needs) ? last : undefined;
+      const kept = !pass.resync && last && last.records === this.recordKeys.get(record.containerId) && covers(last, needs) ? last : undefined;
       try {
         track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(record, needs), host, pass.readBack);
       } catch (err) {
-        if (!kept) throw err;
-        log.info('a plan from the view the last pass left failed; planning again from the netns as it is', { pod, error: toPodnetError(err).message });
-        track.sight = await this.planAndApply(work, report, track, this.readPod(record, needs), host, pass.readBack);
+        const e = toPodnetError(err);
+        // Made again only when a step failed and was taken back whole: anything else would fail alike.
+        if (!kept || e.code !== 'IO_FAILURE' || undoFailed.has(e)) throw err;
+        log.warn('a plan from the view the last pass left failed; planning again from the netns and host as they are', { pod, error: e.message });
+        report.lastSteps = [];
+        track.planProblems = [];
+        this.hostChanged = true;
+        track.sight = await this.planAndApply(work, report, track, this.readPod(record, needs), this.observeHost([work]), pass.readBack);
       }
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
@@ -440,7 +454,12 @@ export class Reconciler {
     const before = report.applied;
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
-    if (result.error) throw result.error;
+    if (result.error) {
+      if (result.undoErrors.length === 0) throw result.error;
+      const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
+      undoFailed.add(e);
+      throw e;
+    }
     report.applied = this.applied.get(record.containerId);
     // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
     if (planned.deferred) {
@@ -448,9 +467,9 @@ export class Reconciler {
       void this.passes();
     }
     if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
-    // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
     if (planned.steps.length === 0) return seen;
     if (!readBack) return undefined;
+    // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
     return this.readPod(record, podNeeds(desired, report.applied)).catch(() => undefined);
   }
 

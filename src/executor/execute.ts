@@ -5,7 +5,7 @@
 // reconcile converges from a clean slate.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PodnetError } from '../errors.ts';
+import { PodnetError, toPodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import type { Step } from '../model/state.ts';
 import { sameWhere, type BatchResult, type Command, type NetnsRunner, type Tool, type Where } from '../netns/runner.ts';
@@ -32,7 +32,13 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Pro
     // run() hands the lines over before it first waits.
     const running = current!.run(group.lines);
     const following = groups[i + 1];
-    current = following && run.start(following.where, following.tool);
+    try {
+      current = following && run.start(following.where, following.tool);
+    } catch (err) {
+      // The batch under way finishes first, so that what it took is counted and undone.
+      const result = await running;
+      return { done: done + result.done, error: result.error ?? toPodnetError(err) };
+    }
     const result = await running;
     done += result.done;
     if (result.error) {

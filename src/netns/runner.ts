@@ -70,6 +70,8 @@ interface Started {
   exited: Promise<Exited>;
   /** Whether the process keeps the daemon's event loop alive; a process kept ready does not. */
   hold(held: boolean): void;
+  /** Whether it has not exited yet. */
+  running(): boolean;
 }
 
 /**
@@ -96,6 +98,7 @@ function startProcess(file: string, args: readonly string[]): Started {
     feed: (input) => child.stdin!.end(input),
     exited,
     hold: (held) => handles.forEach((h) => (held ? h.ref() : h.unref())),
+    running: () => child.exitCode === null && child.signalCode === null,
   };
 }
 
@@ -158,19 +161,25 @@ export function sameWhere(a: Where, b: Where): boolean {
 let readyHostBatch: Started | undefined;
 
 function hostBatchProcess(file: string, args: readonly string[]): Started {
-  const taken = readyHostBatch ?? startProcess(file, args);
+  // One that died while it waited (killed by someone) is not taken: its batch would fail unsaid.
+  const ready = readyHostBatch && readyHostBatch.running() ? readyHostBatch : undefined;
   readyHostBatch = undefined;
+  const taken = ready ?? startProcess(file, args);
   taken.hold(true);
   const replace = () =>
     setImmediate(() => {
       if (readyHostBatch) return;
-      const ready = (readyHostBatch = startProcess(file, args));
-      ready.hold(false);
-      // One that fails or is killed while it waits is replaced when next needed.
-      const gone = () => {
-        if (readyHostBatch === ready) readyHostBatch = undefined;
-      };
-      ready.exited.then(gone, gone);
+      try {
+        const next = (readyHostBatch = startProcess(file, args));
+        next.hold(false);
+        const gone = () => {
+          if (readyHostBatch === next) readyHostBatch = undefined;
+        };
+        next.exited.then(gone, gone);
+      } catch {
+        // No process to keep ready; the next batch starts its own and reports why it could not.
+        readyHostBatch = undefined;
+      }
     });
   taken.exited.then(replace, replace);
   return taken;
