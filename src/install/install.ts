@@ -6,7 +6,7 @@ import { accessSync, chmodSync, closeSync, constants, copyFileSync, fsyncSync, o
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { parseDocument } from '../protocol/validate.ts';
-import { tempPrefix, writeFileAtomic } from '../registry/atomic-file.ts';
+import { syncDir, tempPrefix, writeFileAtomic } from '../registry/atomic-file.ts';
 import {
   chain,
   configText,
@@ -80,15 +80,6 @@ function sameContent(a: string, b: string): boolean {
     return readFileSync(a).equals(readFileSync(b));
   } catch {
     return false;
-  }
-}
-
-function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }
 

@@ -24,7 +24,8 @@ export function ensurePrivateDir(dir: string): void {
   }
 }
 
-function syncDir(dir: string): void {
+/** Makes `dir`'s entries (a rename, an unlink) reach the disk. */
+export function syncDir(dir: string): void {
   const fd = openSync(dir, 'r');
   try {
     fsyncSync(fd);
