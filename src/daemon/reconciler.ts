@@ -95,6 +95,14 @@ interface SandboxWork {
   /** `desired` as JSON: what tells a pass whether it changed since the sandbox was last reconciled. */
   desiredJson: string;
   problems: Problem[];
+  /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
+  records: string;
+}
+
+/** A recorded sandbox whose netns is there: the record a pass works from, and all of its records' key. */
+interface LiveSandbox {
+  record: AttachmentRecord;
+  records: string;
 }
 
 /** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
@@ -170,8 +178,6 @@ export class Reconciler {
   private hostCache: HostView | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
-  /** Each sandbox's records as this pass found them (recordsKey), to tell whether a kept view still holds. */
-  private recordKeys = new Map<string, string>();
   documentProblems: Problem[] = [];
 
   constructor(opts: ReconcilerOptions) {
@@ -215,26 +221,25 @@ export class Reconciler {
 
   /**
    * The recorded sandboxes whose netns is still there, one record each: the latest live ADD's (the
-   * registry lists records oldest first), which names the netns as the runtime last made it. Each
-   * sandbox's records, as recordsKey puts them, go to `recordKeys` for this pass.
+   * registry lists records oldest first), which names the netns as the runtime last made it; with
+   * the key of all the sandbox's records.
    */
-  private liveSandboxes(): Map<string, AttachmentRecord> {
-    const live = new Map<string, AttachmentRecord>();
+  private liveSandboxes(): Map<string, LiveSandbox> {
+    const latest = new Map<string, AttachmentRecord>();
     const all = new Map<string, AttachmentRecord[]>();
     const isNetworkNamespace = networkNamespaceCheck();
     for (const record of this.opts.registry.list()) {
-      if (isNetworkNamespace(record.netns)) live.set(record.containerId, record);
+      if (isNetworkNamespace(record.netns)) latest.set(record.containerId, record);
       all.set(record.containerId, [...(all.get(record.containerId) ?? []), record]);
     }
-    this.recordKeys = new Map([...all].map(([cid, records]) => [cid, recordsKey(records)]));
-    return live;
+    return new Map([...latest].map(([cid, record]) => [cid, { record, records: recordsKey(all.get(cid)!) }]));
   }
 
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
-  private desiredOf(record: AttachmentRecord, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
+  private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
     const identity = identityOf(record);
     const { desired, problems } = this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses, docs.networks);
-    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems };
+    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems, records };
   }
 
   /**
@@ -244,7 +249,7 @@ export class Reconciler {
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.documents(), extra);
-    const work = [...this.liveSandboxes().values()].map((record) => this.desiredOf(record, docs, 'preview'));
+    const work = [...this.liveSandboxes().values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview'));
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
     const { steps: hostSteps } = planBridges(attachments, hostView.links);
@@ -256,7 +261,7 @@ export class Reconciler {
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.applied.get(w.record.containerId);
-      const sight = await this.readPod(w.record, podNeeds(w.desired, applied));
+      const sight = await this.readPod(w, podNeeds(w.desired, applied));
       const observed = observedWith(sight.view, asIfMade);
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
@@ -277,7 +282,7 @@ export class Reconciler {
     const docs = this.opts.documents();
     this.documentProblems = docs.problems;
     const live = this.liveSandboxes();
-    const work = [...live.values()].map((record) => this.desiredOf(record, docs, 'allocate'));
+    const work = [...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate'));
     const now = Date.now();
     const due: SandboxWork[] = [];
     for (const w of work) {
@@ -372,7 +377,7 @@ export class Reconciler {
   }
 
   /** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
-  private async readPod(record: AttachmentRecord, needs: PodNeeds): Promise<PodSight> {
+  private async readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
     const { run } = this.opts;
     const where = { netns: record.netns };
     const [pod, routing, sysctls] = await Promise.all([
@@ -380,7 +385,7 @@ export class Reconciler {
       Promise.all([...needs.families].map((family) => observeRouting(run, where, family))),
       run.readSysctls(where, [...needs.paths]),
     ]);
-    return { ...needs, records: this.recordKeys.get(record.containerId) ?? '', view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
+    return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
   }
 
   /**
@@ -408,9 +413,9 @@ export class Reconciler {
     try {
       const needs = podNeeds(desired, report.applied);
       const last = previous?.sight;
-      const kept = !pass.resync && last && last.records === this.recordKeys.get(record.containerId) && covers(last, needs) ? last : undefined;
+      const kept = !pass.resync && last && last.records === work.records && covers(last, needs) ? last : undefined;
       try {
-        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(record, needs), host, pass.readBack);
+        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass.readBack);
       } catch (err) {
         const e = toPodnetError(err);
         // Made again only when a step failed and was taken back whole: anything else would fail alike.
@@ -419,7 +424,7 @@ export class Reconciler {
         report.lastSteps = [];
         track.planProblems = [];
         this.hostChanged = true;
-        track.sight = await this.planAndApply(work, report, track, this.readPod(record, needs), this.observeHost([work]), pass.readBack);
+        track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass.readBack);
       }
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
@@ -470,7 +475,7 @@ export class Reconciler {
     if (planned.steps.length === 0) return seen;
     if (!readBack) return undefined;
     // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
-    return this.readPod(record, podNeeds(desired, report.applied)).catch(() => undefined);
+    return this.readPod(work, podNeeds(desired, report.applied)).catch(() => undefined);
   }
 
   /** Names, link specs and addresses of the desired attachments; addresses from the node's IPAM. */

@@ -89,6 +89,11 @@ function isPodnet(plugin: Json): boolean {
   return plugin['type'] === 'podnet';
 }
 
+/** Whether the list calls podnet at all, with whatever settings. */
+export function callsPodnet(list: PluginList): boolean {
+  return list.plugins.some(isPodnet);
+}
+
 /** Whether the list already calls podnet, with exactly these settings. */
 export function isChained(list: PluginList, entry: PodnetEntry): boolean {
   const ours = list.plugins.filter(isPodnet);

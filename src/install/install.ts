@@ -2,12 +2,13 @@
 // chained into the primary's config in the conf dir. Everything is checked before anything is
 // written, and every write is atomic (temp file in the same folder, fsync, rename): the runtime
 // reads these files while pods start, and must see the old file or the new one, never a torn one.
-import { accessSync, chmodSync, closeSync, constants, copyFileSync, fsyncSync, openSync, readFileSync, readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, copyFileSync, existsSync, fsyncSync, openSync, readFileSync, readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { parseDocument } from '../protocol/validate.ts';
 import { syncDir, tempPrefix, writeFileAtomic } from '../registry/atomic-file.ts';
 import {
+  callsPodnet,
   chain,
   configText,
   conflistNameFor,
@@ -139,7 +140,7 @@ export function chainPrimary(confDir: string, entry: PodnetEntry, primary: strin
   if (!isSinglePlugin(primary)) {
     // The primary's own text, while it has no podnet in it: the first install, or the primary
     // rewrote its file since (its newer version is then the one to give back).
-    if (!list.plugins.some((p) => p['type'] === 'podnet')) writeFileAtomic(original, text, { mode });
+    if (!callsPodnet(list)) writeFileAtomic(original, text, { mode });
     writeFileAtomic(path, configText(chain(list, entry)), { mode });
     return { config: path, chained: 'chained' };
   }
@@ -169,7 +170,7 @@ export function chainIfMissing(confDir: string, entry: PodnetEntry): string | un
   const primary = primaryConfigName(configNames(confDir));
   if (primary === undefined) return undefined;
   const path = join(confDir, primary);
-  if (!isSinglePlugin(primary) && parsePrimary(path, readFileSync(path, 'utf8')).plugins.some((p) => p['type'] === 'podnet')) return undefined;
+  if (!isSinglePlugin(primary) && callsPodnet(parsePrimary(path, readFileSync(path, 'utf8')))) return undefined;
   return chainPrimary(confDir, entry, primary).config;
 }
 
@@ -186,22 +187,13 @@ export async function install(opts: InstallOptions): Promise<InstallOutcome> {
   writable(opts.binDir, 'the CNI bin dir');
   writable(opts.confDir, 'the CNI conf dir');
   const target = join(opts.binDir, pluginFileName);
-  const hadBinary = exists(target);
+  const hadBinary = existsSync(target);
   const binary = installBinary(opts.binary, opts.binDir);
   try {
     return { binary, ...chainPrimary(opts.confDir, opts.entry, primary) };
   } catch (err) {
     if (!hadBinary) unlinkSync(target);
     throw err;
-  }
-}
-
-function exists(path: string): boolean {
-  try {
-    statSync(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -222,30 +214,29 @@ export function uninstallFromDirs(binDir: string, confDir: string): UninstallOut
   const names = configNames(confDir);
   for (const name of names.filter((n) => !n.startsWith('.') && n.endsWith('.conflist'))) {
     const path = join(confDir, name);
-    const list = parseListQuietly(path);
-    if (!list || !list.plugins.some((p) => p['type'] === 'podnet')) continue;
+    const list = listOrUndefined(path);
+    if (!list || !callsPodnet(list)) continue;
     const without = unchain(list);
     const mode = modeOf(path);
     const kept = [`${name}${originalSuffix}`, ...['.conf', '.json'].map((ext) => `${name.slice(0, -'.conflist'.length)}${ext}${originalSuffix}`)].find((n) => names.includes(n));
-    const originalName = kept?.slice(0, -originalSuffix.length);
-    const original = kept ? readFileSync(join(confDir, kept), 'utf8') : undefined;
-    if (kept && originalName && original !== undefined && sameList(parseOrUndefined(join(confDir, originalName), original), without)) {
-      if (originalName === name) writeFileAtomic(path, original, { mode });
+    const original = kept === undefined ? undefined : { file: join(confDir, kept), name: kept.slice(0, -originalSuffix.length), text: readFileSync(join(confDir, kept), 'utf8') };
+    if (original && sameList(listOrUndefined(join(confDir, original.name), original.text), without)) {
+      if (original.name === name) writeFileAtomic(path, original.text, { mode });
       else {
-        writeFileAtomic(join(confDir, originalName), original, { mode });
+        writeFileAtomic(join(confDir, original.name), original.text, { mode });
         unlinkSync(path);
       }
-      unlinkSync(join(confDir, kept));
-      outcome.restored.push(join(confDir, originalName));
+      unlinkSync(original.file);
+      outcome.restored.push(join(confDir, original.name));
     } else {
       writeFileAtomic(path, configText(without), { mode });
-      if (kept) unlinkSync(join(confDir, kept));
+      if (original) unlinkSync(original.file);
     }
     syncDir(confDir);
     outcome.unchained.push(path);
   }
   const binary = join(binDir, pluginFileName);
-  if (exists(binary)) {
+  if (existsSync(binary)) {
     unlinkSync(binary);
     syncDir(binDir);
     outcome.binary = 'removed';
@@ -253,17 +244,10 @@ export function uninstallFromDirs(binDir: string, confDir: string): UninstallOut
   return outcome;
 }
 
-function parseListQuietly(path: string): PluginList | undefined {
+/** The file (or `text` under its name) as a plugin list; none when it cannot be read or is not one. */
+function listOrUndefined(path: string, text?: string): PluginList | undefined {
   try {
-    return parsePrimary(path, readFileSync(path, 'utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
-function parseOrUndefined(path: string, text: string): PluginList | undefined {
-  try {
-    return parsePrimary(path, text);
+    return parsePrimary(path, text ?? readFileSync(path, 'utf8'));
   } catch {
     return undefined;
   }
