@@ -4,8 +4,8 @@
 // conflist's version is run at its newest older one and its result carried up to the conflist's
 // version, as a converting runtime does (the reference plugins stop at 1.0.0; podnet speaks 1.1.0).
 import { execa } from 'execa';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 export interface PluginConf {
   type: string;
@@ -42,10 +42,42 @@ export interface PluginRun {
 
 export class CniRuntime {
   readonly binDirs: readonly string[];
+  /** Where add() leaves libcni's result cache (results/<network>-<container>-<ifname>), as a runtime does; none if unset. */
+  readonly cacheDir: string | undefined;
   private readonly versions = new Map<string, string[]>();
 
-  constructor(binDirs: readonly string[]) {
+  constructor(binDirs: readonly string[], options: { cacheDir?: string } = {}) {
     this.binDirs = binDirs;
+    this.cacheDir = options.cacheDir;
+  }
+
+  /** The cache file libcni keeps for one attachment of `list`. */
+  cacheFile(list: Conflist, att: Attachment): string {
+    if (!this.cacheDir) throw new Error('this runtime keeps no result cache');
+    return join(this.cacheDir, 'results', `${list.name}-${att.containerId}-${att.ifname}`);
+  }
+
+  /** What libcni 1.2 caches after an ADD: the config's bytes (base64, as Go marshals them), the attachment, CNI_ARGS as pairs, the result. */
+  private writeCache(list: Conflist, att: Attachment, result: Record<string, unknown>): void {
+    const file = this.cacheFile(list, att);
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    const cniArgs = (att.args ?? '').split(';').filter((p) => p.includes('=')).map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]);
+    const cached = {
+      kind: 'cniCacheV1',
+      containerId: att.containerId,
+      config: Buffer.from(JSON.stringify(list)).toString('base64'),
+      ifName: att.ifname,
+      networkName: list.name,
+      netns: att.netns,
+      ...(cniArgs.length > 0 ? { cniArgs } : {}),
+      result,
+    };
+    writeFileSync(file, JSON.stringify(cached), { mode: 0o600 });
+  }
+
+  /** The result add() cached for this attachment, as a runtime hands it to DEL and CHECK. */
+  cachedResult(list: Conflist, att: Attachment): Record<string, unknown> {
+    return (JSON.parse(readFileSync(this.cacheFile(list, att), 'utf8')) as { result: Record<string, unknown> }).result;
   }
 
   /** Runs one plugin binary with the CNI environment and `config` on stdin. */
@@ -62,6 +94,7 @@ export class CniRuntime {
   async add(list: Conflist, att: Attachment): Promise<Record<string, unknown>> {
     let prev: Record<string, unknown> | undefined;
     for (const plugin of list.plugins) prev = await this.invoke(list, plugin, 'ADD', att, prev);
+    if (this.cacheDir) this.writeCache(list, att, prev ?? {});
     return prev ?? {};
   }
 
@@ -71,6 +104,7 @@ export class CniRuntime {
 
   async del(list: Conflist, att: Attachment, cached?: Record<string, unknown>): Promise<void> {
     for (const plugin of [...list.plugins].reverse()) await this.invoke(list, plugin, 'DEL', att, cached);
+    if (this.cacheDir) rmSync(this.cacheFile(list, att), { force: true });
   }
 
   /** What a plugin answers: a result (ADD) or nothing; a CniError carries its error object. */

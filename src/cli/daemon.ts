@@ -13,7 +13,8 @@ export function daemonCommand(): Command {
     .option('--config-dir <dir>', 'standalone mode: follow the Network and PodNetworkConfig documents (YAML or JSON) in this directory')
     .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string; cniConfDir?: string }) => {
+    .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string }) => {
       const log = jsonLogger();
       const resyncMs = Number(options.resyncSeconds) * 1000;
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
@@ -24,6 +25,7 @@ export function daemonCommand(): Command {
         log,
         resyncMs,
         ...(options.configDir ? { configDir: options.configDir } : {}),
+        ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),
         ...(options.cniConfDir
           ? {
               cniConf: {

@@ -71,20 +71,20 @@ t.test('podsTable', async (t) => {
       items: [
         view(45 * second, { pod: { namespace: 'shop', name: 'web-0', uid: 'u1' }, ifname: 'net1' }, true),
         view(3 * day, { containerId: 'podmanctr', netns: '/run/netns/netns-7', pod: { name: 'my-container' } }, false),
-        view(10 * minute, { containerId: 'c3' }, true),
+        view(10 * minute, { containerId: 'c3', adoptedFrom: '/var/lib/cni/results/pods-c3-eth0' }, true),
       ],
     };
     t.equal(
       podsTable(list, now),
-      'NAMESPACE   NAME           CONTAINER      IFNAME   NETNS                  AGE   NETNS-EXISTS\n' +
-      'shop        web-0          0123456789ab   net1     /var/run/netns/cni-1   45s   yes\n' +
-      '-           my-container   podmanctr      eth0     /run/netns/netns-7     3d    no\n' +
-      '-           -              c3             eth0     /var/run/netns/cni-1   10m   yes\n',
+      'NAMESPACE   NAME           CONTAINER      IFNAME   NETNS                  AGE   NETNS-EXISTS   ADOPTED\n' +
+      'shop        web-0          0123456789ab   net1     /var/run/netns/cni-1   45s   yes            no\n' +
+      '-           my-container   podmanctr      eth0     /run/netns/netns-7     3d    no             no\n' +
+      '-           -              c3             eth0     /var/run/netns/cni-1   10m   yes            yes\n',
     );
   });
 
   t.test('an empty list prints the header', async (t) => {
-    t.equal(podsTable({ items: [] }, now), 'NAMESPACE   NAME   CONTAINER   IFNAME   NETNS   AGE   NETNS-EXISTS\n');
+    t.equal(podsTable({ items: [] }, now), 'NAMESPACE   NAME   CONTAINER   IFNAME   NETNS   AGE   NETNS-EXISTS   ADOPTED\n');
   });
 
   t.test('a record time Date cannot parse shows no NaN', async (t) => {

@@ -22,6 +22,8 @@ export function podsTable(list: AttachmentList, now: Date): string {
     record.netns,
     formatAge(now.getTime() - Date.parse(record.createdAt)),
     netnsExists ? 'yes' : 'no',
+    // Found in the runtime's result cache at the daemon's start, not recorded by an ADD.
+    record.adoptedFrom === undefined ? 'no' : 'yes',
   ]);
-  return formatTable(['NAMESPACE', 'NAME', 'CONTAINER', 'IFNAME', 'NETNS', 'AGE', 'NETNS-EXISTS'], rows);
+  return formatTable(['NAMESPACE', 'NAME', 'CONTAINER', 'IFNAME', 'NETNS', 'AGE', 'NETNS-EXISTS', 'ADOPTED'], rows);
 }

@@ -14,7 +14,9 @@ import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
-import { chainIfMissing } from '../install/install.ts';
+import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
+import { adoptCachedAttachments } from '../registry/adopt.ts';
+import { networkNamespaceCheck } from '../netns/probe.ts';
 import type { PodnetEntry } from '../install/conflist.ts';
 
 export interface DaemonOptions {
@@ -30,6 +32,11 @@ export interface DaemonOptions {
   resyncMs?: number;
   /** The runtime's CNI conf dir, to keep podnet chained into the primary's config there, with this entry. */
   cniConf?: { dir: string; entry: PodnetEntry };
+  /**
+   * The runtime's libcni cache dir (/var/lib/cni): at start, pods that ran before podnet was
+   * chained are adopted from its result cache. Only the primary's network when cniConf is given.
+   */
+  cniCacheDir?: string;
 }
 
 export interface RunningDaemon {
@@ -49,6 +56,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
+    if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
     if (opts.configDir) {
       reconciler = new Reconciler({
         stateDir: opts.stateDir,
@@ -136,6 +144,29 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       log.info('stopped');
     },
   };
+}
+
+/**
+ * Adopts the pods the runtime networked before podnet was chained (src/registry/adopt.ts). With
+ * a conf dir, only the primary's network: the one whose pods the runtime hands podnet from now on.
+ */
+async function adopt(registry: Registry, cacheDir: string, confDir: string | undefined, log: Logger): Promise<void> {
+  let network: string | undefined;
+  if (confDir !== undefined) {
+    try {
+      network = primaryNetworkName(confDir);
+    } catch (err) {
+      log.warn('cannot tell the primary network; no pod is adopted', { dir: confDir, error: (err as Error).message });
+      return;
+    }
+    if (network === undefined) return;
+  }
+  await adoptCachedAttachments(registry, {
+    cacheDir,
+    ...(network !== undefined ? { adoptsNetwork: (name: string) => name === network } : {}),
+    isNetworkNamespace: networkNamespaceCheck(),
+    log,
+  });
 }
 
 /**

@@ -125,7 +125,7 @@ export interface AttachmentKey {
   ifname: IfName;
 }
 /**
- * What podnet knows of one attachment: written on ADD, removed on DEL or GC.
+ * What podnet knows of one attachment: written on ADD (or, for a pod that ran before podnet was chained, adopted from the runtime's result cache when the daemon starts), removed on DEL or GC.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "AttachmentRecord".
@@ -142,6 +142,10 @@ export interface AttachmentRecord {
    */
   prevResult?: {};
   createdAt: Timestamp;
+  /**
+   * Set when podnet never saw this attachment's ADD: the libcni result cache file the daemon built the record from (the pod ran before podnet was chained).
+   */
+  adoptedFrom?: string;
 }
 /**
  * An attachment record as the daemon shows it, with what it observed now.

@@ -175,6 +175,17 @@ export function chainIfMissing(confDir: string, entry: PodnetEntry): string | un
 }
 
 /**
+ * The network the primary's config defines, whose pods the runtime hands podnet once it is
+ * chained (the daemon adopts that network's pods from before). Undefined without a primary.
+ */
+export function primaryNetworkName(confDir: string): string | undefined {
+  const primary = primaryConfigName(configNames(confDir));
+  if (primary === undefined) return undefined;
+  const path = join(confDir, primary);
+  return parsePrimary(path, readFileSync(path, 'utf8')).name;
+}
+
+/**
  * `podnet install`: waits for the primary's config, checks it and both dirs, copies the
  * executable, then chains podnet (the binary first: a chained entry with no binary would fail
  * every pod's ADD). A failure to chain removes a binary this install put where none was.

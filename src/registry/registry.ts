@@ -83,6 +83,19 @@ export class Registry {
     });
   }
 
+  /**
+   * Records an attachment podnet never saw the ADD of (src/registry/adopt.ts), unless it is
+   * recorded by then, the spool's changes included: an ADD's own record always wins. Whether it was added.
+   */
+  adopt(record: AttachmentRecord): Promise<boolean> {
+    return this.serialize(async () => {
+      await this.replaySpool();
+      if (this.records.has(keyOf(record))) return false;
+      this.commit({ op: 'add', record });
+      return true;
+    });
+  }
+
   /** Replays whatever the plugins spooled; the number of entries applied. */
   drainSpool(): Promise<number> {
     return this.serialize(() => this.replaySpool());

@@ -1,0 +1,148 @@
+// Pods that ran before podnet was chained: the runtime never called podnet for them, so nothing
+// recorded them. The runtime's libcni did: after each ADD it caches what it did in
+// <cacheDir>/results/<network>-<container>-<ifname> (kind cniCacheV1): the container id, interface,
+// network name, CNI_ARGS (the pod's identity), the chain's result and, from libcni 1.2 on, the
+// netns path. That is everything the plugin would have recorded, so at start the daemon records
+// each such attachment it has no record of, marked with the file it came from.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseCniArgs, podIdentityFromArgs } from '../cni/args.ts';
+import { parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
+import type { Logger } from '../log.ts';
+import type { Registry } from './registry.ts';
+
+/** libcni's cache format since 0.8; an older cache held the bare result, which names no netns or pod. */
+const cacheKind = 'cniCacheV1';
+
+/** What a cache file says of one attachment, or why it is of no use to podnet. */
+export type CachedAttachment = { record: AttachmentRecord } | { skip: string };
+
+/**
+ * The record the plugin would have written for the attachment cached in `text` (the file at
+ * `path`), given the moment of adoption: a pure function of the file's text.
+ */
+export function recordFromCacheEntry(text: string, path: string, now: Date): CachedAttachment {
+  let cached: Record<string, unknown>;
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { skip: 'not a JSON object' };
+    cached = parsed as Record<string, unknown>;
+  } catch (err) {
+    return { skip: `not JSON: ${(err as Error).message}` };
+  }
+  if (cached['kind'] !== cacheKind) return { skip: `kind is ${JSON.stringify(cached['kind'])}, not ${cacheKind} (a cache from before libcni 0.8)` };
+  if (typeof cached['netns'] !== 'string' || cached['netns'] === '') {
+    return { skip: 'names no netns (libcni before 1.2 does not cache it); podnet records this pod at its next CNI ADD' };
+  }
+  const result = cached['result'];
+  const cniVersion = versionOf(cached['config']) ?? (isObject(result) ? result['cniVersion'] : undefined);
+  try {
+    const record = parseDocument(
+      'AttachmentRecord',
+      {
+        containerId: cached['containerId'],
+        ifname: cached['ifName'],
+        network: cached['networkName'],
+        netns: cached['netns'],
+        cniVersion,
+        pod: podIdentityFromArgs(argsOf(cached['cniArgs'])),
+        ...(isObject(result) ? { prevResult: result } : {}),
+        createdAt: now.toISOString(),
+        adoptedFrom: path,
+      },
+      `cache entry ${path}`,
+    );
+    return { record };
+  } catch (err) {
+    return { skip: (err as Error).message };
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The cniVersion of the cached network config (Go marshals its bytes as base64). */
+function versionOf(config: unknown): unknown {
+  if (typeof config !== 'string') return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(config, 'base64').toString('utf8')) as unknown;
+    return isObject(parsed) ? parsed['cniVersion'] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** libcni caches CNI_ARGS as [key, value] pairs; anything else is no identity. */
+function argsOf(pairs: unknown): Map<string, string> {
+  if (!Array.isArray(pairs)) return new Map();
+  const text = pairs
+    .filter((p): p is [string, string] => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string')
+    .map(([k, v]) => `${k}=${v}`)
+    .join(';');
+  return parseCniArgs(text);
+}
+
+export interface AdoptionOptions {
+  /** libcni's cache dir (the runtime's; /var/lib/cni by default): its results/ folder is read. */
+  cacheDir: string;
+  /** Which networks' attachments to adopt: those whose config now chains podnet. Every one when absent. */
+  adoptsNetwork?: (name: string) => boolean;
+  isNetworkNamespace: (path: string) => boolean;
+  now?: () => Date;
+  log: Logger;
+}
+
+export interface AdoptionReport {
+  adopted: AttachmentRecord[];
+  /** Cache files that could not be adopted and why (a network podnet is not chained into is not listed). */
+  skipped: { file: string; reason: string }[];
+}
+
+/**
+ * Records every attachment in the runtime's result cache that podnet has no record of and whose
+ * netns is still there. Never fails the daemon's start: a cache that cannot be read adopts nothing.
+ */
+export async function adoptCachedAttachments(registry: Registry, opts: AdoptionOptions): Promise<AdoptionReport> {
+  const dir = join(opts.cacheDir, 'results');
+  const report: AdoptionReport = { adopted: [], skipped: [] };
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') opts.log.warn('cannot read the CNI result cache; no pod is adopted', { dir, error: (err as Error).message });
+    return report;
+  }
+  const now = opts.now ?? (() => new Date());
+  for (const name of names) {
+    const file = join(dir, name);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      // Gone since the listing: the runtime deleted that attachment meanwhile.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') report.skipped.push({ file, reason: (err as Error).message });
+      continue;
+    }
+    const cached = recordFromCacheEntry(text, file, now());
+    if ('skip' in cached) {
+      report.skipped.push({ file, reason: cached.skip });
+      continue;
+    }
+    const { record } = cached;
+    if (opts.adoptsNetwork && !opts.adoptsNetwork(record.network)) continue;
+    if (registry.get(record) !== undefined) continue;
+    // A pod deleted before its cache file was: nothing to change there, nothing to record.
+    if (!opts.isNetworkNamespace(record.netns)) continue;
+    if (await registry.adopt(record)) report.adopted.push(record);
+  }
+  for (const { file, reason } of report.skipped) opts.log.warn('a CNI result cache entry was not adopted', { file, reason });
+  if (report.adopted.length > 0) {
+    opts.log.info('adopted pods that ran before podnet was chained', {
+      cacheDir: dir,
+      attachments: report.adopted.map((r) => `${r.pod.namespace ?? '-'}/${r.pod.name ?? '-'} ${r.containerId.slice(0, 12)} ${r.ifname}`),
+    });
+  }
+  return report;
+}
