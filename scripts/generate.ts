@@ -1,13 +1,15 @@
 // Derives code from the JSON Schemas in schemas/, the single source of truth:
 //  - src/generated/validators.js: ajv validators compiled ahead of time ("standalone"), so neither
 //    the CNI plugin nor the daemon compiles a schema at start;
-//  - src/generated/schema-types.ts: the TypeScript types of the same documents.
+//  - src/generated/schema-types.ts: the TypeScript types of the same documents;
+//  - daemonset/crds.yaml: the CustomResourceDefinitions of Network and PodNetworkConfig (scripts/crds.ts).
 // `npm run generate` writes them; a unit test fails when they are stale.
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standalone from 'ajv/dist/standalone/index.js';
 import { compile } from 'json-schema-to-typescript';
+import { crdsYaml } from './crds.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -78,6 +80,7 @@ export async function generatedFiles(): Promise<Record<string, string>> {
   return {
     'src/generated/validators.js': await validatorsSource(schemas),
     'src/generated/schema-types.ts': await typesSource(schemas),
+    'daemonset/crds.yaml': crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!),
   };
 }
 
