@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { callDaemon } from '../protocol/client.ts';
 import { routes } from '../protocol/paths.ts';
 import type { DaemonStatus } from '../protocol/validate.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
@@ -6,7 +7,14 @@ import { getDocument, outputOption, socketOption } from './query.ts';
 export function statusCommand(): Command {
   return socketOption(new Command('status').description('show the node daemon: version, attachments, spool backlog, files set aside as corrupt'))
     .addOption(outputOption(['text', 'json']))
-    .action(async (options: { socket: string; output: string }) => {
+    .option('--ready', "only ask whether the daemon is ready (its readiness probe): exit 0 when it is, else 1 with the reason")
+    .action(async (options: { socket: string; output: string; ready?: boolean }) => {
+      if (options.ready) {
+        // A PodnetError (not running, not ready and why) reaches cliMain, which prints it and exits 1.
+        await callDaemon({ socketPath: options.socket, method: 'GET', path: routes.readyz, timeoutMs: 5000 });
+        process.stdout.write('ready\n');
+        return;
+      }
       const status = await getDocument(options.socket, routes.status, 'DaemonStatus');
       process.stdout.write(options.output === 'json' ? `${JSON.stringify(status, null, 2)}\n` : statusText(status));
     });
