@@ -1,0 +1,89 @@
+// What `kubectl apply -k daemonset/` installs, read as the API server would get it: valid YAML,
+// every object named, and the DaemonSet as the issue asks for it (the e2e runs its containers).
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { parse, parseAllDocuments } from 'yaml';
+
+// YAML objects of many shapes, read by path: any keeps the reads short; a wrong path fails the assertion.
+type Obj = Record<string, any>;
+const here = (name: string) => new URL(name, import.meta.url);
+const kustomization = parse(readFileSync(here('kustomization.yaml'), 'utf8')) as { resources: string[] };
+
+function documents(file: string): Obj[] {
+  const docs = parseAllDocuments(readFileSync(here(file), 'utf8'));
+  for (const d of docs) if (d.errors.length > 0) throw new Error(`${file}: ${d.errors.map((e) => e.message).join('; ')}`);
+  return docs.map((d) => d.toJS() as Obj).filter((o) => o !== null);
+}
+
+const objects = kustomization.resources.flatMap(documents);
+const find = (kind: string, name: string) => objects.find((o) => o['kind'] === kind && o['metadata']?.['name'] === name);
+
+t.test('every resource of the kustomization is valid YAML of named objects', async (t) => {
+  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'daemonset.yaml']);
+  for (const o of objects) t.ok(o['apiVersion'] && o['kind'] && o['metadata']?.['name'], `${String(o['kind'])} ${String(o['metadata']?.['name'])}`);
+  t.strictSame(
+    objects.map((o) => `${String(o['kind'])}/${String(o['metadata']['name'])}`),
+    [
+      'CustomResourceDefinition/networks.podnetwork.opdev.io',
+      'CustomResourceDefinition/podnetworkconfigs.podnetwork.opdev.io',
+      'Namespace/podnet-system',
+      'ServiceAccount/podnet',
+      'ClusterRole/podnet-node',
+      'ClusterRoleBinding/podnet-node',
+      'ClusterRole/podnet-tenant-edit',
+      'ClusterRole/podnet-tenant-view',
+      'DaemonSet/podnet',
+    ],
+  );
+});
+
+t.test("the daemon's role reads, and writes only status, annotations, finalizers and Events", async (t) => {
+  const rules = find('ClusterRole', 'podnet-node')!['rules'] as Obj[];
+  const verbs = new Set(rules.flatMap((r) => r['verbs'] as string[]));
+  for (const never of ['create', 'update', 'delete', 'deletecollection', '*']) {
+    const granted = rules.filter((r) => (r['verbs'] as string[]).includes(never)).flatMap((r) => r['resources'] as string[]);
+    t.strictSame(granted, never === 'create' ? ['events'] : [], `${never}: ${granted.join(', ') || 'nothing'}`);
+  }
+  t.ok(verbs.has('watch'), 'it watches');
+  t.notOk(rules.some((r) => (r['resources'] as string[]).includes('*') || (r['apiGroups'] as string[]).includes('*')), 'no wildcard');
+  t.notOk(rules.some((r) => (r['resources'] as string[]).includes('secrets')), 'no secrets');
+  const tenant = find('ClusterRole', 'podnet-tenant-edit')!;
+  t.strictSame((tenant['rules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['podnetworkconfigs'], 'tenants get PodNetworkConfigs, never Networks');
+});
+
+t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, resources, every node', async (t) => {
+  const spec = find('DaemonSet', 'podnet')!['spec']['template']['spec'] as Obj;
+  t.equal(spec['hostNetwork'], true);
+  t.equal(spec['hostPID'], true);
+  t.strictSame(spec['tolerations'], [{ operator: 'Exists' }], 'tolerates every taint');
+  const [install] = spec['initContainers'] as Obj[];
+  const [daemon] = spec['containers'] as Obj[];
+  t.match(install!['args'], ['install', '--cni-bin-dir', '/host/opt/cni/bin', '--cni-conf-dir', '/host/etc/cni/net.d']);
+  t.notOk(install!['securityContext']['privileged'], 'the init container needs no privilege');
+  t.strictSame(install!['securityContext']['capabilities'], { drop: ['ALL'] });
+  t.match(daemon!['args'], ['daemon', '--cni-conf-dir', '/host/etc/cni/net.d', '--cni-cache-dir', '/var/lib/cni']);
+  t.equal(daemon!['securityContext']['privileged'], true);
+  t.strictSame(daemon!['readinessProbe']['exec']['command'], ['/usr/local/bin/podnet', 'status', '--ready']);
+  for (const c of [install!, daemon!]) {
+    t.ok(c['resources']['requests']['memory'] && c['resources']['limits']['memory'], `${String(c['name'])}: memory request and limit`);
+    t.ok(c['resources']['requests']['cpu'] && c['resources']['limits']['cpu'], `${String(c['name'])}: cpu request and limit`);
+  }
+  const volumes = new Map((spec['volumes'] as Obj[]).map((v) => [v['name'] as string, v]));
+  const mounts = (c: Obj) =>
+    Object.fromEntries((c['volumeMounts'] as Obj[]).map((m) => [volumes.get(m['name'])!['hostPath']?.['path'] ?? 'emptyDir', `${String(m['mountPath'])}${m['readOnly'] ? ' ro' : ''}${m['mountPropagation'] ? ` ${String(m['mountPropagation'])}` : ''}`]));
+  t.strictSame(mounts(install!), { '/opt/cni/bin': '/host/opt/cni/bin', '/etc/cni/net.d': '/host/etc/cni/net.d' });
+  t.strictSame(mounts(daemon!), {
+    '/etc/cni/net.d': '/host/etc/cni/net.d',
+    '/var/lib/cni': '/var/lib/cni ro',
+    '/var/lib/podnet': '/var/lib/podnet',
+    '/run/podnet': '/run/podnet',
+    '/run/netns': '/run/netns HostToContainer',
+    '/var/run/netns': '/var/run/netns HostToContainer',
+    emptyDir: '/tmp',
+  });
+  t.equal(volumes.size, new Set([...(install!['volumeMounts'] as Obj[]), ...(daemon!['volumeMounts'] as Obj[])].map((m) => m['name'])).size, 'no volume goes unmounted');
+});
+
+t.test('the namespace lets Pod Security admit the privileged daemon', async (t) => {
+  t.equal(find('Namespace', 'podnet-system')!['metadata']['labels']['pod-security.kubernetes.io/enforce'], 'privileged');
+});
