@@ -87,3 +87,12 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
 t.test('the namespace lets Pod Security admit the privileged daemon', async (t) => {
   t.equal(find('Namespace', 'podnet-system')!['metadata']['labels']['pod-security.kubernetes.io/enforce'], 'privileged');
 });
+
+t.test('uninstall.yaml takes podnet off each node, with no API access', async (t) => {
+  const [removal, ...others] = documents('uninstall.yaml');
+  t.equal(others.length, 0);
+  const spec = removal!['spec']['template']['spec'] as Obj;
+  t.equal(spec['automountServiceAccountToken'], false);
+  t.match(spec['initContainers'][0]['args'], ['uninstall', '--cni-bin-dir', '/host/opt/cni/bin', '--cni-conf-dir', '/host/etc/cni/net.d']);
+  t.notOk(kustomization.resources.includes('uninstall.yaml'), 'not part of what apply -k installs');
+});

@@ -139,4 +139,17 @@ t.test('the image runs the DaemonSet: install chains podnet, the daemon gets rea
     return stdout.includes('web-1') ? stdout : undefined;
   });
   t.match(seen, new RegExp(`shop\\s+web-1\\s+${att.containerId}\\s+eth0\\s+${later.path}\\s+\\S+\\s+yes\\s+no`), 'its netns exists for the daemon; it is recorded, not adopted');
+
+  // Taking it off the node (daemonset/uninstall.yaml), once the daemon is stopped.
+  const removal = parse(await readFile(`${repoRoot}daemonset/uninstall.yaml`, 'utf8')) as { spec: { template: { spec: PodSpec } } };
+  const removalSpec = removal.spec.template.spec;
+  const [uninstall] = removalSpec.initContainers;
+  const early = await podman(['run', '--rm', ...runArgs(removalSpec, uninstall!, node), image, ...uninstall!.args]);
+  t.not(early.exitCode, 0, 'refused while the daemon runs');
+  t.match(JSON.parse(await readFile(`${conf}/10-pods.conflist`, 'utf8')), { plugins: [{ type: 'bridge' }, { type: 'podnet' }] }, 'and nothing changed');
+  t.equal((await podman(['stop', '--time', '10', name])).exitCode, 0, 'the daemon container stops');
+  const removed = await podman(['run', '--rm', ...runArgs(removalSpec, uninstall!, node), image, ...uninstall!.args]);
+  t.equal(removed.exitCode, 0, `the uninstall container runs: ${removed.stderr}`);
+  t.equal(await readFile(`${conf}/10-pods.conflist`, 'utf8'), JSON.stringify(primary), "the primary's file is back as it was");
+  t.rejects(stat(`${node}/opt/cni/bin/podnet`), 'the executable is gone');
 });

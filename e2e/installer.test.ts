@@ -35,7 +35,7 @@ async function cniDirs(t: Test): Promise<Dirs> {
 const podnet = (args: string[], dirs: Dirs) =>
   execa(podnetBinary, [...args, '--cni-bin-dir', dirs.bin, '--cni-conf-dir', dirs.conf], { reject: false });
 const install = (dirs: Dirs, ...extra: string[]) => podnet(['install', '--wait-seconds', '0', ...extra], dirs);
-const uninstall = (dirs: Dirs) => podnet(['uninstall', '--keep-pods'], dirs);
+const uninstall = (dirs: Dirs) => podnet(['uninstall', '--keep-pods', '--state-dir', `${dirs.root}/state`], dirs);
 
 /** The folder's files and their text: what "nothing changed" is checked against. */
 async function snapshot(folder: string): Promise<Record<string, string>> {
@@ -220,4 +220,14 @@ t.test('the daemon chains podnet again when the primary rewrites its config', { 
   // A new primary that sorts first (the cluster moves to another CNI) is chained too.
   await writeFile(`${dirs.conf}/00-calico.conflist`, '{"cniVersion":"0.3.1","name":"k8s-pod-network","plugins":[{"type":"calico"},{"type":"portmap"}]}');
   t.match(await until('the new primary chained', () => chainedList('00-calico.conflist'), 10_000), { plugins: [{ type: 'calico' }, { type: 'portmap' }, entry] }, 'a new primary is chained within seconds');
+
+  // Uninstall while this daemon runs would be undone by it, now without an executable for the
+  // runtime to find: refused, --keep-pods or not, before anything changes.
+  const before = await snapshot(dirs.conf);
+  for (const keep of [['--keep-pods'], []]) {
+    const refused = await podnet(['uninstall', ...keep, '--state-dir', daemon.stateDir], dirs);
+    t.not(refused.exitCode, 0, `uninstall ${keep.join(' ')} is refused while the daemon runs`);
+    t.match(refused.stderr, /daemon/, refused.stderr.trim());
+  }
+  t.same(await snapshot(dirs.conf), before, 'the conf dir is as it was');
 });

@@ -22,9 +22,11 @@ export function uninstallCommand(): Command {
     .option('--state-dir <dir>', "the daemon's state dir", defaultStateDir)
     .option('--keep-pods', "leave the pods' interfaces, routes and settings as podnet made them")
     .action(async (flags: UninstallFlags) => {
-      const takeBack = !flags.keepPods && existsSync(flags.stateDir);
-      // Refused before anything changes when a daemon runs: it would put back what is taken back.
-      if (takeBack) acquireStateLock(flags.stateDir).release();
+      const hasState = existsSync(flags.stateDir);
+      // Refused before anything changes when a daemon runs, with --keep-pods too: it would chain
+      // podnet again, now with no executable for the runtime to find, and put back what is taken back.
+      if (hasState) acquireStateLock(flags.stateDir).release();
+      const takeBack = !flags.keepPods && hasState;
       const dirs = uninstallFromDirs(flags.cniBinDir, flags.cniConfDir);
       const lines = [
         ...dirs.unchained.map((f) => `took podnet out of ${f}`),
