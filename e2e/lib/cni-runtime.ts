@@ -6,6 +6,7 @@
 import { execa } from 'execa';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { parseCniArgs } from '../../src/cni/args.ts';
 
 export interface PluginConf {
   type: string;
@@ -61,7 +62,7 @@ export class CniRuntime {
   private writeCache(list: Conflist, att: Attachment, result: Record<string, unknown>): void {
     const file = this.cacheFile(list, att);
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    const cniArgs = (att.args ?? '').split(';').filter((p) => p.includes('=')).map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]);
+    const cniArgs = [...parseCniArgs(att.args)];
     const cached = {
       kind: 'cniCacheV1',
       containerId: att.containerId,

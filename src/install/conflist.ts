@@ -5,6 +5,7 @@
 // else: other plugins' entries, their order and their keys stay as the primary wrote them.
 import { PodnetError } from '../errors.ts';
 import { isSupportedVersion, supportedVersions } from '../cni/version.ts';
+import { isJsonObject } from '../protocol/validate.ts';
 
 /** The file names libcni reads as network configs. */
 const configExtensions = ['.conf', '.conflist', '.json'] as const;
@@ -50,9 +51,6 @@ function invalid(file: string, reason: string): PodnetError {
   return new PodnetError('INVALID_CONFIG', `${file}: ${reason}; podnet changed nothing`);
 }
 
-function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /**
  * The primary's config as a plugin list: a .conflist as it is, a single plugin wrapped the way
@@ -66,7 +64,7 @@ export function parsePrimary(file: string, text: string): PluginList {
   } catch (err) {
     throw invalid(file, `not JSON (${(err as Error).message})`);
   }
-  if (!isObject(parsed)) throw invalid(file, 'not a JSON object');
+  if (!isJsonObject(parsed)) throw invalid(file, 'not a JSON object');
   let list: Json;
   if (isSinglePlugin(file)) {
     if (typeof parsed['type'] !== 'string' || parsed['type'] === '') throw invalid(file, 'a single plugin config has no "type"');
@@ -75,7 +73,7 @@ export function parsePrimary(file: string, text: string): PluginList {
   } else {
     list = parsed;
     if (!Array.isArray(list['plugins']) || list['plugins'].length === 0) throw invalid(file, 'a plugin list has no "plugins"');
-    const bad = (list['plugins'] as unknown[]).findIndex((p) => !isObject(p) || typeof p['type'] !== 'string' || p['type'] === '');
+    const bad = (list['plugins'] as unknown[]).findIndex((p) => !isJsonObject(p) || typeof p['type'] !== 'string' || p['type'] === '');
     if (bad >= 0) throw invalid(file, `plugins[${bad}] has no "type"`);
   }
   if (typeof list['name'] !== 'string' || list['name'] === '') throw invalid(file, 'no network "name"');

@@ -57,6 +57,11 @@ export interface DocumentTypes {
 export type DocumentName = keyof DocumentTypes;
 
 /** "at /ifname: must match pattern ..." for each violation, so a user sees where and what. */
+/** Whether a parsed JSON value is an object (not null, not an array): what a document must be before its keys are read. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 export function describeViolations(errors: readonly AjvError[]): string {
   return errors
     .map((e) => {

@@ -6,8 +6,8 @@
 // each such attachment it has no record of, marked with the file it came from.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseCniArgs, podIdentityFromArgs } from '../cni/args.ts';
-import { parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
+import { podIdentityFromArgs } from '../cni/args.ts';
+import { isJsonObject, parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
 import type { Logger } from '../log.ts';
 import type { Registry } from './registry.ts';
 
@@ -25,8 +25,8 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
   let cached: Record<string, unknown>;
   try {
     const parsed = JSON.parse(text) as unknown;
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { skip: 'not a JSON object' };
-    cached = parsed as Record<string, unknown>;
+    if (!isJsonObject(parsed)) return { skip: 'not a JSON object' };
+    cached = parsed;
   } catch (err) {
     return { skip: `not JSON: ${(err as Error).message}` };
   }
@@ -35,7 +35,7 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
     return { skip: 'names no netns (libcni before 1.2 does not cache it); podnet records this pod at its next CNI ADD' };
   }
   const result = cached['result'];
-  const cniVersion = versionOf(cached['config']) ?? (isObject(result) ? result['cniVersion'] : undefined);
+  const cniVersion = versionOf(cached['config']) ?? (isJsonObject(result) ? result['cniVersion'] : undefined);
   try {
     const record = parseDocument(
       'AttachmentRecord',
@@ -46,7 +46,7 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
         netns: cached['netns'],
         cniVersion,
         pod: podIdentityFromArgs(argsOf(cached['cniArgs'])),
-        ...(isObject(result) ? { prevResult: result } : {}),
+        ...(isJsonObject(result) ? { prevResult: result } : {}),
         createdAt: now.toISOString(),
         adoptedFrom: path,
       },
@@ -58,16 +58,12 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
   }
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** The cniVersion of the cached network config (Go marshals its bytes as base64). */
 function versionOf(config: unknown): unknown {
   if (typeof config !== 'string') return undefined;
   try {
     const parsed = JSON.parse(Buffer.from(config, 'base64').toString('utf8')) as unknown;
-    return isObject(parsed) ? parsed['cniVersion'] : undefined;
+    return isJsonObject(parsed) ? parsed['cniVersion'] : undefined;
   } catch {
     return undefined;
   }
@@ -76,11 +72,7 @@ function versionOf(config: unknown): unknown {
 /** libcni caches CNI_ARGS as [key, value] pairs; anything else is no identity. */
 function argsOf(pairs: unknown): Map<string, string> {
   if (!Array.isArray(pairs)) return new Map();
-  const text = pairs
-    .filter((p): p is [string, string] => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string')
-    .map(([k, v]) => `${k}=${v}`)
-    .join(';');
-  return parseCniArgs(text);
+  return new Map(pairs.filter((p): p is [string, string] => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string'));
 }
 
 export interface AdoptionOptions {
