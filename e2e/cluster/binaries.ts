@@ -1,0 +1,261 @@
+// kube-apiserver and etcd for the e2e control plane, built with Go from the module proxy once per
+// version and cached outside the repo. Run it by hand (`node e2e/cluster/binaries.ts`) to fill the
+// cache before a test run: a cold build takes minutes.
+import { execa } from 'execa';
+import { accessSync, constants, statSync } from 'node:fs';
+import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+
+/**
+ * The newest Kubernetes release whose module the proxy serves in full and that builds with the
+ * machine's Go (its go.mod says go 1.26.0).
+ */
+export const kubernetesVersion = '1.37.1';
+
+/**
+ * The etcd line this Kubernetes release is made for: its kubeadm defaults to etcd 3.7.0 and its
+ * apiserver links the 3.7.0 client. 3.7.3 is that line's newest patch on the proxy.
+ */
+export const etcdVersion = '3.7.3';
+
+export interface ClusterBinaries {
+  kubeApiserver: string;
+  etcd: string;
+}
+
+interface BinarySpec {
+  component: string;
+  version: string;
+  binary: string;
+  /** What `<binary> --version` prints when the build is the one asked for. */
+  versionText: string;
+  /** Builds into `out`, with `work` an empty folder for the throwaway Go module. */
+  build(go: string, work: string, out: string): Promise<void>;
+}
+
+const kubeApiserverSpec: BinarySpec = {
+  component: 'kube-apiserver',
+  version: `v${kubernetesVersion}`,
+  binary: 'kube-apiserver',
+  versionText: `Kubernetes v${kubernetesVersion}`,
+  build: buildKubeApiserver,
+};
+
+const etcdSpec: BinarySpec = {
+  component: 'etcd',
+  version: `v${etcdVersion}`,
+  binary: 'etcd',
+  versionText: `etcd Version: ${etcdVersion}`,
+  build: buildEtcd,
+};
+
+/**
+ * An argv prefix that makes the kernel SIGKILL the command when this process dies (setpriv's
+ * parent-death signal), so a killed test or build leaves no orphan; empty without setpriv.
+ */
+export const dieWithParent: readonly string[] = (() => {
+  const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => isExecutableSync(p));
+  return setpriv ? [setpriv, '--pdeathsig', 'KILL', '--'] : [];
+})();
+
+export function clusterCacheDir(): string {
+  return process.env['PODNET_CLUSTER_CACHE'] ?? '/var/cache/podnet-e2e';
+}
+
+const binaryPath = (spec: BinarySpec) => join(clusterCacheDir(), `${spec.component}-${spec.version}`, spec.binary);
+
+/** The go command on PATH, or the Go tarball's usual place; undefined when there is none. */
+export function findGo(): string | undefined {
+  const dirs = [...(process.env['PATH'] ?? '').split(delimiter).filter(Boolean), '/usr/local/go/bin'];
+  return dirs.map((d) => join(d, 'go')).find((candidate) => isExecutableSync(candidate));
+}
+
+/** Both binaries when both are cached already, else undefined (then a build is minutes away). */
+export async function cachedClusterBinaries(): Promise<ClusterBinaries | undefined> {
+  const [kubeApiserver, etcd] = [binaryPath(kubeApiserverSpec), binaryPath(etcdSpec)];
+  return (await isExecutable(kubeApiserver)) && (await isExecutable(etcd)) ? { kubeApiserver, etcd } : undefined;
+}
+
+let ensuring: Promise<ClusterBinaries> | undefined;
+
+/**
+ * The cached binaries, built first when missing. Two processes asking at once build once: the
+ * second waits on a lock folder. A binary reaches its cached name only by a rename after it
+ * built and answered --version, so a crashed build never counts as cached.
+ */
+export function ensureClusterBinaries(): Promise<ClusterBinaries> {
+  ensuring ??= (async () => {
+    // One after the other: the machine has 2 cores and each build uses both.
+    const etcd = await ensureBinary(etcdSpec);
+    const kubeApiserver = await ensureBinary(kubeApiserverSpec);
+    return { kubeApiserver, etcd };
+  })();
+  ensuring.catch(() => {
+    ensuring = undefined;
+  });
+  return ensuring;
+}
+
+async function ensureBinary(spec: BinarySpec): Promise<string> {
+  const final = binaryPath(spec);
+  if (await isExecutable(final)) return final;
+  const dir = join(clusterCacheDir(), `${spec.component}-${spec.version}`);
+  await mkdir(dir, { recursive: true });
+  return withBuildLock(join(dir, '.build-lock'), `${spec.component} ${spec.version}`, async (lockDir) => {
+    if (await isExecutable(final)) return final;
+    const go = findGo();
+    if (!go) throw new Error(`cannot build ${spec.component} ${spec.version}: no go command on PATH or in /usr/local/go/bin`);
+    // Under the lock a partial binary is what a killed build left.
+    for (const name of await readdir(dir)) if (name.startsWith(`.${spec.binary}.partial-`)) await rm(join(dir, name), { force: true });
+    const partial = join(dir, `.${spec.binary}.partial-${process.pid}`);
+    // In the lock folder: whoever takes over a stale lock removes a killed build's module too.
+    const work = join(lockDir, 'module');
+    await mkdir(work);
+    const started = Date.now();
+    log(`building ${spec.component} ${spec.version} with ${go} into ${final} (a cold build takes minutes)`);
+    const heartbeat = setInterval(() => log(`still building ${spec.component} ${spec.version}: ${minutesSince(started)} so far`), 60_000);
+    try {
+      await spec.build(go, work, partial);
+      const { stdout } = await execa(partial, ['--version']);
+      if (!stdout.includes(spec.versionText)) throw new Error(`${spec.component} built, but --version says ${JSON.stringify(stdout)}, not ${spec.versionText}`);
+      await rename(partial, final);
+      log(`built ${spec.component} ${spec.version} in ${minutesSince(started)}`);
+      return final;
+    } finally {
+      clearInterval(heartbeat);
+      await rm(partial, { force: true });
+    }
+  });
+}
+
+/**
+ * k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with folders of its
+ * own tree; a module depending on it replaces each with the version published beside the release.
+ */
+async function buildKubeApiserver(go: string, work: string, out: string): Promise<void> {
+  const module = `k8s.io/kubernetes@v${kubernetesVersion}`;
+  await runGo(go, work, ['mod', 'init', 'podnet.local/build/kube-apiserver']);
+  const { stdout } = await runGo(go, work, ['mod', 'download', '-json', module]);
+  const info = JSON.parse(stdout) as { GoMod?: string; Error?: string };
+  if (!info.GoMod) throw new Error(`go mod download ${module}: ${info.Error ?? 'no go.mod'}`);
+  const staging = stagingModules(await readFile(info.GoMod, 'utf8'));
+  if (staging.length === 0) throw new Error(`${module}: its go.mod requires no module at v0.0.0; the recipe needs a look`);
+  const published = `v0.${kubernetesVersion.replace(/^1\./, '')}`;
+  await runGo(go, work, ['mod', 'edit', `-require=${module}`, ...staging.map((m) => `-replace=${m}=${m}@${published}`)]);
+  await runGo(go, work, ['get', `k8s.io/kubernetes/cmd/kube-apiserver@v${kubernetesVersion}`]);
+  // What hack/lib/version.sh stamps, so /version tells the release rather than v0.0.0-master.
+  const [major, minor] = kubernetesVersion.split('.');
+  const stamp = [`gitVersion=v${kubernetesVersion}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean'].map((kv) => `-X k8s.io/component-base/version.${kv}`);
+  await goBuild(go, work, out, 'k8s.io/kubernetes/cmd/kube-apiserver', stamp);
+}
+
+/** The modules a k8s.io/kubernetes go.mod requires at v0.0.0: its staging modules. */
+function stagingModules(goMod: string): string[] {
+  return [...goMod.matchAll(/^\s*(?:require\s+)?(k8s\.io\/[\w.-]+)\s+v0\.0\.0\s*$/gm)].map((m) => m[1]!);
+}
+
+/** etcd's server module is its main package; its own replace lines are ignored as a dependency. */
+async function buildEtcd(go: string, work: string, out: string): Promise<void> {
+  await runGo(go, work, ['mod', 'init', 'podnet.local/build/etcd']);
+  await runGo(go, work, ['get', `go.etcd.io/etcd/server/v3@v${etcdVersion}`]);
+  await goBuild(go, work, out, 'go.etcd.io/etcd/server/v3', []);
+}
+
+function goBuild(go: string, work: string, out: string, pkg: string, ldflags: string[]) {
+  // nice: the build takes both cores for minutes; whatever else runs should keep going.
+  return runGo(go, work, ['build', '-trimpath', `-ldflags=-s -w ${ldflags.join(' ')}`.trim(), '-o', out, pkg], ['nice', '-n', '10']);
+}
+
+function runGo(go: string, cwd: string, args: string[], wrapper: string[] = []) {
+  const [file, ...rest] = [...dieWithParent, ...wrapper, go, ...args];
+  return execa(file!, rest, {
+    cwd,
+    // Go's own messages (downloads, errors) go to the CI log as they come and into the error.
+    stdout: 'pipe',
+    stderr: ['pipe', 'inherit'],
+    stdin: 'ignore',
+    env: {
+      CGO_ENABLED: '0',
+      // Build with this Go or fail saying which the release needs; never fetch a toolchain.
+      GOTOOLCHAIN: 'local',
+      GOWORK: 'off',
+      // The throwaway module is ours to change; a GOFLAGS of the machine's (-mod=vendor) is not.
+      GOFLAGS: '-mod=mod',
+    },
+  });
+}
+
+/**
+ * An exclusive lock as a folder holding its owner's pid. A lock whose owner is gone is stale and
+ * is taken over: a killed build must not stop every later one.
+ */
+async function withBuildLock<T>(lockDir: string, what: string, fn: (lockDir: string) => Promise<T>): Promise<T> {
+  let lastSaid = 0;
+  for (;;) {
+    try {
+      await mkdir(lockDir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const owner = await lockOwner(lockDir);
+      if (owner === 'stale') {
+        await rm(lockDir, { recursive: true, force: true });
+        continue;
+      }
+      if (Date.now() - lastSaid > 60_000) {
+        log(`waiting for process ${owner} that is building ${what}`);
+        lastSaid = Date.now();
+      }
+      await new Promise((r) => setTimeout(r, 2000));
+      continue;
+    }
+    await writeFile(join(lockDir, 'pid'), String(process.pid));
+    try {
+      return await fn(lockDir);
+    } finally {
+      await rm(lockDir, { recursive: true, force: true });
+    }
+  }
+}
+
+async function lockOwner(lockDir: string): Promise<number | 'unknown' | 'stale'> {
+  const pid = Number(await readFile(join(lockDir, 'pid'), 'utf8').catch(() => ''));
+  if (!pid) {
+    // Between mkdir and writing the pid; a lock without a pid for long is a crash in that gap.
+    const made = await stat(lockDir).then((s) => s.mtimeMs, () => 0);
+    return Date.now() - made > 30_000 ? 'stale' : 'unknown';
+  }
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH' ? 'stale' : pid;
+  }
+}
+
+async function isExecutable(path: string): Promise<boolean> {
+  return access(path, constants.X_OK).then(() => true, () => false);
+}
+
+function isExecutableSync(path: string): boolean {
+  // Sync on purpose: a prerequisite check at a test's top, before anything is started.
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function minutesSince(started: number): string {
+  const s = Math.round((Date.now() - started) / 1000);
+  return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}
+
+function log(message: string): void {
+  process.stderr.write(`[podnet e2e cluster] ${message}\n`);
+}
+
+if (import.meta.main) {
+  const binaries = await ensureClusterBinaries();
+  process.stdout.write(`${JSON.stringify(binaries, null, 2)}\n`);
+}
