@@ -30,9 +30,9 @@ const resources: Resource[] = [
     shortNames: ['pnet'],
     columns: [
       { name: 'Type', type: 'string', jsonPath: '.spec.type', description: 'How pods are attached' },
-      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Whether every node serves the network' },
+      { name: 'Ready', type: 'string', jsonPath: '.status.ready', description: 'Nodes that serve the network, of those that report' },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation' },
-      { name: 'Message', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].message', description: 'Why not ready', priority: 1 },
+      { name: 'Message', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].message', description: 'Which nodes cannot serve it, and why', priority: 1 },
     ],
   },
   {
@@ -41,9 +41,10 @@ const resources: Resource[] = [
     scope: 'Namespaced',
     shortNames: ['pnc'],
     columns: [
-      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Whether every selected pod has what the config asks' },
+      { name: 'Ready', type: 'string', jsonPath: '.status.ready', description: 'Selected pods that have everything the config asks, of those the nodes report' },
+      { name: 'Degraded', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].status', description: 'Whether part of the config cannot be applied' },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation' },
-      { name: 'Message', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].message', description: 'Why not ready' },
+      { name: 'Message', type: 'string', jsonPath: '.status.conditions[?(@.type=="Degraded")].message', description: 'What cannot be applied, naming the field' },
     ],
   },
 ];
@@ -138,6 +139,10 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
         break;
       case 'title':
         break;
+      case 'x-kubernetes-list-type':
+      case 'x-kubernetes-list-map-keys':
+        out[key] = value;
+        break;
       case 'additionalProperties':
         if (value === false) break;
         if (value !== true) out[key] = structural(value as Schema, defs, `${path}/additionalProperties`);
@@ -183,10 +188,15 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
   return out;
 }
 
-/** The CRD of one resource, its spec from the JSON Schema, its status written by podnet alone. */
+/** The keywords of a JSON Schema that are Kubernetes's alone, passed through to the CRD as they are. */
+export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys'];
+
+/** The CRD of one resource, spec and status from the JSON Schema; the status written by podnet alone. */
 function crd(resource: Resource, defs: Record<string, Schema>): Schema {
   const def = defs[resource.def]!;
-  const spec = structural((def['properties'] as Record<string, Schema>)['spec']!, defs, `${resource.def}/spec`);
+  const properties = def['properties'] as Record<string, Schema>;
+  const spec = structural(properties['spec']!, defs, `${resource.def}/spec`);
+  const status = structural(properties['status']!, defs, `${resource.def}/status`);
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -219,9 +229,8 @@ function crd(resource: Resource, defs: Record<string, Schema>): Schema {
                 kind: { type: 'string' },
                 metadata: { type: 'object' },
                 spec,
-                // Written by the node daemons only (through the status subresource); its shape is
-                // podnet's own and grows with it, so the API server keeps what they write.
-                status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+                // Written by the node daemons only, through the status subresource.
+                status,
               },
             },
           },

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standalone from 'ajv/dist/standalone/index.js';
 import { compile } from 'json-schema-to-typescript';
-import { crdsYaml } from './crds.ts';
+import { crdsYaml, kubernetesKeywords } from './crds.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -32,6 +32,10 @@ const validated = {
   SandboxList: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SandboxList',
   Network: 'https://podnet.opdev.io/schemas/api.json#/$defs/Network',
   PodNetworkConfig: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfig',
+  NetworkSelectionList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkSelectionList',
+  NetworkStatusList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatusList',
+  PodNetworkConfigStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfigStatus',
+  NetworkStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatus',
 } as const;
 
 const schemaFiles = ['cni-plugin-config.schema.json', 'protocol.schema.json', 'api.schema.json'];
@@ -46,6 +50,9 @@ async function loadSchemas(): Promise<Record<string, unknown>[]> {
 
 async function validatorsSource(schemas: Record<string, unknown>[]): Promise<string> {
   const ajv = new Ajv2020({ schemas, code: { source: true, esm: true }, allErrors: true, strict: true });
+  // Said for the CRDs (scripts/crds.ts copies them): how the API server merges a list when
+  // several field managers (one per node) apply parts of it. Nothing for ajv to check.
+  ajv.addVocabulary(kubernetesKeywords);
   // ajv's ESM output still loads its runtime helpers with require(); make them imports so the
   // module is plain ESM for Node and for the bundler alike.
   const imports: string[] = [];
@@ -68,6 +75,8 @@ async function typesSource(schemas: Record<string, unknown>[]): Promise<string> 
       bannerComment: '',
       unreachableDefinitions: true,
       additionalProperties: false,
+      // Arrays stay arrays: a maxItems is checked by ajv, not spelled out as tuples of each length.
+      maxItems: -1,
       style: { singleQuote: true },
     });
     parts.push(ts);

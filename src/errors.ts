@@ -18,6 +18,7 @@ export const errorCodes = {
   CHECK_FAILED: { cni: 100, http: 409 },
   // Daemon-side kinds; to a runtime they are I/O failures.
   NOT_FOUND: { cni: 5, http: 404 },
+  CONFLICT: { cni: 5, http: 409 },
   INVALID_REQUEST: { cni: 5, http: 400 },
   METHOD_NOT_ALLOWED: { cni: 5, http: 405 },
   UNSUPPORTED_MEDIA_TYPE: { cni: 5, http: 415 },

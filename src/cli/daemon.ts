@@ -11,11 +11,14 @@ export function daemonCommand(): Command {
     .option('--socket <path>', 'unix socket to serve', defaultSocketPath)
     .option('--state-dir <dir>', 'state directory (records, spool)', defaultStateDir)
     .option('--config-dir <dir>', 'standalone mode: follow the Network and PodNetworkConfig documents (YAML or JSON) in this directory')
+    .option('--node-name <name>', "Kubernetes mode: this node's name (the DaemonSet gives spec.nodeName); follow the API's pods on it, Networks and PodNetworkConfigs")
+    .option('--kubeconfig <file>', "with --node-name: the API server and credentials (default: the pod's service account)")
     .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string }) => {
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string }) => {
       const log = jsonLogger();
+      if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
       const daemon = await startDaemon({
@@ -25,6 +28,7 @@ export function daemonCommand(): Command {
         log,
         resyncMs,
         ...(options.configDir ? { configDir: options.configDir } : {}),
+        ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),
         ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),
         ...(options.cniConfDir
           ? {

@@ -18,6 +18,10 @@ import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
 import type { PodnetEntry } from '../install/conflist.ts';
+import { KubeApi } from '../kube/api.ts';
+import { KubeSource } from '../sources/kube.ts';
+import { StatusPublisher } from '../kube/publisher.ts';
+import { PodnetError } from '../errors.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -28,6 +32,11 @@ export interface DaemonOptions {
   spoolIntervalMs?: number;
   /** Standalone mode: the directory of Network and PodNetworkConfig documents to follow. */
   configDir?: string;
+  /**
+   * Kubernetes mode: this node's name, and a kubeconfig file (none: the pod's service account).
+   * The desired state is the API's pods on this node, Networks and PodNetworkConfigs.
+   */
+  kube?: { nodeName: string; kubeconfig?: string };
   /** How often every sandbox is reconciled even without a change (drift repair). */
   resyncMs?: number;
   /** The runtime's CNI conf dir, to keep podnet chained into the primary's config there, with this entry. */
@@ -52,12 +61,32 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let server: RunningServer;
   // Standalone mode only; the socket answers /v1/sandboxes from it.
   let reconciler: Reconciler | undefined;
+  let source: KubeSource | undefined;
+  let publisher: StatusPublisher | undefined;
+  if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
   try {
     // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
     if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
-    if (opts.configDir) {
+    if (opts.kube) {
+      const api = KubeApi.load(opts.kube.kubeconfig);
+      const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, onChange: () => void reconciler?.schedule() });
+      source = kubeSource;
+      reconciler = new Reconciler({
+        stateDir: opts.stateDir,
+        registry,
+        documents: () => kubeSource.documents(),
+        identity: (record) => kubeSource.identity(record),
+        // Until every informer has listed, a pass would take back what the API still asks for.
+        ready: () => kubeSource.synced,
+        afterPass: () => void publisher?.publish(),
+        run: netnsRunner,
+        ipam: NodeIpam.open(opts.stateDir),
+        log,
+      });
+      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, registry, log });
+    } else if (opts.configDir) {
       reconciler = new Reconciler({
         stateDir: opts.stateDir,
         registry,
@@ -66,14 +95,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         ipam: NodeIpam.open(opts.stateDir),
         log,
       });
-      await reconciler.recover();
     }
+    await reconciler?.recover();
     server = await startServer({
       socketPath: opts.socketPath,
       registry,
       version: opts.version,
       log,
-      ...(opts.configDir
+      ...(reconciler
         ? {
             sandboxes: () => reconciler?.list() ?? { documentProblems: [], items: [] },
             diff: (documents: (Network | PodNetworkConfig)[]) => reconciler!.diff(documents),
@@ -117,12 +146,16 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
 
   let configWatch: FSWatcher | undefined;
   let resync: NodeJS.Timeout | undefined;
-  if (reconciler && opts.configDir) {
+  if (reconciler) {
     const r = reconciler;
-    void r.schedule('resync');
-    configWatch = watchConfigDir(opts.configDir, () => void r.schedule());
+    if (opts.configDir) {
+      void r.schedule('resync');
+      configWatch = watchConfigDir(opts.configDir, () => void r.schedule());
+      log.info('following documents', { configDir: opts.configDir });
+    }
+    // The first pass follows the first list of every resource; the API server may be down now.
+    if (source) void source.start().then(() => r.schedule('resync'));
     resync = setInterval(() => void r.schedule('resync'), opts.resyncMs ?? 10_000);
-    log.info('following documents', { configDir: opts.configDir });
   }
 
   const chaining = opts.cniConf ? keepChained(opts.cniConf.dir, opts.cniConf.entry, log) : undefined;
@@ -136,7 +169,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       chaining?.stop();
       configWatch?.close();
       watcher?.close();
+      await source?.stop();
       await reconciler?.close();
+      await publisher?.close();
       await server.close();
       await drain.idle();
       await registry.drainSpool().catch(() => undefined);

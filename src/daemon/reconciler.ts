@@ -35,6 +35,10 @@ export interface SandboxReport {
   problems: Problem[];
   lastSteps: Step[];
   lastError?: string;
+  /** What the documents ask of it, before names and addresses: which document asked for what. */
+  wanted: DesiredSandbox;
+  /** Whether its pod is known to the desired state's source (Kubernetes: the pod is on this node). */
+  known: boolean;
 }
 
 export interface ReconcilerOptions {
@@ -44,6 +48,15 @@ export interface ReconcilerOptions {
   run: NetnsRunner;
   ipam: NodeIpam;
   log: Logger;
+  /**
+   * Who a sandbox is: its labels and annotation (Kubernetes, from its pod object); undefined when
+   * the source knows no such pod, and the sandbox then gets nothing. Standalone: from its record.
+   */
+  identity?: (record: AttachmentRecord) => SandboxIdentity | undefined;
+  /** Called after every pass, with the reports of that pass: where the status is published from. */
+  afterPass?: () => void;
+  /** Whether the source's desired state is complete; a pass before would take back what it still asks. */
+  ready?: () => boolean;
 }
 
 /** A host link of one pod's attachment: a prefix (pnv: veth end, pnb: ifb) and a hash of (container, interface), 13 characters. */
@@ -95,6 +108,8 @@ interface SandboxWork {
   /** `desired` as JSON: what tells a pass whether it changed since the sandbox was last reconciled. */
   desiredJson: string;
   problems: Problem[];
+  wanted: DesiredSandbox;
+  known: boolean;
   /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
   records: string;
 }
@@ -187,7 +202,12 @@ export class Reconciler {
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {
-    return { documentProblems: this.documentProblems, items: [...this.reports.values()] as SandboxList['items'] };
+    return { documentProblems: this.documentProblems, items: [...this.reports.values()].map(({ wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
+  }
+
+  /** The pod's links as its last pass read them (MAC, MTU, addresses); none when the pass did not read back. */
+  podLinks(containerId: string): ReadonlyMap<string, ObservedLink> | undefined {
+    return this.tracks.get(containerId)?.sight?.view.pod;
   }
 
   /** Takes back the passes a crash cut short and the writes it cut short; before the daemon reports ready. */
@@ -237,9 +257,12 @@ export class Reconciler {
 
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
   private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
-    const identity = identityOf(record);
-    const { desired, problems } = this.resolve(record.containerId, desiredFor(identity, docs.networks, docs.configs), addresses, docs.networks);
-    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems, records };
+    const known = this.opts.identity ? this.opts.identity(record) : identityOf(record);
+    const identity = known ?? identityOf(record);
+    const earlier = this.applied.get(record.containerId)?.attachments ?? [];
+    const wanted = known ? desiredFor(known, docs.networks, docs.configs, earlier) : nothingWanted();
+    const { desired, problems } = this.resolve(record.containerId, wanted, addresses, docs.networks);
+    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems, records, wanted, known: known !== undefined };
   }
 
   /**
@@ -277,6 +300,7 @@ export class Reconciler {
    * the sandboxes it takes; when it must read the host, the first sandboxes read their netns meanwhile.
    */
   private async pass(): Promise<void> {
+    if (this.opts.ready && !this.opts.ready()) return;
     const resync = this.resyncNext;
     this.resyncNext = false;
     const docs = this.opts.documents();
@@ -309,6 +333,7 @@ export class Reconciler {
     this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
     this.hostChanged = false;
     this.scheduleRetry();
+    this.opts.afterPass?.();
   }
 
   /** Whether a pass takes this sandbox: see schedule. */
@@ -322,7 +347,10 @@ export class Reconciler {
   /** A sandbox a pass does not take keeps its report, with the documents' problems of now. */
   private refreshReport(work: SandboxWork): void {
     const report = this.reports.get(work.record.containerId);
-    if (report) report.problems = [...work.problems, ...(this.tracks.get(work.record.containerId)?.planProblems ?? [])];
+    if (!report) return;
+    report.problems = [...work.problems, ...(this.tracks.get(work.record.containerId)?.planProblems ?? [])];
+    report.wanted = work.wanted;
+    report.known = work.known;
   }
 
   /** One timer, for the failed sandbox whose retry is due first. */
@@ -404,6 +432,8 @@ export class Reconciler {
       applied: this.applied.get(record.containerId),
       problems: [...problems],
       lastSteps: [],
+      wanted: work.wanted,
+      known: work.known,
     };
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
@@ -579,6 +609,11 @@ export class Reconciler {
     }
     this.applied.setBridges(known.filter((b) => inUse.has(b)));
   }
+}
+
+/** What a sandbox whose pod the source does not know should have: nothing of podnet's. */
+function nothingWanted(): DesiredSandbox {
+  return { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
 }
 
 /**

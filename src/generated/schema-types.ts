@@ -358,12 +358,35 @@ export type Mtu = number;
  */
 export type HostLinkName = string;
 /**
+ * @maxItems 8
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Conditions".
+ */
+export type Conditions = Condition[];
+/**
  * A routing table: a number of the request's own (1 to 4294967295, not 253, 254 or 255, which are the kernel's default, main and local), or "main", which a request must say outright to touch the pod's main table.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "RouteTable".
  */
 export type RouteTable = number | 'main';
+/**
+ * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
+ *
+ * @maxItems 16
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NetworkSelectionList".
+ */
+export type NetworkSelectionList = NetworkSelection[];
+/**
+ * The value of the podnetwork.opdev.io/network-status pod annotation, written by podnet alone: every interface of the pod it knows of.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NetworkStatusList".
+ */
+export type NetworkStatusList = NetworkStatusEntry[];
 
 /**
  * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network) and what a tenant asks for its pods (PodNetworkConfig). The same documents come from Kubernetes or, standalone, from files.
@@ -388,6 +411,8 @@ export interface LabelSelector {
   }[];
 }
 /**
+ * What podnet reads of an object's metadata; a Kubernetes object has more, which is kept as it is.
+ *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "ObjectMeta".
  */
@@ -397,6 +422,9 @@ export interface ObjectMeta {
   labels?: {
     [k: string]: string;
   };
+  generation?: number;
+  uid?: string;
+  resourceVersion?: string;
 }
 /**
  * This interface was referenced by `Api`'s JSON-Schema
@@ -436,7 +464,7 @@ export interface Network {
        * @minItems 1
        * @maxItems 4
        */
-      ranges: [IpRange] | [IpRange, IpRange] | [IpRange, IpRange, IpRange] | [IpRange, IpRange, IpRange, IpRange];
+      ranges: [IpRange, ...IpRange[]];
     };
     namespaceSelector?: LabelSelector;
     macvlan?: {
@@ -458,6 +486,49 @@ export interface Network {
       device?: HostLinkName;
     };
   };
+  status?: NetworkStatus;
+}
+/**
+ * Where a Network is served: one entry per node, written by that node.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NetworkStatus".
+ */
+export interface NetworkStatus {
+  conditions?: Conditions;
+  /**
+   * @maxItems 10000
+   */
+  nodes?: {
+    name: string;
+    ready: boolean;
+    attachedPods: number;
+    message?: string;
+  }[];
+  /**
+   * Nodes that serve the Network, of those that report, as "2/3".
+   */
+  ready?: string;
+}
+/**
+ * A condition as Kubernetes APIs state them (metav1.Condition).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Condition".
+ */
+export interface Condition {
+  type: 'Ready' | 'Degraded';
+  status: 'True' | 'False' | 'Unknown';
+  /**
+   * CamelCase, for machines.
+   */
+  reason: string;
+  message: string;
+  /**
+   * RFC 3339, when status last changed.
+   */
+  lastTransitionTime: string;
+  observedGeneration?: number;
 }
 /**
  * This interface was referenced by `Api`'s JSON-Schema
@@ -471,7 +542,7 @@ export interface Attachment {
    *
    * @maxItems 4
    */
-  ips?: [] | [Cidr] | [Cidr, Cidr] | [Cidr, Cidr, Cidr] | [Cidr, Cidr, Cidr, Cidr];
+  ips?: Cidr[];
   bandwidth?: Bandwidth;
 }
 /**
@@ -518,268 +589,11 @@ export interface PodNetworkConfig {
     /**
      * @maxItems 16
      */
-    attachments?:
-      | []
-      | [Attachment]
-      | [Attachment, Attachment]
-      | [Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
-      | [Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment, Attachment]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ]
-      | [
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment,
-          Attachment
-        ];
+    attachments?: Attachment[];
     /**
      * @maxItems 16
      */
-    interfaces?:
-      | []
-      | [InterfaceTuning]
-      | [InterfaceTuning, InterfaceTuning]
-      | [InterfaceTuning, InterfaceTuning, InterfaceTuning]
-      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
-      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
-      | [InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning, InterfaceTuning]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ]
-      | [
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning,
-          InterfaceTuning
-        ];
+    interfaces?: InterfaceTuning[];
     /**
      * @maxItems 64
      */
@@ -793,6 +607,7 @@ export interface PodNetworkConfig {
      */
     sysctls?: Sysctl[];
   };
+  status?: PodNetworkConfigStatus;
 }
 /**
  * A route in the pod. dev: the pod interface it leaves by (needed without via, and for seg6); seg6: SRv6 encapsulation through the given segments.
@@ -813,15 +628,7 @@ export interface Route {
      * @minItems 1
      * @maxItems 8
      */
-    segments:
-      | [Ip]
-      | [Ip, Ip]
-      | [Ip, Ip, Ip]
-      | [Ip, Ip, Ip, Ip]
-      | [Ip, Ip, Ip, Ip, Ip]
-      | [Ip, Ip, Ip, Ip, Ip, Ip]
-      | [Ip, Ip, Ip, Ip, Ip, Ip, Ip]
-      | [Ip, Ip, Ip, Ip, Ip, Ip, Ip, Ip];
+    segments: [Ip, ...Ip[]];
   };
 }
 /**
@@ -850,4 +657,104 @@ export interface Rule {
 export interface Sysctl {
   name: string;
   value: string;
+}
+/**
+ * What the nodes did with a PodNetworkConfig. Each node writes its own pods' entries (server-side apply, field manager podnet/<node>), so nodes never overwrite each other.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkConfigStatus".
+ */
+export interface PodNetworkConfigStatus {
+  observedGeneration?: number;
+  conditions?: Conditions;
+  /**
+   * @maxItems 10000
+   *
+   * Items: One selected pod, written by the node that serves it.
+   */
+  pods?: {
+    name: Name;
+    node: string;
+    /**
+     * @maxItems 32
+     */
+    interfaces?: AppliedInterface[];
+    /**
+     * Why the pod does not have all the config asks, naming the field.
+     */
+    error?: string;
+  }[];
+  /**
+   * Selected pods that have everything the config asks, of those the nodes report, as "2/3" (kubectl get's READY column).
+   */
+  ready?: string;
+}
+/**
+ * An interface podnet attached or tuned in a pod, as the node saw it after applying.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "AppliedInterface".
+ */
+export interface AppliedInterface {
+  name: PodInterfaceName;
+  /**
+   * A Kubernetes object name (DNS-1123 subdomain).
+   */
+  network?: string;
+  /**
+   * @maxItems 8
+   */
+  addresses?: Cidr[];
+  mac?: string;
+  mtu?: Mtu;
+}
+/**
+ * One attachment a pod's podnetwork.opdev.io/networks annotation asks for (the Network Plumbing WG's network selection element, without namespace: podnet's Networks are cluster-scoped).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NetworkSelection".
+ */
+export interface NetworkSelection {
+  /**
+   * A Kubernetes object name (DNS-1123 subdomain).
+   */
+  name: string;
+  /**
+   * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
+   */
+  interface?: string;
+  /**
+   * Static addresses, each inside one of the Network's ranges.
+   *
+   * @maxItems 4
+   */
+  ips?: Cidr[];
+  /**
+   * A unicast MAC address, lower case.
+   */
+  mac?: string;
+}
+/**
+ * One interface of a pod in the Network Plumbing WG network-status format (what Multus writes to k8s.v1.cni.cncf.io/network-status), or an attachment podnet could not make (problem set).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "NetworkStatusEntry".
+ */
+export interface NetworkStatusEntry {
+  /**
+   * The network: the primary's CNI network name, or the Network's name.
+   */
+  name: string;
+  interface?: string;
+  ips?: string[];
+  mac?: string;
+  mtu?: number;
+  /**
+   * The pod's primary interface.
+   */
+  default?: boolean;
+  /**
+   * podnet's own field: why this attachment is not there (its entry then has no ips).
+   */
+  problem?: string;
 }

@@ -4,7 +4,8 @@
 // cannot be honoured is a Problem naming the document, the field and the reason, and is left out
 // (the rest of the sandbox's desired state still applies).
 import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from '../ipam/cidr.ts';
-import type { AttachmentRecord, Network, PodNetworkConfig, Route, Rule } from '../protocol/validate.ts';
+import type { AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Route, Rule } from '../protocol/validate.ts';
+import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
 import { sysctlPath } from './sysctl.ts';
@@ -38,6 +39,8 @@ export interface DesiredTuning {
 }
 
 export interface DesiredSandbox {
+  /** The PodNetworkConfigs that select the sandbox (documentName), in merge order. */
+  configs: string[];
   attachments: DesiredAttachment[];
   tuning: DesiredTuning[];
   routes: ResolvedRoute[];
@@ -50,6 +53,16 @@ export interface SandboxIdentity {
   namespace: string;
   name: string;
   labels: Labels;
+  /** Its namespace's labels, which Networks' namespaceSelector matches; standalone, the name label alone. */
+  namespaceLabels?: Labels;
+  /** What its podnetwork.opdev.io/networks annotation asks (Kubernetes only). */
+  annotation?: AnnotationRequest;
+}
+
+/** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
+export interface EarlierAttachment {
+  network: string;
+  interface: string;
 }
 
 /** The identity a runtime gave (namespace `default` when it gave none) and the labels from it. */
@@ -63,12 +76,28 @@ export function documentName(doc: Network | PodNetworkConfig): string {
   return doc.kind === 'Network' ? `Network ${doc.metadata.name}` : `PodNetworkConfig ${doc.metadata.namespace ?? 'default'}/${doc.metadata.name}`;
 }
 
+/** The document a pod's own annotation counts as, in problems and in `from`. */
+export function podDocumentName(identity: { namespace: string; name: string }): string {
+  return `Pod ${identity.namespace}/${identity.name}`;
+}
+
 export function desiredFor(
   identity: SandboxIdentity,
   networks: ReadonlyMap<string, Network>,
   configs: readonly PodNetworkConfig[],
+  earlier: readonly EarlierAttachment[] = [],
 ): DesiredSandbox {
-  const out: DesiredSandbox = { attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
+  const out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
+  const namespaceLabels = identity.namespaceLabels ?? { [namespaceNameLabel]: identity.namespace };
+  /** The Network an attachment names, when it exists and admits the pod's namespace; else a problem. */
+  const reachable = (name: string, from: string, field: string): Network | undefined => {
+    const network = networks.get(name);
+    if (!network) return void out.problems.push({ document: from, field, reason: `no Network named ${name}` });
+    if (!network.spec.namespaceSelector || !selects(network.spec.namespaceSelector, namespaceLabels)) {
+      return void out.problems.push({ document: from, field, reason: `Network ${name} does not admit namespace ${identity.namespace}` });
+    }
+    return network;
+  };
   const mine = configs
     .filter((c) => (c.metadata.namespace ?? 'default') === identity.namespace && selects(c.spec.podSelector, identity.labels))
     // A deterministic merge order, whatever order the documents arrived in.
@@ -81,43 +110,46 @@ export function desiredFor(
   const rules = keyedOnce<ResolvedRule>(out.problems);
   const sysctls = keyedOnce<{ name: string; value: string }>(out.problems);
 
+  const attach = (at: DesiredAttachment, field: string): void => {
+    const earlier = attachmentBy.get(at.interface);
+    if (earlier) {
+      conflicted.add(`attach:${at.interface}`);
+      out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
+      return;
+    }
+    attachmentBy.set(at.interface, { at, field });
+  };
+  const tune = (name: string, settings: LinkSettings, from: string, fieldOf: (setting: LinkSettingName) => string): void => {
+    const entry = tuningBy.get(name) ?? { interface: name, settings: {}, from: {}, fields: {} };
+    tuningBy.set(name, entry);
+    for (const setting of linkSettingNames) {
+      const value = settings[setting];
+      if (value === undefined) continue;
+      const field = fieldOf(setting);
+      const earlier = entry.settings[setting];
+      if (earlier !== undefined && earlier !== value) {
+        conflicted.add(`tune:${name}:${setting}`);
+        out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, `the ${setting} of ${name}`));
+        continue;
+      }
+      (entry.settings as Record<string, unknown>)[setting] = value;
+      entry.from[setting] = from;
+      entry.fields[setting] = field;
+    }
+  };
+
+  // The pod's own annotation, then the configs: one merge, the same conflict rules.
+  const unnamed = annotationAttachments(identity, out.problems, reachable, attach, tune);
   for (const config of mine) {
     const from = documentName(config);
+    out.configs.push(from);
     (config.spec.attachments ?? []).forEach((a, i) => {
       const field = `spec.attachments[${i}]`;
-      const network = networks.get(a.network);
-      if (!network) return out.problems.push({ document: from, field: `${field}.network`, reason: `no Network named ${a.network}` });
-      const admits = network.spec.namespaceSelector && selects(network.spec.namespaceSelector, { [namespaceNameLabel]: identity.namespace });
-      if (!admits) {
-        return out.problems.push({ document: from, field: `${field}.network`, reason: `Network ${a.network} does not admit namespace ${identity.namespace}` });
-      }
-      const earlier = attachmentBy.get(a.interface);
-      if (earlier) {
-        conflicted.add(`attach:${a.interface}`);
-        out.problems.push(...conflict(from, field, earlier.at.from, earlier.field, `interface ${a.interface}`));
-        return;
-      }
-      const at: DesiredAttachment = { network, interface: a.interface, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
-      attachmentBy.set(a.interface, { at, field });
+      const network = reachable(a.network, from, `${field}.network`);
+      if (!network) return;
+      attach({ network, interface: a.interface, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) }, field);
     });
-    (config.spec.interfaces ?? []).forEach((tuning, i) => {
-      const entry = tuningBy.get(tuning.name) ?? { interface: tuning.name, settings: {}, from: {}, fields: {} };
-      tuningBy.set(tuning.name, entry);
-      for (const setting of linkSettingNames) {
-        const value = tuning[setting];
-        if (value === undefined) continue;
-        const field = `spec.interfaces[${i}].${setting}`;
-        const earlier = entry.settings[setting];
-        if (earlier !== undefined && earlier !== value) {
-          conflicted.add(`tune:${tuning.name}:${setting}`);
-          out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, `the ${setting} of ${tuning.name}`));
-          continue;
-        }
-        (entry.settings as Record<string, unknown>)[setting] = value;
-        entry.from[setting] = from;
-        entry.fields[setting] = field;
-      }
-    });
+    (config.spec.interfaces ?? []).forEach((tuning, i) => tune(tuning.name, tuning, from, (setting) => `spec.interfaces[${i}].${setting}`));
     (config.spec.routes ?? []).forEach((r, i) => {
       const field = `spec.routes[${i}]`;
       const route = resolveRoute(r);
@@ -136,6 +168,7 @@ export function desiredFor(
       sysctls.keep(entry.name, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
     });
   }
+  nameUnnamed(unnamed, attachmentBy, earlier, tune);
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
   for (const [name, { at }] of attachmentBy) if (!conflicted.has(`attach:${name}`)) out.attachments.push(at);
   for (const { interface: name, settings, from } of tuningBy.values()) {
@@ -154,6 +187,78 @@ export function desiredFor(
     else out.sysctls.push({ name, path: allowed.path, value });
   }
   return out;
+}
+
+type Attach = (at: DesiredAttachment, field: string) => void;
+type Tune = (name: string, settings: LinkSettings, from: string, fieldOf: (setting: LinkSettingName) => string) => void;
+
+interface UnnamedSelection {
+  at: Omit<DesiredAttachment, 'interface'>;
+  field: string;
+  mac?: string;
+}
+
+/**
+ * The annotation's selections: those that name their interface are attached at once, the others
+ * are returned to be named once every named one is known. A selection's MAC is a tuning of its
+ * interface, from the pod.
+ */
+function annotationAttachments(
+  identity: SandboxIdentity,
+  problems: Problem[],
+  reachable: (name: string, from: string, field: string) => Network | undefined,
+  attach: Attach,
+  tune: Tune,
+): UnnamedSelection[] {
+  const request = identity.annotation;
+  if (!request) return [];
+  const from = podDocumentName(identity);
+  const base = `metadata.annotations["${networksAnnotation}"]`;
+  // An unreadable value asks for nothing: what it held cannot be told apart from a typo.
+  if ('problem' in request) {
+    problems.push({ document: from, field: base, reason: request.problem });
+    return [];
+  }
+  const unnamed: UnnamedSelection[] = [];
+  request.selections.forEach((selection: NetworkSelection, i) => {
+    const field = `${base}[${i}]`;
+    const network = reachable(selection.name, from, `${field}.name`);
+    if (!network) return;
+    const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };
+    if (selection.interface === undefined) return void unnamed.push({ at, field, ...(selection.mac ? { mac: selection.mac } : {}) });
+    attach({ ...at, interface: selection.interface }, field);
+    if (selection.mac) tune(selection.interface, { mac: selection.mac }, from, () => `${field}.mac`);
+  });
+  return unnamed;
+}
+
+/**
+ * Names the annotation's selections that gave no interface: the name an earlier attachment to the
+ * same Network had, while it is free, else the first free of net1, net2, ... (what Multus picks).
+ */
+function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { at: DesiredAttachment; field: string }>, earlier: readonly EarlierAttachment[], tune: Tune): void {
+  const claimed = new Set(taken.keys());
+  const named: { selection: UnnamedSelection; name: string }[] = [];
+  const pending: UnnamedSelection[] = [];
+  for (const selection of unnamed) {
+    const kept = earlier.find((e) => e.network === selection.at.network.metadata.name && !claimed.has(e.interface));
+    if (!kept) {
+      pending.push(selection);
+      continue;
+    }
+    claimed.add(kept.interface);
+    named.push({ selection, name: kept.interface });
+  }
+  let n = 1;
+  for (const selection of pending) {
+    while (claimed.has(`net${n}`)) n++;
+    claimed.add(`net${n}`);
+    named.push({ selection, name: `net${n}` });
+  }
+  for (const { selection, name } of named) {
+    taken.set(name, { at: { ...selection.at, interface: name }, field: selection.field });
+    if (selection.mac) tune(name, { mac: selection.mac }, selection.at.from, () => `${selection.field}.mac`);
+  }
 }
 
 /**

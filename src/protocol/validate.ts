@@ -33,6 +33,10 @@ const documents = {
   DiffResponse: validators.DiffResponse as Validator,
   Network: validators.Network as Validator,
   PodNetworkConfig: validators.PodNetworkConfig as Validator,
+  NetworkSelectionList: validators.NetworkSelectionList as Validator,
+  NetworkStatusList: validators.NetworkStatusList as Validator,
+  PodNetworkConfigStatus: validators.PodNetworkConfigStatus as Validator,
+  NetworkStatus: validators.NetworkStatus as Validator,
 };
 
 export interface DocumentTypes {
@@ -52,6 +56,10 @@ export interface DocumentTypes {
   DiffResponse: Doc.DiffResponse;
   Network: Doc.Network;
   PodNetworkConfig: Doc.PodNetworkConfig;
+  NetworkSelectionList: Doc.NetworkSelectionList;
+  NetworkStatusList: Doc.NetworkStatusList;
+  PodNetworkConfigStatus: Doc.PodNetworkConfigStatus;
+  NetworkStatus: Doc.NetworkStatus;
 }
 
 export type DocumentName = keyof DocumentTypes;

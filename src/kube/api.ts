@@ -1,0 +1,93 @@
+// The daemon's edge to the Kubernetes API: JSON requests over HTTPS with the credentials of a
+// kubeconfig or of the pod's service account, and watches (client-node's Watch) for the informers.
+// Requests go through node:https rather than the generated clients: podnet needs a handful of
+// paths, and merge and apply patches on subresources, which those clients make awkward.
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { request, type RequestOptions } from 'node:https';
+import { request as plainRequest } from 'node:http';
+import { PodnetError } from '../errors.ts';
+
+export type Json = Record<string, unknown>;
+
+export const mergePatch = 'application/merge-patch+json';
+export const applyPatch = 'application/apply-patch+yaml';
+
+/** How long one request may take; a watch is not a request. */
+const requestTimeoutMs = 15_000;
+
+export class KubeApi {
+  readonly server: string;
+  readonly watch: Watch;
+  private readonly config: KubeConfig;
+
+  private constructor(config: KubeConfig) {
+    const cluster = config.getCurrentCluster();
+    if (!cluster) throw new PodnetError('INVALID_CONFIG', 'the kubeconfig has no current cluster');
+    this.config = config;
+    this.server = cluster.server.replace(/\/+$/, '');
+    this.watch = new Watch(config);
+  }
+
+  /** From a kubeconfig file, or (none given) the pod's service account: how the DaemonSet runs it. */
+  static load(kubeconfig: string | undefined): KubeApi {
+    const config = new KubeConfig();
+    try {
+      if (kubeconfig) config.loadFromFile(kubeconfig);
+      else config.loadFromCluster();
+    } catch (err) {
+      throw new PodnetError('INVALID_CONFIG', `cannot load ${kubeconfig ? `the kubeconfig ${kubeconfig}` : 'the in-cluster config'}: ${(err as Error).message}`);
+    }
+    if (!kubeconfig && !process.env['KUBERNETES_SERVICE_HOST']) {
+      throw new PodnetError('INVALID_CONFIG', 'no --kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST is unset)');
+    }
+    return new KubeApi(config);
+  }
+
+  get<T = Json>(path: string): Promise<T> {
+    return this.send('GET', path) as Promise<T>;
+  }
+
+  /** A JSON merge patch (metadata.annotations of a pod). */
+  merge(path: string, body: Json): Promise<Json> {
+    return this.send('PATCH', path, body, mergePatch);
+  }
+
+  /** Server-side apply as `fieldManager`; forced: the fields this manager applies are its own. */
+  apply(path: string, body: Json, fieldManager: string): Promise<Json> {
+    return this.send('PATCH', `${path}?fieldManager=${encodeURIComponent(fieldManager)}&force=true`, body, applyPatch);
+  }
+
+  post(path: string, body: Json): Promise<Json> {
+    return this.send('POST', path, body, 'application/json');
+  }
+
+  private async send(method: string, path: string, body?: Json, contentType?: string): Promise<Json> {
+    const options: RequestOptions = { method, headers: { accept: 'application/json' }, timeout: requestTimeoutMs };
+    await this.config.applyToHTTPSOptions(options);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType!, 'content-length': Buffer.byteLength(payload) };
+    const url = `${this.server}${path}`;
+    const send = url.startsWith('https:') ? request : plainRequest;
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = send(url, options, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      });
+      req.on('timeout', () => req.destroy(new Error(`no answer in ${requestTimeoutMs / 1000}s`)));
+      req.on('error', (err) => reject(new PodnetError('NOT_AVAILABLE', `${method} ${path}: the API server is unreachable: ${err.message}`)));
+      req.end(payload);
+    });
+    let answer: Json = {};
+    try {
+      answer = text === '' ? {} : (JSON.parse(text) as Json);
+    } catch {
+      // A proxy's HTML error page, say: the status code below tells what happened.
+    }
+    if (status >= 200 && status < 300) return answer;
+    const message = `${method} ${path}: ${status} ${typeof answer['message'] === 'string' ? answer['message'] : text.slice(0, 200)}`;
+    throw new PodnetError(status === 404 ? 'NOT_FOUND' : status === 409 ? 'CONFLICT' : 'IO_FAILURE', message);
+  }
+}

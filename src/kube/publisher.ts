@@ -1,0 +1,236 @@
+// Tells the API server what this node did after each pass: the pods' network-status annotation
+// (a merge patch of that one key), this node's part of each PodNetworkConfig's and Network's status
+// (server-side apply with the field manager podnet/<node>, so nodes never overwrite each other's
+// entries), and an Event for every attach, detach and failure. Nothing is written when nothing
+// changed; a write that fails is tried again after the next pass (or the retry timer's).
+import { createHash } from 'node:crypto';
+import type { Logger } from '../log.ts';
+import { documentName, namespaceNameLabel, podDocumentName } from '../model/desired.ts';
+import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
+import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, AttachmentRecord } from '../protocol/validate.ts';
+import type { Reconciler } from '../daemon/reconciler.ts';
+import type { Registry } from '../registry/registry.ts';
+import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource, type PodObject } from '../sources/kube.ts';
+import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, networkStatusOf, sameStatus, type SandboxFacts } from '../status/status.ts';
+import type { KubeApi } from './api.ts';
+import { coalesce } from '../daemon/coalesce.ts';
+
+/** How long a failed write waits for a pass before it is tried again on its own. */
+const retryMs = 5000;
+
+export interface PublisherOptions {
+  api: KubeApi;
+  source: KubeSource;
+  reconciler: Reconciler;
+  registry: Registry;
+  log: Logger;
+}
+
+interface EventSpec {
+  object: { kind: string; apiVersion: string; name: string; namespace: string; uid?: string };
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export class StatusPublisher {
+  private readonly opts: PublisherOptions;
+  private readonly node: string;
+  private readonly fieldManager: string;
+  /** What each pod's network-status last said, as this daemon wrote or found it: the Events are the differences. */
+  private readonly told = new Map<string, NetworkStatusEntry[]>();
+  /** Each config's problems last told in an Event, so one is not told again every pass. */
+  private readonly toldProblems = new Map<string, string>();
+  private retry: NodeJS.Timeout | undefined;
+  readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
+
+  constructor(opts: PublisherOptions) {
+    this.opts = opts;
+    this.node = opts.source.nodeName;
+    this.fieldManager = `podnet/${this.node}`;
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.retry);
+    await this.publish.idle();
+    clearTimeout(this.retry);
+  }
+
+  private async run(): Promise<void> {
+    const { source } = this.opts;
+    if (!source.synced) return;
+    const facts = this.sandboxFacts();
+    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f)), ...this.publishConfigs(facts), ...this.publishNetworks(facts)]);
+    const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed.length === 0) return;
+    this.opts.log.warn('could not write status to the API server; trying again', { failed: failed.length, error: (failed[0]!.reason as Error).message });
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => void this.publish(), retryMs);
+    this.retry.unref();
+  }
+
+  /** The sandboxes whose pod the API server has on this node, as the last pass left them. */
+  private sandboxFacts(): SandboxFacts[] {
+    const records = new Map<string, AttachmentRecord>();
+    for (const record of this.opts.registry.list()) records.set(record.containerId, record);
+    const out: SandboxFacts[] = [];
+    for (const report of this.opts.reconciler.reports.values()) {
+      const record = records.get(report.containerId);
+      if (!report.known || !record) continue;
+      out.push({
+        record,
+        namespace: report.namespace,
+        name: report.name,
+        wanted: report.wanted,
+        applied: report.applied,
+        problems: report.problems,
+        ...(report.lastError ? { lastError: report.lastError } : {}),
+        links: this.opts.reconciler.podLinks(report.containerId),
+      });
+    }
+    return out;
+  }
+
+  private async publishPod(facts: SandboxFacts): Promise<void> {
+    const pod = this.opts.source.pod(facts.namespace, facts.name);
+    if (!pod) return;
+    const key = `${facts.namespace}/${facts.name}`;
+    const entries = networkStatusOf(facts);
+    const value = formatNetworkStatus(entries);
+    const current = pod.metadata.annotations?.[networkStatusAnnotation];
+    const before = this.told.get(key) ?? parseEntries(current);
+    if (current !== value) {
+      await this.opts.api.merge(`/api/v1/namespaces/${facts.namespace}/pods/${facts.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
+    }
+    this.told.set(key, entries);
+    await Promise.all(this.podEvents(pod, facts, before, entries).map((e) => this.event(e)));
+  }
+
+  /** An Event for each interface attached, detached or failing since the pod's last network-status. */
+  private podEvents(pod: PodObject, facts: SandboxFacts, before: readonly NetworkStatusEntry[], after: readonly NetworkStatusEntry[]): EventSpec[] {
+    const object = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
+    const id = (e: NetworkStatusEntry) => `${e.name} ${e.interface ?? ''}`;
+    const made = (list: readonly NetworkStatusEntry[]) => new Map(list.filter((e) => !e.default && e.problem === undefined).map((e) => [id(e), e]));
+    const [was, is] = [made(before), made(after)];
+    const events: EventSpec[] = [];
+    const byConfig = (e: NetworkStatusEntry) => facts.wanted.attachments.find((w) => w.interface === e.interface && w.network.metadata.name === e.name)?.from;
+    for (const [k, e] of is) {
+      if (was.has(k)) continue;
+      const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
+      events.push({ object, type: 'Normal', reason: 'Attached', message: `${message}${fromText(byConfig(e), facts)}` });
+      const config = this.configObjectOf(byConfig(e));
+      if (config) events.push({ object: config, type: 'Normal', reason: 'Attached', message: `pod ${facts.name}: ${message}` });
+    }
+    for (const [k, e] of was) {
+      if (is.has(k)) continue;
+      events.push({ object, type: 'Normal', reason: 'Detached', message: `detached ${e.interface} from Network ${e.name}` });
+    }
+    const problems = (list: readonly NetworkStatusEntry[]) => new Set(list.filter((e) => e.problem !== undefined).map((e) => `${id(e)}: ${e.problem}`));
+    const had = problems(before);
+    for (const p of problems(after)) if (!had.has(p)) events.push({ object, type: 'Warning', reason: 'AttachFailed', message: p.trim() });
+    return events;
+  }
+
+  private configObjectOf(from: string | undefined): EventSpec['object'] | undefined {
+    const match = from?.match(/^PodNetworkConfig ([^/]+)\/(.+)$/);
+    if (!match) return undefined;
+    const object = this.opts.source.object('PodNetworkConfig', match[2]!, match[1]!);
+    if (!object) return undefined;
+    return { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
+  }
+
+  /** This node's part of every PodNetworkConfig's status. */
+  private publishConfigs(facts: readonly SandboxFacts[]): Promise<void>[] {
+    const { source } = this.opts;
+    const docs = source.documents();
+    const now = new Date().toISOString();
+    const writes: Promise<void>[] = [];
+    for (const object of source.objects('PodNetworkConfig')) {
+      const namespace = object.metadata.namespace!;
+      const name = `PodNetworkConfig ${namespace}/${object.metadata.name}`;
+      const config = docs.configs.find((c) => documentName(c) === name);
+      const schemaProblems = docs.problems.filter((p) => p.document === name).map((p) => `${p.field}: ${p.reason}`);
+      const namespaceLabels = source.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace };
+      const specProblems = config ? configSpecProblems(config, docs.networks, namespaceLabels).map((p) => `${p.field}: ${p.reason}`) : [];
+      const mine = config ? facts.filter((f) => f.wanted.configs.includes(name)).map((f) => configPodEntry(config, f, this.node)) : [];
+      const current = object.status as PodNetworkConfigStatus | undefined;
+      const status = configStatus(object.metadata.generation, mine, current, [...schemaProblems, ...specProblems], this.node, now);
+      writes.push(this.configEvents(object, status));
+      if (sameStatus(status, current, this.node)) continue;
+      const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
+      writes.push(this.apply(path, object, status));
+    }
+    return writes;
+  }
+
+  /** A Warning when a config's Degraded message changes to a new problem. */
+  private async configEvents(object: ApiObject, status: PodNetworkConfigStatus): Promise<void> {
+    const key = `${object.metadata.namespace}/${object.metadata.name}`;
+    const degraded = status.conditions?.find((c) => c.type === 'Degraded');
+    const message = degraded?.status === 'True' ? degraded.message : '';
+    const before = this.toldProblems.get(key) ?? (object.status as PodNetworkConfigStatus | undefined)?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.message ?? '';
+    this.toldProblems.set(key, message);
+    if (message === '' || message === before) return;
+    const ref = { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
+    await this.event({ object: ref, type: 'Warning', reason: 'Degraded', message });
+  }
+
+  /** This node's entry in every Network it serves or has served. */
+  private publishNetworks(facts: readonly SandboxFacts[]): Promise<void>[] {
+    const { source } = this.opts;
+    const docs = source.documents();
+    const now = new Date().toISOString();
+    const writes: Promise<void>[] = [];
+    for (const object of source.objects('Network')) {
+      const network = docs.networks.get(object.metadata.name);
+      const current = object.status as NetworkStatus | undefined;
+      const entry = network ? networkNodeEntry(network, facts, this.node) : undefined;
+      const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
+      if (!entry && !hadEntry) continue;
+      const status = networkStatus(entry, current, this.node, now);
+      if (sameStatus(status, current, this.node)) continue;
+      writes.push(this.apply(`${paths.networks}/${object.metadata.name}/status`, object, status));
+    }
+    return writes;
+  }
+
+  private async apply(path: string, object: ApiObject, status: object): Promise<void> {
+    const metadata = { name: object.metadata.name, ...(object.metadata.namespace ? { namespace: object.metadata.namespace } : {}) };
+    await this.opts.api.apply(path, { apiVersion: `${apiGroup}/${apiVersion}`, kind: object.kind!, metadata, status }, this.fieldManager);
+  }
+
+  private async event(e: EventSpec): Promise<void> {
+    const now = new Date().toISOString();
+    const name = `${e.object.name}.${createHash('sha256').update(`${this.node} ${now} ${e.reason} ${e.message}`).digest('hex').slice(0, 16)}`;
+    await this.opts.api.post(`/api/v1/namespaces/${e.object.namespace}/events`, {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name, namespace: e.object.namespace },
+      involvedObject: e.object,
+      reason: e.reason,
+      message: e.message.slice(0, 1024),
+      type: e.type,
+      source: { component: 'podnet', host: this.node },
+      reportingComponent: 'podnetwork.opdev.io/podnet',
+      reportingInstance: this.node,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    });
+  }
+}
+
+function fromText(from: string | undefined, facts: { namespace: string; name: string }): string {
+  if (!from || from === podDocumentName(facts)) return ' (asked by the pod annotation)';
+  return ` (asked by ${from})`;
+}
+
+function parseEntries(text: string | undefined): NetworkStatusEntry[] {
+  if (text === undefined) return [];
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) ? (value as NetworkStatusEntry[]) : [];
+  } catch {
+    return [];
+  }
+}

@@ -1,0 +1,206 @@
+// Desired state from Kubernetes: informers (list, then watch; client-node's ListWatch) on this
+// node's pods, the namespaces, the Networks and the PodNetworkConfigs. Their caches are what a pass
+// reads: when the API server is unreachable they keep the last state seen, so the daemon keeps
+// working from them and from its registry. A watch that fails is started again with backoff; one
+// whose resourceVersion expired (410 Gone) lists again (ListWatch does it) and a pass follows.
+import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@kubernetes/client-node';
+import type { Logger } from '../log.ts';
+import { identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { networksAnnotation, parseNetworksAnnotation, type AnnotationRequest } from '../model/annotation.ts';
+import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import type { KubeApi } from '../kube/api.ts';
+import type { DesiredDocuments } from './config-dir.ts';
+
+export const apiGroup = 'podnetwork.opdev.io';
+export const apiVersion = 'v1alpha1';
+
+/** The resources a node watches, by the path of their collection. */
+export const paths = {
+  networks: `/apis/${apiGroup}/${apiVersion}/networks`,
+  podNetworkConfigs: `/apis/${apiGroup}/${apiVersion}/podnetworkconfigs`,
+  namespaces: '/api/v1/namespaces',
+  pods: '/api/v1/pods',
+};
+
+/** What podnet reads of a pod. */
+export interface PodObject extends KubernetesObject {
+  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: { nodeName?: string };
+}
+
+/** A Network or PodNetworkConfig as the API server holds it, status included. */
+export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number }; status?: Record<string, unknown> };
+
+/** Restarts of a failed watch: the wait doubles from the first to the cap. */
+const restartFirstMs = 500;
+const restartCapMs = 30_000;
+
+interface Informer<T extends KubernetesObject> {
+  cache: ListWatch<T>;
+  synced: boolean;
+}
+
+export class KubeSource {
+  readonly nodeName: string;
+  private readonly api: KubeApi;
+  private readonly log: Logger;
+  private readonly onChange: () => void;
+  private readonly informers: { pods: Informer<PodObject>; namespaces: Informer<KubernetesObject>; networks: Informer<ApiObject>; configs: Informer<ApiObject> };
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
+  private readonly parsed = new Map<string, { version: string | undefined; result: Network | PodNetworkConfig | Problem }>();
+
+  constructor(opts: { api: KubeApi; nodeName: string; log: Logger; onChange: () => void }) {
+    this.api = opts.api;
+    this.nodeName = opts.nodeName;
+    this.log = opts.log;
+    this.onChange = opts.onChange;
+    const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string): Informer<T> => {
+      const list = () => this.api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path);
+      const cache = new ListWatch<T>(path, this.api.watch, list, false, undefined, fieldSelector);
+      const entry: Informer<T> = { cache, synced: false };
+      let failures = 0;
+      let failedAt = 0;
+      // Every list and every event: a pass follows (the reconciler merges a burst into one).
+      cache.on('change', () => this.onChange());
+      cache.on('error', (err: unknown) => {
+        if (this.stopped) return;
+        // A watch that ran a good while before failing starts over from the first wait.
+        if (Date.now() - failedAt > 2 * restartCapMs) failures = 0;
+        failedAt = Date.now();
+        failures++;
+        const waitMs = Math.min(restartFirstMs * 2 ** (failures - 1), restartCapMs);
+        this.log.warn('a watch of the API server failed; the last state seen stays in force', { resource: name, error: describe(err), retryInMs: waitMs });
+        this.later(waitMs, () => void this.startInformer(name, entry));
+      });
+      return entry;
+    };
+    this.informers = {
+      pods: informer<PodObject>('pods', paths.pods, `spec.nodeName=${opts.nodeName}`),
+      namespaces: informer('namespaces', paths.namespaces),
+      networks: informer<ApiObject>('networks', paths.networks),
+      configs: informer<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs),
+    };
+  }
+
+  /**
+   * Starts every informer; resolves once each has listed, so that the first pass knows every pod
+   * and document (a pass before would take back what a config still asks). A list that fails is
+   * tried again with backoff, as a failed watch is.
+   */
+  async start(): Promise<void> {
+    for (const [name, entry] of Object.entries(this.informers)) void this.startInformer(name, entry as Informer<KubernetesObject>);
+    while (!this.stopped && !this.synced) await new Promise((resolve) => this.later(100, () => resolve(undefined)));
+    this.log.info('listed the API server', { node: this.nodeName, pods: this.informers.pods.cache.list().length, networks: this.informers.networks.cache.list().length, configs: this.informers.configs.cache.list().length });
+  }
+
+  get synced(): boolean {
+    return Object.values(this.informers).every((i) => i.synced);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    await Promise.all(Object.values(this.informers).map((i) => i.cache.stop()));
+  }
+
+  /** The Networks and PodNetworkConfigs; one that breaks podnet's schema is a problem naming it. */
+  documents(): DesiredDocuments {
+    const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
+    const live = new Set<string>();
+    for (const [kind, informer] of [['Network', this.informers.networks], ['PodNetworkConfig', this.informers.configs]] as const) {
+      for (const object of informer.cache.list()) {
+        const key = `${kind} ${object.metadata.uid ?? `${object.metadata.namespace ?? ''}/${object.metadata.name}`}`;
+        live.add(key);
+        let cached = this.parsed.get(key);
+        if (cached?.version !== object.metadata.resourceVersion || cached === undefined) {
+          cached = { version: object.metadata.resourceVersion, result: parseApiObject(kind, object) };
+          this.parsed.set(key, cached);
+        }
+        const doc = cached.result;
+        if ('reason' in doc) out.problems.push(doc);
+        else if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
+        else out.configs.push(doc);
+      }
+    }
+    for (const key of this.parsed.keys()) if (!live.has(key)) this.parsed.delete(key);
+    return out;
+  }
+
+  /**
+   * Who a recorded sandbox is, from its pod object: its labels, its namespace's labels, its
+   * annotation. Undefined when the API server has no such pod on this node (it was deleted, or
+   * it is another incarnation of the name): such a sandbox should have nothing of podnet's.
+   */
+  identity(record: AttachmentRecord): SandboxIdentity | undefined {
+    const { namespace, name, uid } = record.pod;
+    if (namespace === undefined || name === undefined) return undefined;
+    const pod = this.informers.pods.cache.get(name, namespace);
+    if (!pod || (uid !== undefined && pod.metadata.uid !== uid)) return undefined;
+    const annotation = pod.metadata.annotations?.[networksAnnotation];
+    return {
+      ...identityOf(record),
+      labels: pod.metadata.labels ?? {},
+      namespaceLabels: this.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace },
+      ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) as AnnotationRequest } : {}),
+    };
+  }
+
+  /** A namespace's labels as the API server last showed them; undefined while it is not known. */
+  namespaceLabels(namespace: string): Record<string, string> | undefined {
+    return this.informers.namespaces.cache.get(namespace)?.metadata?.labels;
+  }
+
+  pod(namespace: string, name: string): PodObject | undefined {
+    return this.informers.pods.cache.get(name, namespace);
+  }
+
+  /** A Network or PodNetworkConfig as the API server last showed it, status included. */
+  object(kind: 'Network' | 'PodNetworkConfig', name: string, namespace?: string): ApiObject | undefined {
+    return (kind === 'Network' ? this.informers.networks : this.informers.configs).cache.get(name, namespace);
+  }
+
+  objects(kind: 'Network' | 'PodNetworkConfig'): readonly ApiObject[] {
+    return (kind === 'Network' ? this.informers.networks : this.informers.configs).cache.list();
+  }
+
+  private async startInformer(name: string, entry: Informer<KubernetesObject>): Promise<void> {
+    if (this.stopped) return;
+    // ListWatch lists (when it holds no resourceVersion) and watches; a failure of either reaches
+    // the 'error' handler, which schedules the next start.
+    await entry.cache.start();
+    if (!entry.synced && entry.cache.latestResourceVersion() !== '') {
+      entry.synced = true;
+      this.log.info('watching', { resource: name });
+    }
+  }
+
+  private later(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      run();
+    }, ms);
+    timer.unref();
+    this.timers.add(timer);
+  }
+}
+
+/** A Network or PodNetworkConfig through podnet's schema (the CRD's is looser: it prunes rather than refuses). */
+function parseApiObject(kind: 'Network' | 'PodNetworkConfig', object: ApiObject): Network | PodNetworkConfig | Problem {
+  const { status: _status, ...spec } = object as ApiObject & Record<string, unknown>;
+  const doc = { ...spec, metadata: { ...object.metadata } };
+  try {
+    return parseDocument(kind, doc, kind);
+  } catch (err) {
+    const name = kind === 'Network' ? `Network ${object.metadata.name}` : `PodNetworkConfig ${object.metadata.namespace}/${object.metadata.name}`;
+    return { document: name, field: 'spec', reason: (err as Error).message };
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (typeof err === 'object' && err !== null && 'message' in err) return String((err as { message: unknown }).message);
+  return String(err);
+}
+

@@ -1,0 +1,227 @@
+// What a node tells the API about its sandboxes, derived from one pass's reports: each pod's
+// network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
+// each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
+import { formatCidr, parseCidr } from '../ipam/cidr.ts';
+import { desiredFor, documentName, podDocumentName, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import type { AppliedState, ObservedLink } from '../model/state.ts';
+import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
+import { networksAnnotation } from '../model/annotation.ts';
+
+/** One sandbox as a pass left it. */
+export interface SandboxFacts {
+  record: AttachmentRecord;
+  namespace: string;
+  name: string;
+  wanted: DesiredSandbox;
+  applied: AppliedState | undefined;
+  problems: readonly Problem[];
+  lastError?: string;
+  /** The pod's links as last read: MAC and MTU. */
+  links?: ReadonlyMap<string, ObservedLink> | undefined;
+}
+
+type PodEntry = NonNullable<PodNetworkConfigStatus['pods']>[number];
+type NodeEntry = NonNullable<NetworkStatus['nodes']>[number];
+
+/** "198.18.5.2/24" → "198.18.5.2": network-status lists plain addresses, as Multus does. */
+function plain(cidr: string): string {
+  const slash = cidr.indexOf('/');
+  return slash < 0 ? cidr : cidr.slice(0, slash);
+}
+
+/**
+ * The pod's network-status: its primary interface (from the primary plugin's result), each
+ * attachment podnet made, and each it could not make with the reason; the whole truth each time.
+ */
+export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
+  const { record, links } = facts;
+  const entries: NetworkStatusEntry[] = [primaryEntry(record, links)];
+  const applied = facts.applied?.attachments ?? [];
+  for (const a of applied) {
+    const link = links?.get(a.interface);
+    entries.push({
+      name: a.network,
+      interface: a.interface,
+      ips: a.addresses.map(plain),
+      ...(link?.mac ? { mac: link.mac } : {}),
+      ...(link ? { mtu: link.mtu } : {}),
+    });
+  }
+  for (const want of facts.wanted.attachments) {
+    if (applied.some((a) => a.interface === want.interface && a.network === want.network.metadata.name)) continue;
+    const reason = attachmentProblem(facts, want.interface) ?? facts.lastError ?? 'not attached yet';
+    entries.push({ name: want.network.metadata.name, interface: want.interface, problem: reason });
+  }
+  // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value).
+  const pod = podDocumentName(facts);
+  for (const p of facts.problems) {
+    if (p.document === pod && p.field.startsWith('metadata.annotations')) entries.push({ name: networksAnnotation, problem: `${p.field}: ${p.reason}` });
+  }
+  return entries;
+}
+
+function primaryEntry(record: AttachmentRecord, links: ReadonlyMap<string, ObservedLink> | undefined): NetworkStatusEntry {
+  const result = (record.prevResult ?? {}) as { interfaces?: { name?: string; mac?: string; sandbox?: string }[]; ips?: { address?: string; interface?: number }[] };
+  const interfaces = result.interfaces ?? [];
+  const index = interfaces.findIndex((i) => i.name === record.ifname && i.sandbox);
+  const ips = (result.ips ?? []).filter((ip) => index < 0 || ip.interface === undefined || ip.interface === index).flatMap((ip) => (ip.address ? [plain(ip.address)] : []));
+  const link = links?.get(record.ifname);
+  const mac = link?.mac ?? (index >= 0 ? interfaces[index]!.mac : undefined);
+  return { name: record.network, interface: record.ifname, ips, ...(mac ? { mac } : {}), ...(link ? { mtu: link.mtu } : {}), default: true };
+}
+
+/** A problem the pass had with one attachment of the sandbox (resolving its addresses, planning it). */
+function attachmentProblem(facts: SandboxFacts, iface: string): string | undefined {
+  const p = facts.problems.find((p) => p.field === `attachment ${iface}` || p.reason.includes(` ${iface} `));
+  return p?.reason;
+}
+
+/**
+ * This node's entry for a pod in a PodNetworkConfig that selects it: the interfaces the config
+ * attached or tuned, as the node sees them; or what it cannot apply.
+ */
+export function configPodEntry(config: PodNetworkConfig, facts: SandboxFacts, node: string): PodEntry {
+  const from = documentName(config);
+  const interfaces: AppliedInterface[] = [];
+  for (const want of facts.wanted.attachments) {
+    if (want.from !== from) continue;
+    const applied = facts.applied?.attachments.find((a) => a.interface === want.interface);
+    if (!applied) continue;
+    interfaces.push(appliedInterface(want.interface, facts.links, applied.network, applied.addresses));
+  }
+  for (const tuning of facts.wanted.tuning) {
+    if (interfaces.some((i) => i.name === tuning.interface) || !Object.values(tuning.from).includes(from)) continue;
+    interfaces.push(appliedInterface(tuning.interface, facts.links));
+  }
+  const problems = facts.problems.filter((p) => p.document === from).map((p) => `${p.field}: ${p.reason}`);
+  const missing = facts.wanted.attachments.filter((w) => w.from === from && !interfaces.some((i) => i.name === w.interface));
+  if (facts.lastError && (missing.length > 0 || problems.length === 0)) problems.push(facts.lastError);
+  return { name: facts.name, node, interfaces, ...(problems.length > 0 ? { error: problems.join('; ') } : {}) };
+}
+
+function appliedInterface(name: string, links: ReadonlyMap<string, ObservedLink> | undefined, network?: string, addresses?: readonly string[]): AppliedInterface {
+  const link = links?.get(name);
+  const canonical = (addresses ?? link?.addresses ?? []).flatMap((a) => {
+    const cidr = parseCidr(a);
+    return cidr ? [formatCidr(cidr)] : [];
+  });
+  return {
+    name,
+    ...(network ? { network } : {}),
+    ...(canonical.length > 0 ? { addresses: canonical } : {}),
+    ...(link?.mac ? { mac: link.mac } : {}),
+    ...(link ? { mtu: link.mtu } : {}),
+  };
+}
+
+/** This node's entry in a Network: whether every pod here that asks for it has it, and how many do. */
+export function networkNodeEntry(network: Network, sandboxes: readonly SandboxFacts[], node: string): NodeEntry | undefined {
+  const name = network.metadata.name;
+  let attachedPods = 0;
+  let wanting = 0;
+  let message: string | undefined;
+  for (const facts of sandboxes) {
+    const applied = (facts.applied?.attachments ?? []).filter((a) => a.network === name);
+    if (applied.length > 0) attachedPods++;
+    for (const want of facts.wanted.attachments) {
+      if (want.network.metadata.name !== name) continue;
+      wanting++;
+      if (applied.some((a) => a.interface === want.interface)) continue;
+      message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${attachmentProblem(facts, want.interface) ?? facts.lastError ?? 'not attached yet'}`;
+    }
+  }
+  // A node with nothing to say about a Network does not write to it.
+  if (attachedPods === 0 && wanting === 0) return undefined;
+  return { name: node, ready: message === undefined, attachedPods, ...(message ? { message } : {}) };
+}
+
+/** A condition, keeping its lastTransitionTime while its status stays what it was. */
+export function condition(type: Condition['type'], status: boolean, reason: string, message: string, previous: readonly Condition[] | undefined, now: string, generation?: number): Condition {
+  const value = status ? 'True' : 'False';
+  const before = previous?.find((c) => c.type === type);
+  return {
+    type,
+    status: value,
+    reason,
+    message,
+    lastTransitionTime: before && before.status === value ? before.lastTransitionTime : now,
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+}
+
+/**
+ * A PodNetworkConfig's status as this node applies it: its own pods' entries, and the conditions
+ * and ready count over every node's entries (the others' as the API server last showed them).
+ */
+export function configStatus(
+  generation: number | undefined,
+  mine: readonly PodEntry[],
+  current: PodNetworkConfigStatus | undefined,
+  documentProblems: readonly string[],
+  node: string,
+  now: string,
+): PodNetworkConfigStatus {
+  const all = [...(current?.pods ?? []).filter((p) => p.node !== node && !mine.some((m) => m.name === p.name)), ...mine];
+  const failing = all.filter((p) => p.error !== undefined);
+  const problems = [...documentProblems, ...failing.map((p) => `pod ${p.name}: ${p.error}`)];
+  const degraded = problems.length > 0;
+  const conditions = [
+    condition('Ready', !degraded, degraded ? 'NotApplied' : 'Applied', degraded ? `${failing.length} of ${all.length} selected pods lack part of the config` : `${all.length} selected pods have what the config asks`, current?.conditions, now, generation),
+    condition('Degraded', degraded, degraded ? (documentProblems.length > 0 ? 'InvalidSpec' : 'ApplyFailed') : 'AsExpected', degraded ? problems.slice(0, 5).join('; ') : '', current?.conditions, now, generation),
+  ];
+  return {
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    ready: `${all.length - failing.length}/${all.length}`,
+    conditions,
+    pods: [...mine].sort((a, b) => a.name.localeCompare(b.name)),
+  };
+}
+
+/** A Network's status as this node applies it: its own entry, and what the nodes' entries add up to. */
+export function networkStatus(entry: NodeEntry | undefined, current: NetworkStatus | undefined, node: string, now: string): NetworkStatus {
+  const all = [...(current?.nodes ?? []).filter((n) => n.name !== node), ...(entry ? [entry] : [])];
+  const down = all.filter((n) => !n.ready);
+  const degraded = down.length > 0;
+  return {
+    ready: `${all.length - down.length}/${all.length}`,
+    conditions: [
+      condition('Degraded', degraded, degraded ? 'NodesNotReady' : 'AsExpected', down.map((n) => `${n.name}: ${n.message ?? 'not ready'}`).slice(0, 5).join('; '), current?.conditions, now),
+    ],
+    nodes: entry ? [entry] : [],
+  };
+}
+
+/**
+ * Whether applying `next` would change what the API server holds, this node's entries and the
+ * shared fields, whatever the order of keys; transition times are kept, so they do not count.
+ */
+export function sameStatus(next: object, current: object | undefined, node: string): boolean {
+  if (!current) return false;
+  const canonical = (value: unknown, key?: string): unknown => {
+    if (Array.isArray(value)) {
+      // The other nodes' entries are theirs to write: only this node's are compared.
+      const own = key === 'pods' ? value.filter((e: { node?: string }) => e.node === node) : key === 'nodes' ? value.filter((e: { name?: string }) => e.name === node) : value;
+      return own.map((v) => canonical(v));
+    }
+    if (typeof value !== 'object' || value === null) return value;
+    return Object.fromEntries(
+      Object.keys(value)
+        .filter((k) => k !== 'lastTransitionTime')
+        .sort()
+        .map((k) => [k, canonical((value as Record<string, unknown>)[k], k)]),
+    );
+  };
+  return JSON.stringify(canonical(next)) === JSON.stringify(canonical(current));
+}
+
+/**
+ * What is wrong with a PodNetworkConfig whatever pod it selects (an unknown or unoffered Network,
+ * a route or rule that cannot be, a sysctl not allowed): the config alone, as if it selected one
+ * pod of its namespace. Degraded names these even when it selects no pod yet.
+ */
+export function configSpecProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>): Problem[] {
+  const namespace = config.metadata.namespace ?? 'default';
+  const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
+  const name = documentName(config);
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels }, networks, [alone]).problems.filter((p) => p.document === name);
+}
