@@ -37,7 +37,7 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
   );
 });
 
-t.test("the daemon's role reads, and writes only status, annotations, finalizers and Events", async (t) => {
+t.test("the daemon's role reads, and writes only status, pod annotations and Events", async (t) => {
   const rules = find('ClusterRole', 'podnet-node')!['rules'] as Obj[];
   const verbs = new Set(rules.flatMap((r) => r['verbs'] as string[]));
   for (const never of ['create', 'update', 'delete', 'deletecollection', '*']) {
@@ -47,6 +47,8 @@ t.test("the daemon's role reads, and writes only status, annotations, finalizers
   t.ok(verbs.has('watch'), 'it watches');
   t.notOk(rules.some((r) => (r['resources'] as string[]).includes('*') || (r['apiGroups'] as string[]).includes('*')), 'no wildcard');
   t.notOk(rules.some((r) => (r['resources'] as string[]).includes('secrets')), 'no secrets');
+  const patched = rules.filter((r) => (r['verbs'] as string[]).includes('patch')).flatMap((r) => r['resources'] as string[]);
+  t.strictSame(patched.sort(), ['events', 'networks/status', 'podnetworkconfigs/status', 'pods'], 'it patches pods (network-status), the two statuses and Events; never a spec');
   const tenant = find('ClusterRole', 'podnet-tenant-edit')!;
   t.strictSame((tenant['rules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['podnetworkconfigs'], 'tenants get PodNetworkConfigs, never Networks');
 });
@@ -61,7 +63,8 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
   t.match(install!['args'], ['install', '--cni-bin-dir', '/host/opt/cni/bin', '--cni-conf-dir', '/host/etc/cni/net.d']);
   t.notOk(install!['securityContext']['privileged'], 'the init container needs no privilege');
   t.strictSame(install!['securityContext']['capabilities'], { drop: ['ALL'] });
-  t.match(daemon!['args'], ['daemon', '--cni-conf-dir', '/host/etc/cni/net.d', '--cni-cache-dir', '/var/lib/cni']);
+  t.match(daemon!['args'], ['daemon', '--node-name', '$(NODE_NAME)', '--cni-conf-dir', '/host/etc/cni/net.d', '--cni-cache-dir', '/var/lib/cni']);
+  t.same(daemon!['env'], [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }], 'the node name comes from the downward API');
   t.equal(daemon!['securityContext']['privileged'], true);
   t.strictSame(daemon!['readinessProbe']['exec']['command'], ['/usr/local/bin/podnet', 'status', '--ready']);
   for (const c of [install!, daemon!]) {
