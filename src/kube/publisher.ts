@@ -14,6 +14,7 @@ import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource, type PodO
 import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, networkStatusOf, sameStatus, type SandboxFacts } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
 import { coalesce } from '../daemon/coalesce.ts';
+import type { DesiredDocuments } from '../sources/config-dir.ts';
 
 /** How long a failed write waits for a pass before it is tried again on its own. */
 const retryMs = 5000;
@@ -24,6 +25,12 @@ export interface PublisherOptions {
   reconciler: Reconciler;
   registry: Registry;
   log: Logger;
+}
+
+/** What every status of one publishing round is computed from. */
+interface Round {
+  docs: DesiredDocuments;
+  now: string;
 }
 
 interface EventSpec {
@@ -60,7 +67,9 @@ export class StatusPublisher {
     const { source } = this.opts;
     if (!source.synced) return;
     const facts = this.sandboxFacts();
-    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f)), ...this.publishConfigs(facts), ...this.publishNetworks(facts)]);
+    // One view of the documents and one time for every status of this round.
+    const round = { docs: source.documents(), now: new Date().toISOString() };
+    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f)), ...this.publishConfigs(facts, round), ...this.publishNetworks(facts, round)]);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length === 0) return;
     this.opts.log.warn('could not write status to the API server; trying again', { failed: failed.length, error: (failed[0]!.reason as Error).message });
@@ -140,10 +149,8 @@ export class StatusPublisher {
   }
 
   /** This node's part of every PodNetworkConfig's status. */
-  private publishConfigs(facts: readonly SandboxFacts[]): Promise<void>[] {
+  private publishConfigs(facts: readonly SandboxFacts[], { docs, now }: Round): Promise<void>[] {
     const { source } = this.opts;
-    const docs = source.documents();
-    const now = new Date().toISOString();
     const writes: Promise<void>[] = [];
     for (const object of source.objects('PodNetworkConfig')) {
       const namespace = object.metadata.namespace!;
@@ -176,10 +183,8 @@ export class StatusPublisher {
   }
 
   /** This node's entry in every Network it serves or has served. */
-  private publishNetworks(facts: readonly SandboxFacts[]): Promise<void>[] {
+  private publishNetworks(facts: readonly SandboxFacts[], { docs, now }: Round): Promise<void>[] {
     const { source } = this.opts;
-    const docs = source.documents();
-    const now = new Date().toISOString();
     const writes: Promise<void>[] = [];
     for (const object of source.objects('Network')) {
       const network = docs.networks.get(object.metadata.name);
