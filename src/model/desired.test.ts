@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
-import { desiredFor, identityOf, podNameLabel } from './desired.ts';
+import { parseNetworksAnnotation } from './annotation.ts';
+import { desiredFor, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -164,4 +165,119 @@ t.test('what the kernel shows differently is resolved as it shows it: a /0 rule 
   ]);
   t.same(d.rules, [{ priority: 100, table: 100, fwmark: 3, family: 6 }], 'from ::/0 is "from all": no selector, the family kept');
   t.same(d.sysctls.map((s) => s.value), ['1']);
+});
+
+const admitting = (name: string, namespaceSelector: Network['spec']['namespaceSelector']): Network => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name },
+  spec: { type: 'bridge', ...(namespaceSelector ? { namespaceSelector } : {}) },
+});
+const ofTenantA = { matchLabels: { 'kubernetes.io/metadata.name': 'tenant-a' } };
+const shared = new Map([
+  ['blue', admitting('blue', ofTenantA)],
+  ['red', admitting('red', ofTenantA)],
+  ['green', admitting('green', ofTenantA)],
+  ['elsewhere', admitting('elsewhere', { matchLabels: { 'kubernetes.io/metadata.name': 'tenant-b' } })],
+  ['tenants', admitting('tenants', { matchLabels: { tenant: 'a' } })],
+]);
+const asking = (text: string, namespaceLabels?: Record<string, string>) => ({ ...pod, annotation: parseNetworksAnnotation(text), ...(namespaceLabels ? { namespaceLabels } : {}) });
+const byInterface = (d: DesiredSandbox) => Object.fromEntries(d.attachments.map((a) => [a.interface, a.network.metadata.name]));
+const annotationField = 'metadata.annotations["podnetwork.opdev.io/networks"]';
+
+t.test('annotation: a selection with an interface attaches that Network there, from the pod', async (t) => {
+  const d = desiredFor(asking('[{"name":"blue","interface":"net9","ips":["198.18.5.7/24"]}]'), shared, []);
+  t.same(d.problems, []);
+  t.equal(d.attachments.length, 1);
+  t.match(d.attachments[0], { interface: 'net9', ips: ['198.18.5.7/24'], from: 'Pod tenant-a/cnf-0', network: { metadata: { name: 'blue' } } });
+  t.same(d.configs, [], 'the pod is not a PodNetworkConfig');
+});
+
+t.test('annotation: selections without an interface get net1, net2, ... in order, around names already taken', async (t) => {
+  t.same(byInterface(desiredFor(asking('blue, red, green'), shared, [])), { net1: 'blue', net2: 'red', net3: 'green' });
+  t.same(byInterface(desiredFor(asking('blue, red@net1, green'), shared, [])), { net1: 'red', net2: 'blue', net3: 'green' }, 'named by the annotation');
+  const d = desiredFor(asking('blue, red'), shared, [config('c', { podSelector: all, attachments: [{ network: 'green', interface: 'net1' }, { network: 'green', interface: 'net3' }] })]);
+  t.same(byInterface(d), { net1: 'green', net2: 'blue', net3: 'green', net4: 'red' }, 'named by a PodNetworkConfig');
+  t.same(d.problems, []);
+});
+
+t.test('annotation: an unnamed selection keeps the interface it had, the others fill around it', async (t) => {
+  const earlier = [{ network: 'red', interface: 'net2' }];
+  t.same(byInterface(desiredFor(asking('blue, red'), shared, [], earlier)), { net1: 'blue', net2: 'red' });
+  t.same(byInterface(desiredFor(asking('red'), shared, [], earlier)), { net2: 'red' }, 'blue removed: red stays net2');
+  t.same(byInterface(desiredFor(asking('red, blue'), shared, [], earlier)), { net1: 'blue', net2: 'red' }, 'the order in the annotation does not move it');
+  const taken = desiredFor(asking('red, blue@net2'), shared, [], earlier);
+  t.same(byInterface(taken), { net1: 'red', net2: 'blue' }, 'a name another selection now asks for is not kept');
+});
+
+t.test('annotation: a selection\'s MAC is a tuning of its interface, from the pod', async (t) => {
+  const d = desiredFor(asking('[{"name":"blue","interface":"net9","mac":"02:00:00:00:00:01"},{"name":"red","mac":"02:00:00:00:00:02"}]'), shared, []);
+  t.same(d.problems, []);
+  t.same(d.tuning, [
+    { interface: 'net9', settings: { mac: '02:00:00:00:00:01' }, from: { mac: 'Pod tenant-a/cnf-0' } },
+    { interface: 'net1', settings: { mac: '02:00:00:00:00:02' }, from: { mac: 'Pod tenant-a/cnf-0' } },
+  ]);
+});
+
+t.test('annotation: a MAC set differently by a PodNetworkConfig: neither applies, both are told', async (t) => {
+  const d = desiredFor(asking('[{"name":"blue","interface":"net9","mac":"02:00:00:00:00:01"}]'), shared, [
+    config('c', { podSelector: all, interfaces: [{ name: 'net9', mac: '02:00:00:00:00:02', mtu: 1400 }] }),
+  ]);
+  t.same(byInterface(d), { net9: 'blue' });
+  t.same(d.tuning.map((x) => x.settings), [{ mtu: 1400 }]);
+  t.same(d.problems.map((p) => `${p.document} ${p.field}`).sort(), [
+    `Pod tenant-a/cnf-0 ${annotationField}[0].mac`,
+    'PodNetworkConfig tenant-a/c spec.interfaces[0].mac',
+  ]);
+});
+
+t.test('annotation: the same interface asked by the pod and by a PodNetworkConfig: neither applies, both are told', async (t) => {
+  const d = desiredFor(asking('red@net1'), shared, [config('c', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }, { network: 'green', interface: 'net2' }] })]);
+  t.same(byInterface(d), { net2: 'green' });
+  t.same(d.problems.map((p) => `${p.document} ${p.field}`).sort(), [
+    `Pod tenant-a/cnf-0 ${annotationField}[0]`,
+    'PodNetworkConfig tenant-a/c spec.attachments[0]',
+  ]);
+  t.match(d.problems, [{ reason: /interface net1 is also set, differently, by/ }, { reason: /interface net1 is also set, differently, by/ }]);
+});
+
+t.test('annotation: an unreadable value asks for nothing, is told on the pod, and the configs still apply', async (t) => {
+  const d = desiredFor({ ...pod, annotation: { problem: 'podnetwork.opdev.io/networks is not valid JSON: oops' } }, shared, [
+    config('c', { podSelector: all, attachments: [{ network: 'green', interface: 'net5' }] }),
+  ]);
+  t.same(byInterface(d), { net5: 'green' });
+  t.same(d.problems, [{ document: 'Pod tenant-a/cnf-0', field: annotationField, reason: 'podnetwork.opdev.io/networks is not valid JSON: oops' }]);
+});
+
+t.test('annotation: a Network that is missing or does not admit the namespace is refused, naming the entry', async (t) => {
+  const d = desiredFor(asking('nope, elsewhere@net7, blue'), shared, []);
+  t.same(byInterface(d), { net1: 'blue' }, 'a refused selection takes no name');
+  t.same(d.problems.map((p) => `${p.document} ${p.field}: ${p.reason}`), [
+    `Pod tenant-a/cnf-0 ${annotationField}[0].name: no Network named nope`,
+    `Pod tenant-a/cnf-0 ${annotationField}[1].name: Network elsewhere does not admit namespace tenant-a`,
+  ]);
+});
+
+t.test('annotation: a Network admits the namespace by any of its labels', async (t) => {
+  const labelled = desiredFor(asking('tenants, blue', { tenant: 'a', 'kubernetes.io/metadata.name': 'tenant-a' }), shared, []);
+  t.same(byInterface(labelled), { net1: 'tenants', net2: 'blue' });
+  t.same(labelled.problems, []);
+  const other = desiredFor(asking('tenants', { tenant: 'b', 'kubernetes.io/metadata.name': 'tenant-a' }), shared, []);
+  t.same(other.attachments, []);
+  t.match(other.problems, [{ field: `${annotationField}[0].name`, reason: 'Network tenants does not admit namespace tenant-a' }]);
+  const unlabelled = desiredFor(asking('tenants'), shared, []);
+  t.same(unlabelled.attachments, [], 'without namespace labels only the name label counts');
+});
+
+t.test('annotation: a per-interface sysctl may name an interface the annotation attaches', async (t) => {
+  const d = desiredFor(asking('blue'), shared, [config('s', { podSelector: all, sysctls: [{ name: 'net.ipv4.conf.net1.rp_filter', value: '2' }] })]);
+  t.same(d.sysctls, [{ name: 'net.ipv4.conf.net1.rp_filter', path: 'net/ipv4/conf/net1/rp_filter', value: '2' }]);
+  t.same(d.problems, []);
+});
+
+t.test('annotation: a selection refused for its interface does not set that interface\'s MAC either', async (t) => {
+  const d = desiredFor(asking('[{"name":"blue","interface":"net1","mac":"02:00:00:00:00:01"}]'), shared, [config('c', { podSelector: all, attachments: [{ network: 'red', interface: 'net1' }] })]);
+  t.same(d.attachments, []);
+  t.equal(d.problems.length, 2);
+  t.same(d.tuning, [], 'nor is the MAC it asked for set');
 });

@@ -139,7 +139,9 @@ export function desiredFor(
   };
 
   // The pod's own annotation, then the configs: one merge, the same conflict rules.
-  const unnamed = annotationAttachments(identity, out.problems, reachable, attach, tune);
+  // An annotation entry's MAC is set only on an interface it did attach (a conflict refuses both).
+  const macs: AnnotationMac[] = [];
+  const unnamed = annotationAttachments(identity, out.problems, reachable, attach, macs);
   for (const config of mine) {
     const from = documentName(config);
     out.configs.push(from);
@@ -168,7 +170,10 @@ export function desiredFor(
       sysctls.keep(entry.name, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
     });
   }
-  nameUnnamed(unnamed, attachmentBy, earlier, tune);
+  nameUnnamed(unnamed, attachmentBy, earlier, macs);
+  for (const { interface: name, mac, from, field } of macs) {
+    if (attachmentBy.has(name) && !conflicted.has(`attach:${name}`)) tune(name, { mac }, from, () => field);
+  }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
   for (const [name, { at }] of attachmentBy) if (!conflicted.has(`attach:${name}`)) out.attachments.push(at);
   for (const { interface: name, settings, from } of tuningBy.values()) {
@@ -190,7 +195,14 @@ export function desiredFor(
 }
 
 type Attach = (at: DesiredAttachment, field: string) => void;
-type Tune = (name: string, settings: LinkSettings, from: string, fieldOf: (setting: LinkSettingName) => string) => void;
+
+/** The MAC an annotation entry asks for its interface. */
+interface AnnotationMac {
+  interface: string;
+  mac: string;
+  from: string;
+  field: string;
+}
 
 interface UnnamedSelection {
   at: Omit<DesiredAttachment, 'interface'>;
@@ -208,7 +220,7 @@ function annotationAttachments(
   problems: Problem[],
   reachable: (name: string, from: string, field: string) => Network | undefined,
   attach: Attach,
-  tune: Tune,
+  macs: AnnotationMac[],
 ): UnnamedSelection[] {
   const request = identity.annotation;
   if (!request) return [];
@@ -227,7 +239,7 @@ function annotationAttachments(
     const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };
     if (selection.interface === undefined) return void unnamed.push({ at, field, ...(selection.mac ? { mac: selection.mac } : {}) });
     attach({ ...at, interface: selection.interface }, field);
-    if (selection.mac) tune(selection.interface, { mac: selection.mac }, from, () => `${field}.mac`);
+    if (selection.mac) macs.push({ interface: selection.interface, mac: selection.mac, from, field: `${field}.mac` });
   });
   return unnamed;
 }
@@ -236,7 +248,7 @@ function annotationAttachments(
  * Names the annotation's selections that gave no interface: the name an earlier attachment to the
  * same Network had, while it is free, else the first free of net1, net2, ... (what Multus picks).
  */
-function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { at: DesiredAttachment; field: string }>, earlier: readonly EarlierAttachment[], tune: Tune): void {
+function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { at: DesiredAttachment; field: string }>, earlier: readonly EarlierAttachment[], macs: AnnotationMac[]): void {
   const claimed = new Set(taken.keys());
   const named: { selection: UnnamedSelection; name: string }[] = [];
   const pending: UnnamedSelection[] = [];
@@ -257,7 +269,7 @@ function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { 
   }
   for (const { selection, name } of named) {
     taken.set(name, { at: { ...selection.at, interface: name }, field: selection.field });
-    if (selection.mac) tune(name, { mac: selection.mac }, selection.at.from, () => `${selection.field}.mac`);
+    if (selection.mac) macs.push({ interface: name, mac: selection.mac, from: selection.at.from, field: `${selection.field}.mac` });
   }
 }
 
