@@ -30,6 +30,8 @@ export interface PublisherOptions {
 /** What every status of one publishing round is computed from. */
 interface Round {
   docs: DesiredDocuments;
+  /** The PodNetworkConfigs as the API server holds them, by documentName (what `from` says). */
+  configs: ReadonlyMap<string, ApiObject>;
   now: string;
 }
 
@@ -46,7 +48,7 @@ export class StatusPublisher {
   private readonly fieldManager: string;
   /** What each pod's network-status last said, as this daemon wrote or found it: the Events are the differences. */
   private readonly told = new Map<string, NetworkStatusEntry[]>();
-  /** Each config's problems last told in an Event, so one is not told again every pass. */
+  /** Each config's problems last told in an Event (by documentName), so one is not told again every pass. */
   private readonly toldProblems = new Map<string, string>();
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
@@ -68,8 +70,13 @@ export class StatusPublisher {
     if (!source.synced) return;
     const facts = this.sandboxFacts();
     // One view of the documents and one time for every status of this round.
-    const round = { docs: source.documents(), now: new Date().toISOString() };
-    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f)), ...this.publishConfigs(facts, round), ...this.publishNetworks(facts, round)]);
+    const configs = new Map(source.objects('PodNetworkConfig').map((o) => [documentName({ kind: 'PodNetworkConfig', metadata: o.metadata }), o]));
+    const round: Round = { docs: source.documents(), configs, now: new Date().toISOString() };
+    // What was told of pods and configs that are gone is not needed again.
+    const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
+    for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
+    for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
+    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f, round)), ...this.publishConfigs(facts, round), ...this.publishNetworks(facts, round)]);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length === 0) return;
     this.opts.log.warn('could not write status to the API server; trying again', { failed: failed.length, error: (failed[0]!.reason as Error).message });
@@ -100,7 +107,7 @@ export class StatusPublisher {
     return out;
   }
 
-  private async publishPod(facts: SandboxFacts): Promise<void> {
+  private async publishPod(facts: SandboxFacts, round: Round): Promise<void> {
     const pod = this.opts.source.pod(facts.namespace, facts.name);
     if (!pod) return;
     const key = `${facts.namespace}/${facts.name}`;
@@ -112,11 +119,11 @@ export class StatusPublisher {
       await this.opts.api.merge(`/api/v1/namespaces/${facts.namespace}/pods/${facts.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
     }
     this.told.set(key, entries);
-    await Promise.all(this.podEvents(pod, facts, before, entries).map((e) => this.event(e)));
+    await Promise.all(this.podEvents(pod, facts, before, entries, round).map((e) => this.event(e)));
   }
 
   /** An Event for each interface attached, detached or failing since the pod's last network-status. */
-  private podEvents(pod: PodObject, facts: SandboxFacts, before: readonly NetworkStatusEntry[], after: readonly NetworkStatusEntry[]): EventSpec[] {
+  private podEvents(pod: PodObject, facts: SandboxFacts, before: readonly NetworkStatusEntry[], after: readonly NetworkStatusEntry[], round: Round): EventSpec[] {
     const object = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
     const id = (e: NetworkStatusEntry) => `${e.name} ${e.interface ?? ''}`;
     const made = (list: readonly NetworkStatusEntry[]) => new Map(list.filter((e) => !e.default && e.problem === undefined).map((e) => [id(e), e]));
@@ -127,8 +134,8 @@ export class StatusPublisher {
       if (was.has(k)) continue;
       const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
       events.push({ object, type: 'Normal', reason: 'Attached', message: `${message}${fromText(byConfig(e), facts)}` });
-      const config = this.configObjectOf(byConfig(e));
-      if (config) events.push({ object: config, type: 'Normal', reason: 'Attached', message: `pod ${facts.name}: ${message}` });
+      const config = round.configs.get(byConfig(e) ?? '');
+      if (config) events.push({ object: configRef(config), type: 'Normal', reason: 'Attached', message: `pod ${facts.name}: ${message}` });
     }
     for (const [k, e] of was) {
       if (is.has(k)) continue;
@@ -140,29 +147,21 @@ export class StatusPublisher {
     return events;
   }
 
-  private configObjectOf(from: string | undefined): EventSpec['object'] | undefined {
-    const match = from?.match(/^PodNetworkConfig ([^/]+)\/(.+)$/);
-    if (!match) return undefined;
-    const object = this.opts.source.object('PodNetworkConfig', match[2]!, match[1]!);
-    if (!object) return undefined;
-    return { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
-  }
-
   /** This node's part of every PodNetworkConfig's status. */
-  private publishConfigs(facts: readonly SandboxFacts[], { docs, now }: Round): Promise<void>[] {
+  private publishConfigs(facts: readonly SandboxFacts[], { docs, configs, now }: Round): Promise<void>[] {
     const { source } = this.opts;
+    const parsed = new Map(docs.configs.map((c) => [documentName(c), c]));
     const writes: Promise<void>[] = [];
-    for (const object of source.objects('PodNetworkConfig')) {
+    for (const [name, object] of configs) {
       const namespace = object.metadata.namespace!;
-      const name = `PodNetworkConfig ${namespace}/${object.metadata.name}`;
-      const config = docs.configs.find((c) => documentName(c) === name);
+      const config = parsed.get(name);
       const schemaProblems = docs.problems.filter((p) => p.document === name).map((p) => `${p.field}: ${p.reason}`);
       const namespaceLabels = source.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace };
       const specProblems = config ? configSpecProblems(config, docs.networks, namespaceLabels).map((p) => `${p.field}: ${p.reason}`) : [];
       const mine = config ? facts.filter((f) => f.wanted.configs.includes(name)).map((f) => configPodEntry(config, f, this.node)) : [];
       const current = object.status as PodNetworkConfigStatus | undefined;
       const status = configStatus(object.metadata.generation, mine, current, [...schemaProblems, ...specProblems], this.node, now);
-      writes.push(this.configEvents(object, status));
+      writes.push(this.configEvents(name, object, status));
       if (sameStatus(status, current, this.node)) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
       writes.push(this.apply(path, object, status));
@@ -171,15 +170,13 @@ export class StatusPublisher {
   }
 
   /** A Warning when a config's Degraded message changes to a new problem. */
-  private async configEvents(object: ApiObject, status: PodNetworkConfigStatus): Promise<void> {
-    const key = `${object.metadata.namespace}/${object.metadata.name}`;
+  private async configEvents(key: string, object: ApiObject, status: PodNetworkConfigStatus): Promise<void> {
     const degraded = status.conditions?.find((c) => c.type === 'Degraded');
     const message = degraded?.status === 'True' ? degraded.message : '';
     const before = this.toldProblems.get(key) ?? (object.status as PodNetworkConfigStatus | undefined)?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.message ?? '';
     this.toldProblems.set(key, message);
     if (message === '' || message === before) return;
-    const ref = { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
-    await this.event({ object: ref, type: 'Warning', reason: 'Degraded', message });
+    await this.event({ object: configRef(object), type: 'Warning', reason: 'Degraded', message });
   }
 
   /** This node's entry in every Network it serves or has served. */
@@ -223,6 +220,11 @@ export class StatusPublisher {
       count: 1,
     });
   }
+}
+
+/** What an Event on a PodNetworkConfig names it by. */
+function configRef(object: ApiObject): EventSpec['object'] {
+  return { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
 }
 
 function fromText(from: string | undefined, facts: { namespace: string; name: string }): string {

@@ -72,7 +72,8 @@ export function identityOf(record: AttachmentRecord): SandboxIdentity {
   return { namespace, name, labels: { [podNameLabel]: name, [podNamespaceLabel]: namespace } };
 }
 
-export function documentName(doc: Network | PodNetworkConfig): string {
+/** "Network blue" or "PodNetworkConfig tenant-a/fast": how problems and `from` name a document (or an API object). */
+export function documentName(doc: { kind?: string; metadata: { name: string; namespace?: string } }): string {
   return doc.kind === 'Network' ? `Network ${doc.metadata.name}` : `PodNetworkConfig ${doc.metadata.namespace ?? 'default'}/${doc.metadata.name}`;
 }
 

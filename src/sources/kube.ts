@@ -5,8 +5,8 @@
 // whose resourceVersion expired (410 Gone) lists again (ListWatch does it) and a pass follows.
 import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
-import { identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
-import { networksAnnotation, parseNetworksAnnotation, type AnnotationRequest } from '../model/annotation.ts';
+import { documentName, identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from '../kube/api.ts';
 import type { DesiredDocuments } from './config-dir.ts';
@@ -143,7 +143,7 @@ export class KubeSource {
       ...identityOf(record),
       labels: pod.metadata.labels ?? {},
       namespaceLabels: this.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace },
-      ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) as AnnotationRequest } : {}),
+      ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
     };
   }
 
@@ -154,11 +154,6 @@ export class KubeSource {
 
   pod(namespace: string, name: string): PodObject | undefined {
     return this.informers.pods.cache.get(name, namespace);
-  }
-
-  /** A Network or PodNetworkConfig as the API server last showed it, status included. */
-  object(kind: 'Network' | 'PodNetworkConfig', name: string, namespace?: string): ApiObject | undefined {
-    return (kind === 'Network' ? this.informers.networks : this.informers.configs).cache.get(name, namespace);
   }
 
   objects(kind: 'Network' | 'PodNetworkConfig'): readonly ApiObject[] {
@@ -193,8 +188,7 @@ function parseApiObject(kind: 'Network' | 'PodNetworkConfig', object: ApiObject)
   try {
     return parseDocument(kind, doc, kind);
   } catch (err) {
-    const name = kind === 'Network' ? `Network ${object.metadata.name}` : `PodNetworkConfig ${object.metadata.namespace}/${object.metadata.name}`;
-    return { document: name, field: 'spec', reason: (err as Error).message };
+    return { document: documentName({ kind, metadata: object.metadata }), field: 'spec', reason: (err as Error).message };
   }
 }
 

@@ -2,7 +2,7 @@
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
 import { formatCidr, parseCidr } from '../ipam/cidr.ts';
-import { desiredFor, documentName, podDocumentName, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import { desiredFor, documentName, podDocumentName, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
@@ -48,9 +48,7 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
     });
   }
   for (const want of facts.wanted.attachments) {
-    if (applied.some((a) => a.interface === want.interface && a.network === want.network.metadata.name)) continue;
-    const reason = attachmentProblem(facts, want.interface) ?? facts.lastError ?? 'not attached yet';
-    entries.push({ name: want.network.metadata.name, interface: want.interface, problem: reason });
+    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) });
   }
   // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value).
   const pod = podDocumentName(facts);
@@ -70,10 +68,19 @@ function primaryEntry(record: AttachmentRecord, links: ReadonlyMap<string, Obser
   return { name: record.network, interface: record.ifname, ips, ...(mac ? { mac } : {}), ...(link ? { mtu: link.mtu } : {}), default: true };
 }
 
-/** A problem the pass had with one attachment of the sandbox (resolving its addresses, planning it). */
-function attachmentProblem(facts: SandboxFacts, iface: string): string | undefined {
-  const p = facts.problems.find((p) => p.field === `attachment ${iface}` || p.reason.includes(` ${iface} `));
-  return p?.reason;
+function isAttached(facts: SandboxFacts, want: DesiredAttachment): boolean {
+  return (facts.applied?.attachments ?? []).some((a) => a.interface === want.interface && a.network === want.network.metadata.name);
+}
+
+/**
+ * Why a desired attachment is not there: the problem resolving it (its addresses: field
+ * "attachment <if>") or planning it (about its pod interface or its Network, src/planner/links.ts),
+ * else the pass's error.
+ */
+function missingReason(facts: SandboxFacts, want: DesiredAttachment): string {
+  const about = new Set([`pod interface ${want.interface}`, `Network ${want.network.metadata.name}`]);
+  const p = facts.problems.find((p) => p.field === `attachment ${want.interface}` || about.has(p.document));
+  return p?.reason ?? facts.lastError ?? 'not attached yet';
 }
 
 /**
@@ -121,13 +128,11 @@ export function networkNodeEntry(network: Network, sandboxes: readonly SandboxFa
   let wanting = 0;
   let message: string | undefined;
   for (const facts of sandboxes) {
-    const applied = (facts.applied?.attachments ?? []).filter((a) => a.network === name);
-    if (applied.length > 0) attachedPods++;
+    if ((facts.applied?.attachments ?? []).some((a) => a.network === name)) attachedPods++;
     for (const want of facts.wanted.attachments) {
       if (want.network.metadata.name !== name) continue;
       wanting++;
-      if (applied.some((a) => a.interface === want.interface)) continue;
-      message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${attachmentProblem(facts, want.interface) ?? facts.lastError ?? 'not attached yet'}`;
+      if (!isAttached(facts, want)) message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${missingReason(facts, want)}`;
     }
   }
   // A node with nothing to say about a Network does not write to it.
