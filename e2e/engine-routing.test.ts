@@ -180,7 +180,7 @@ spec: { podSelector: {}, attachments: [{ network: shared-a, interface: net3 }] }
     const text = (await cli.explain('default/cnf-1')).stdout;
     return /also the bridge of Network shared-b/.test(text) ? text : undefined;
   });
-  t.match(sharedExplained, /PodNetworkConfig default\/shared attachment net3: .*host bridge pn-sh\d+ is also the bridge of Network shared-b/);
+  t.match(sharedExplained, /PodNetworkConfig default\/shared spec.attachments\[\d\]: .*host bridge pn-sh\d+ is also the bridge of Network shared-b/);
   t.same(await hostLinkNames(bridge), [], 'no bridge was made for either');
   for (const file of ['shared.yaml', 'shared-a.yaml', 'shared-b.yaml']) await cli.delete(file);
 

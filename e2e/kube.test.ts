@@ -14,7 +14,7 @@ import { hostLinkNames, linkOf, until } from './lib/engine.ts';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';
 import { missingPrerequisite, referencePluginDir, repoRoot } from './lib/env.ts';
 import { addressesIn, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
-import { networkStatusAnnotation } from '../src/model/annotation.ts';
+import { networksAnnotation, networkStatusAnnotation } from '../src/model/annotation.ts';
 import type { NetworkStatusEntry, PodNetworkConfigStatus } from '../src/protocol/validate.ts';
 
 const skip = (await prepareClusterTest(t)) ?? missingPrerequisite(['/bin/busybox', `${referencePluginDir}/bridge`, `${referencePluginDir}/host-local`]);
@@ -67,6 +67,9 @@ async function podnetCluster(t: Test) {
 
   const daemon = await daemonSandbox(t, { args: ['--node-name', node, '--kubeconfig', await cluster.serviceAccountKubeconfig('podnet-system', 'podnet'), '--resync-seconds', '2'] });
   await daemon.start();
+  t.teardown(() => {
+    if (!t.passing()) process.stderr.write(`--- last lines of the daemon's log (test failed) ---\n${daemon.log().trimEnd().split('\n').slice(-40).join('\n')}\n`);
+  });
   return { cluster, admin, tenant: clientsAs(cluster, 'tenant-a'), daemon };
 }
 
@@ -87,6 +90,7 @@ async function primaryConflist(t: Test, daemon: DaemonSandbox, subnet: string): 
 }
 
 interface RunningPod {
+  namespace: string;
   name: string;
   netns: string;
   netnsPath: string;
@@ -112,7 +116,7 @@ async function runPod(t: Test, admin: Clients, runtime: CniRuntime, list: Confli
     await admin.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch(() => undefined);
   };
   t.teardown(del);
-  return { name, netns: ns.name, netnsPath: ns.path, uid, del };
+  return { namespace, name, netns: ns.name, netnsPath: ns.path, uid, del };
 }
 
 async function networkStatusOf(admin: Clients, namespace: string, name: string): Promise<NetworkStatusEntry[] | undefined> {
@@ -131,26 +135,61 @@ async function eventsOf(admin: Clients, namespace: string, name: string): Promis
   return list.items.map((e) => ({ reason: e.reason ?? '', message: e.message ?? '', type: e.type ?? '' }));
 }
 
-function blueNetwork(namespaces: string[]) {
+/** An admin's bridge Network offered to `namespaces`; its host bridge is removed at t's teardown. */
+function bridgeNetwork(t: Test, name: string, subnets: string[], namespaces: string[]) {
+  const bridge = `pnk8s${name}`.slice(0, 15);
+  removeLinkAtTeardown(t, bridge);
   return {
     apiVersion: group,
     kind: 'Network',
-    metadata: { name: 'blue' },
+    metadata: { name },
     spec: {
       type: 'bridge',
-      bridge: { name: 'pnk8sblue' },
-      ipam: { ranges: [{ subnet: '198.18.101.0/24' }] },
+      bridge: { name: bridge },
+      ipam: { ranges: subnets.map((subnet) => ({ subnet })) },
       namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: namespaces }] },
     },
   };
 }
 
+const blueNetwork = (t: Test, namespaces: string[]) => bridgeNetwork(t, 'blue', ['198.18.101.0/24'], namespaces);
+
+function podNetworkConfig(namespace: string, name: string, spec: object) {
+  return { apiVersion: group, kind: 'PodNetworkConfig', metadata: { name, namespace }, spec };
+}
+
+/** A merge patch of a namespaced or cluster object, as `kubectl patch --type merge` sends. */
+async function mergePatch(client: Clients, object: KubernetesObject): Promise<void> {
+  await client.objects.patch(object, undefined, undefined, undefined, undefined, PatchStrategy.MergePatch);
+}
+
+/** Sets (or, with null, removes) the pod's podnetwork.opdev.io/networks annotation in one update. */
+async function annotate(client: Clients, namespace: string, name: string, value: string | null): Promise<void> {
+  await mergePatch(client, { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, annotations: { [networksAnnotation]: value as string } } });
+}
+
+/** An interface's addresses in the pod's netns, once it has one in `prefix`. */
+async function addressOn(pod: RunningPod, ifname: string, prefix: string): Promise<string> {
+  return until(`${pod.name} has ${ifname} with an address in ${prefix}`, async () => {
+    const link = (await addressesIn(pod.netns)).find((l) => l.ifname === ifname);
+    return link?.addresses.find((a) => a.startsWith(prefix));
+  });
+}
+
+const gone = (pod: RunningPod, ifname: string) => until(`${pod.name}: ${ifname} is gone`, async () => ((await linkOf(pod.netns, ifname)) === undefined ? true : undefined));
+
+/** The pod's network-status once `ready` accepts it. */
+const networkStatusWhen = (admin: Clients, pod: RunningPod, what: string, ready: (entries: NetworkStatusEntry[]) => boolean) =>
+  until(`${pod.name}'s network-status ${what}`, async () => {
+    const entries = await networkStatusOf(admin, pod.namespace, pod.name);
+    return entries && ready(entries) ? entries : undefined;
+  });
+
 t.test('a tenant attaches two running pods to an admin\'s Network through the API alone', { skip }, async (t) => {
   const { admin, tenant, daemon } = await podnetCluster(t);
-  removeLinkAtTeardown(t, 'pnk8sblue');
   const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
   const list = await primaryConflist(t, daemon, '198.18.100.0/24');
-  await admin.objects.create(blueNetwork([tenantNamespace]));
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
   const pods = [await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } }), await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-2', { labels: { app: 'cnf' } })];
 
   const config = {
@@ -236,7 +275,7 @@ t.test('tenant isolation: RBAC keeps a tenant in its namespace, a Network not of
   const { cluster, admin, tenant, daemon } = await podnetCluster(t);
   const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
   const list = await primaryConflist(t, daemon, '198.18.102.0/24');
-  await admin.objects.create(blueNetwork([tenantNamespace]));
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
 
   const config = (namespace: string) => ({
     apiVersion: group,
@@ -249,7 +288,7 @@ t.test('tenant isolation: RBAC keeps a tenant in its namespace, a Network not of
     (err: { code?: number }) => err.code,
   );
   t.equal(refused, 403, 'tenant-a may not create a PodNetworkConfig in tenant-b');
-  const network = await tenant.objects.create({ ...blueNetwork([tenantNamespace]), metadata: { name: 'mine' } }).then(
+  const network = await tenant.objects.create({ ...blueNetwork(t, [tenantNamespace]), metadata: { name: 'mine' } }).then(
     () => 0,
     (err: { code?: number }) => err.code,
   );
@@ -265,4 +304,155 @@ t.test('tenant isolation: RBAC keeps a tenant in its namespace, a Network not of
   t.match(status.conditions!.find((c) => c.type === 'Degraded')!.message, /spec\.attachments\[0\]\.network.*Network blue does not admit namespace tenant-b/);
   await until('a Degraded Event on the config', async () => ((await eventsOf(admin, otherNamespace, 'grab')).some((e) => e.type === 'Warning' && e.reason === 'Degraded') ? true : undefined));
   t.equal(await linkOf(pod.netns, 'net1'), undefined, 'nothing was attached');
+});
+
+t.test('the pod annotation attaches and detaches on a running pod; one update that adds and removes keeps network-status whole', { skip }, async (t) => {
+  const { admin, tenant, daemon } = await podnetCluster(t);
+  const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
+  const list = await primaryConflist(t, daemon, '198.18.104.0/24');
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  await admin.objects.create(bridgeNetwork(t, 'green', ['198.18.103.0/24'], [tenantNamespace]));
+  // The pod starts without the annotation; the tenant adds it later, with its own rights on pods.
+  const pod = await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1');
+  await networkStatusWhen(admin, pod, 'lists the primary interface', (s) => s.some((e) => e.default));
+
+  await annotate(tenant, tenantNamespace, pod.name, 'blue');
+  const blue = await addressOn(pod, 'net1', '198.18.101.');
+  const first = await networkStatusWhen(admin, pod, 'lists net1', (s) => s.some((e) => e.interface === 'net1'));
+  t.same(
+    first.map((e) => [e.interface, e.name, e.default ?? false]),
+    [['eth0', 'primary', true], ['net1', 'blue', false]],
+    'the primary interface, then the attachment the annotation named (given the first free name, net1)',
+  );
+  t.same(first[1]!.ips, [blue.split('/')[0]]);
+
+  // One update takes blue away and asks for green on an interface the tenant names.
+  await annotate(tenant, tenantNamespace, pod.name, 'green@net5');
+  const green = await addressOn(pod, 'net5', '198.18.103.');
+  await gone(pod, 'net1');
+  const second = await networkStatusWhen(admin, pod, 'follows the update', (s) => s.some((e) => e.interface === 'net5') && !s.some((e) => e.interface === 'net1'));
+  t.same(second.map((e) => [e.interface, e.name]), [['eth0', 'primary'], ['net5', 'green']], 'the whole truth: eth0 kept, net1 gone, net5 there');
+  t.same(second[1]!.ips, [green.split('/')[0]]);
+  t.notOk(second.some((e) => e.problem), 'no entry tells a problem');
+  const events = await until('Events for both changes', async () => {
+    const list = await eventsOf(admin, tenantNamespace, pod.name);
+    return list.some((e) => e.reason === 'Detached') && list.some((e) => e.reason === 'Attached' && e.message.includes('net5')) ? list : undefined;
+  });
+  t.ok(events.some((e) => e.reason === 'Attached' && /net1 to Network blue .*\(asked by the pod annotation\)/.test(e.message)), 'the first attach was told, and who asked');
+  t.ok(events.some((e) => e.reason === 'Detached' && e.message === 'detached net1 from Network blue'));
+
+  // Removing the annotation takes back what it asked.
+  await annotate(tenant, tenantNamespace, pod.name, null);
+  await gone(pod, 'net5');
+  const last = await networkStatusWhen(admin, pod, 'lists only the primary interface', (s) => s.length === 1);
+  t.equal(last[0]!.interface, 'eth0');
+  await until('no host link of podnet is left but the bridges', async () => ((await hostLinkNames('pnv')).length === 0 ? true : undefined));
+});
+
+t.test('bad input: a CR wrong in meaning is Degraded naming the field; a malformed annotation is told and touches nothing else', { skip }, async (t) => {
+  const { admin, tenant, daemon } = await podnetCluster(t);
+  const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
+  const list = await primaryConflist(t, daemon, '198.18.105.0/24');
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  // Both pass the CRD's schema (a CIDR's shape), not podnet's checks.
+  await admin.objects.create(bridgeNetwork(t, 'overlap', ['198.18.106.0/24', '198.18.106.128/25'], [tenantNamespace]));
+  await admin.objects.create(bridgeNetwork(t, 'badcidr', ['198.18.300.0/24'], [tenantNamespace]));
+  const pod = await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } });
+  await tenant.objects.create(podNetworkConfig(tenantNamespace, 'fast', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] }));
+  const address = await addressOn(pod, 'net1', '198.18.101.');
+
+  for (const [name, field, reason] of [
+    ['overlap', 'spec.ipam.ranges[1]', /ranges 198\.18\.106\.0\/24 and 198\.18\.106\.128\/25 overlap/],
+    ['badcidr', 'spec.ipam.ranges[0]', /subnet "198\.18\.300\.0\/24" is not a CIDR/],
+  ] as const) {
+    const degraded = await until(`Network ${name} is Degraded`, async () => {
+      const object = (await admin.objects.read({ apiVersion: group, kind: 'Network', metadata: { name } })) as KubernetesObject & { status?: { conditions?: { type: string; status: string; reason: string; message: string }[] } };
+      return object.status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True');
+    });
+    t.equal(degraded.reason, 'InvalidSpec', `${name}: the spec is at fault`);
+    t.ok(degraded.message.startsWith(`${field}: `), `${name}: the message names ${field}`);
+    t.match(degraded.message, reason);
+  }
+
+  await tenant.objects.create(
+    podNetworkConfig(tenantNamespace, 'bad', {
+      podSelector: { matchLabels: { app: 'cnf' } },
+      attachments: [
+        { network: 'nosuch', interface: 'net2' },
+        { network: 'blue', interface: 'eth0' },
+        { network: 'overlap', interface: 'net3' },
+      ],
+    }),
+  );
+  const condition = await until('the config is Degraded for all three', async () => {
+    const c = (await configStatusOf(admin, tenantNamespace, 'bad'))?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True');
+    return c?.message.includes('spec.attachments[2]') ? c : undefined;
+  });
+  t.equal(condition.reason, 'InvalidSpec');
+  t.match(condition.message, /spec\.attachments\[0\]\.network: no Network named nosuch/);
+  t.match(condition.message, /spec\.attachments\[1\]\.interface: eth0 is the pod's primary interface/);
+  t.match(condition.message, /pod cnf-1: spec\.attachments\[2\]: network overlap: ranges .* overlap/);
+  t.equal(await linkOf(pod.netns, 'net3'), undefined, 'nothing of the bad Network was made');
+  t.equal((await addressesIn(pod.netns)).find((l) => l.ifname === 'net1')?.addresses.includes(address), true, 'net1 of the good config is untouched');
+
+  // A malformed annotation: told on the pod, and nothing else of its networking changes.
+  const before = await linkOf(pod.netns, 'net1');
+  await annotate(tenant, tenantNamespace, pod.name, '[{"name": "blue", "interface": ');
+  const warning = await until('an InvalidAnnotation Event on the pod', async () => (await eventsOf(admin, tenantNamespace, pod.name)).find((e) => e.reason === 'InvalidAnnotation'));
+  t.equal(warning.type, 'Warning');
+  t.match(warning.message, /metadata\.annotations\["podnetwork\.opdev\.io\/networks"\]: /, 'it names the annotation');
+  const entries = await networkStatusWhen(admin, pod, 'tells the annotation is wrong', (s) => s.some((e) => e.name === networksAnnotation));
+  t.same(entries.filter((e) => e.problem === undefined).map((e) => e.interface), ['eth0', 'net1'], 'eth0 and net1 stay listed');
+  t.match(entries.find((e) => e.name === networksAnnotation)?.problem, /metadata\.annotations/);
+  const after = await linkOf(pod.netns, 'net1');
+  t.same([after?.ifindex, after?.address, after?.mtu], [before?.ifindex, before?.address, before?.mtu], 'net1 is the same link as before');
+  t.equal((await linkOf(pod.netns, 'eth0'))?.mtu, 1500, 'eth0 is untouched');
+});
+
+t.test('convergence: the daemon restarted, the API server restarted, a watch expired (410)', { skip }, async (t) => {
+  const { cluster, admin, tenant, daemon } = await podnetCluster(t);
+  const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
+  const list = await primaryConflist(t, daemon, '198.18.107.0/24');
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  await admin.objects.create(bridgeNetwork(t, 'green', ['198.18.103.0/24'], [tenantNamespace]));
+  const pod = await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } });
+  const fast = (mtu: number) => podNetworkConfig(tenantNamespace, 'fast', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu }] });
+  await tenant.objects.create(fast(1400));
+  const address = await addressOn(pod, 'net1', '198.18.101.');
+  const net1 = await linkOf(pod.netns, 'net1');
+  await until('the Attached Event', async () => ((await eventsOf(admin, tenantNamespace, pod.name)).some((e) => e.reason === 'Attached') ? true : undefined));
+  const sameNet1 = async (when: string) => {
+    const now = await linkOf(pod.netns, 'net1');
+    // The kernel adds an IPv6 link-local address of its own a moment after the link is up.
+    const addresses = (await addressesIn(pod.netns)).find((l) => l.ifname === 'net1')?.addresses.filter((a) => !a.startsWith('fe80:'));
+    t.same([now?.ifindex, now?.address, addresses], [net1?.ifindex, net1?.address, [address]], `${when}: net1 is the same link with the same address`);
+  };
+
+  // The daemon dies; the tenant changes the config and the pod's annotation meanwhile.
+  await daemon.kill();
+  await mergePatch(tenant, fast(1300) as KubernetesObject);
+  await annotate(tenant, tenantNamespace, pod.name, 'green@net5');
+  await daemon.start();
+  await addressOn(pod, 'net5', '198.18.103.');
+  await until('eth0 follows the MTU changed while the daemon was down', async () => ((await linkOf(pod.netns, 'eth0'))?.mtu === 1300 ? true : undefined));
+  await sameNet1('after the daemon restarted');
+  const attached = (await eventsOf(admin, tenantNamespace, pod.name)).filter((e) => e.reason === 'Attached' && e.message.includes('net1'));
+  t.equal(attached.length, 1, 'the restart told no attach again');
+
+  // The API server restarts; the daemon watches again and follows the next change.
+  await cluster.restartApiserver();
+  await annotate(tenant, tenantNamespace, pod.name, null);
+  await gone(pod, 'net5');
+  await sameNet1('after the API server restarted');
+
+  // An outage long enough that the watches' resourceVersions expire: 410 Gone, then a new list.
+  const relists = () => daemon.log().split('\n').filter((l) => l.includes('listing again')).length;
+  const relistsBefore = relists();
+  await cluster.expireWatches();
+  await tenant.objects.delete({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'fast', namespace: tenantNamespace } });
+  await gone(pod, 'net1');
+  await until('eth0 has its MTU back', async () => ((await linkOf(pod.netns, 'eth0'))?.mtu === 1500 ? true : undefined));
+  t.ok(relists() > relistsBefore, 'the daemon listed again after its watches expired');
+  const status = await networkStatusWhen(admin, pod, 'lists only the primary interface', (s) => s.length === 1);
+  t.equal(status[0]!.interface, 'eth0');
 });

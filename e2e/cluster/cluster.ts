@@ -43,8 +43,14 @@ export interface Cluster {
    * like any RBAC change it takes effect a moment later (the apiserver's informers), so poll.
    */
   aggregateClusterRoles(): Promise<void>;
-  /** Stops kube-apiserver (SIGTERM) and starts it again on the same port, etcd untouched. */
+  /** Stops kube-apiserver (SIGTERM, SIGKILL 3 s later) and starts it again on the same port, etcd untouched. */
   restartApiserver(): Promise<void>;
+  /**
+   * Restarts kube-apiserver with etcd moved on and compacted while it is down: the resourceVersion
+   * every client's watch holds is then older than anything the new apiserver serves, so the next
+   * watch gets 410 Gone and the client has to list again (what a long outage does).
+   */
+  expireWatches(): Promise<void>;
   /** Kills both processes; the test's teardown does it too, and removes the data. */
   stop(): Promise<void>;
 }
@@ -116,6 +122,18 @@ export async function startCluster(t: Test): Promise<Cluster> {
     await waitApiserverReady(started, root, server, files.tokens.admin);
   };
   await launchApiserver();
+  const restartApiserver = async (whileDown?: () => Promise<void>) => {
+    const old = apiserver;
+    if (!old) throw new Error('the cluster is stopped');
+    // An open watch holds a graceful shutdown until its client gives up on it (client-node: 30 s
+    // without a byte), which would only make the test slow: after a moment it is an outage.
+    await terminate(old, 'SIGTERM', 3000);
+    const index = processes.indexOf(old);
+    if (index < 0) throw new Error('the cluster was stopped during the restart');
+    processes.splice(index, 1);
+    await whileDown?.();
+    await launchApiserver();
+  };
 
   const caData = await apiserverCa(root);
   const caFile = join(root, 'ca.crt');
@@ -148,15 +166,8 @@ export async function startCluster(t: Test): Promise<Cluster> {
       await writeFile(path, kubeconfigText(server, caData, `system:serviceaccount:${namespace}:${name}`, token));
       return path;
     },
-    async restartApiserver() {
-      const old = apiserver;
-      if (!old) throw new Error('the cluster is stopped');
-      await terminate(old, 'SIGTERM', 30_000);
-      const index = processes.indexOf(old);
-      if (index < 0) throw new Error('the cluster was stopped during the restart');
-      processes.splice(index, 1);
-      await launchApiserver();
-    },
+    restartApiserver: () => restartApiserver(),
+    expireWatches: () => restartApiserver(() => moveEtcdOn(etcd.url)),
     stop,
   };
 }
@@ -287,6 +298,24 @@ async function startEtcd(binaries: ClusterBinaries, root: string): Promise<{ pro
       throw error;
     }
   }
+}
+
+/**
+ * One write to a key of the test's own, then a compaction up to it, through etcd's JSON gateway:
+ * etcd's revision (the apiserver's resourceVersion) moves past every one a client holds, and no
+ * older revision can be watched from.
+ */
+async function moveEtcdOn(url: string): Promise<void> {
+  const call = async (path: string, body: object) => {
+    const answer = await fetch(`${url}${path}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(5000) });
+    if (!answer.ok) throw new Error(`etcd ${path}: HTTP ${answer.status} ${await answer.text()}`);
+    return (await answer.json()) as { header?: { revision?: string } };
+  };
+  const base64 = (text: string) => Buffer.from(text).toString('base64');
+  const put = await call('/v3/kv/put', { key: base64('/podnet-e2e/expire-watches'), value: base64(new Date().toISOString()) });
+  const revision = put.header?.revision;
+  if (!revision) throw new Error('etcd answered a put without its revision');
+  await call('/v3/kv/compaction', { revision, physical: true });
 }
 
 function apiserverArgs(root: string, files: Identity, etcdUrl: string, securePort: number): string[] {

@@ -23,6 +23,8 @@ export interface DaemonSandbox {
   /** SIGKILL, and wait for the exit. */
   kill(): Promise<void>;
   records(): Promise<AttachmentRecord[]>;
+  /** What the daemon has written to stderr (its JSON log lines) since the sandbox was made, over every start. */
+  log(): string;
   /** The plugin config keys that point podnet at this sandbox. */
   pluginSettings(): { socketPath: string; stateDir: string; timeoutMs: number };
 }
@@ -43,6 +45,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
   await symlink(podnetBinary, `${binDir}/podnet`);
   let proc: ResultPromise | undefined;
   let exited: Promise<{ stderr: unknown }> | undefined;
+  let log = '';
 
   const waitReady = async () => {
     for (let i = 0; i < 200; i++) {
@@ -79,6 +82,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
         reject: false,
         stdio: ['ignore', 'ignore', 'pipe'],
       });
+      proc.stderr?.on('data', (chunk: Buffer) => (log += chunk.toString('utf8')));
       exited = proc.then((r) => ({ stderr: r.stderr }));
       await waitReady();
     },
@@ -88,6 +92,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
       const body = await callDaemon({ socketPath, method: 'GET', path: routes.attachments, timeoutMs: 5000 });
       return parseDocument('AttachmentList', body, 'daemon answer').items.map((i) => i.record);
     },
+    log: () => log,
     pluginSettings: () => ({ socketPath, stateDir, timeoutMs: 1000 }),
   };
   t.teardown(async () => {

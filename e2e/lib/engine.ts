@@ -20,7 +20,10 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
 }
 
 export interface LinkView {
+  ifindex: number;
   ifname: string;
+  /** The MAC, as `ip` shows it: "address". */
+  address?: string;
   mtu: number;
   txqlen: number;
   flags: string[];

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
 import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
@@ -62,11 +63,6 @@ export interface ReconcilerOptions {
 /** A host link of one pod's attachment: a prefix (pnv: veth end, pnb: ifb) and a hash of (container, interface), 13 characters. */
 export function hostInterfaceName(containerId: string, podInterface: string, prefix: 'pnv' | 'pnb' = 'pnv'): string {
   return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
-}
-
-/** The host bridge of a bridge Network: the one it names, else pn- and its name, cut to an interface name's 15 bytes. */
-export function bridgeNameOf(network: Network): string {
-  return network.spec.bridge?.name ?? `pn-${network.metadata.name}`.slice(0, 15);
 }
 
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
@@ -521,7 +517,7 @@ export class Reconciler {
       try {
         attachments.push(this.resolveAttachment(containerId, want, addresses, networks));
       } catch (err) {
-        problems.push({ document: want.from, field: `attachment ${want.interface}`, reason: toPodnetError(err).message });
+        problems.push({ document: want.from, field: want.field, reason: toPodnetError(err).message });
       }
     }
     const tuning = wanted.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
@@ -531,7 +527,8 @@ export class Reconciler {
   private resolveAttachment(containerId: string, want: DesiredAttachment, addresses: 'allocate' | 'preview', networks: ReadonlyMap<string, Network>): ResolvedAttachment {
     const network = want.network;
     const spec = network.spec;
-    if (spec.type === 'bridge') refuseSharedBridge(network, networks);
+    const shared = sharedBridgeReason(network, networks);
+    if (shared) throw new PodnetError('INVALID_REQUEST', shared);
     const owner = `${containerId}/${want.interface}`;
     const allocations = spec.ipam
       ? this.opts.ipam[addresses](network.metadata.name, spec.ipam.ranges, owner, want.ips)
@@ -620,14 +617,6 @@ function nothingWanted(): DesiredSandbox {
  * Two bridge Networks on one host bridge would join their pods' traffic, and taking one back
  * would take the other's bridge: the attachments of each are refused, naming the other.
  */
-function refuseSharedBridge(network: Network, networks: ReadonlyMap<string, Network>): void {
-  const bridge = bridgeNameOf(network);
-  const others = [...networks.values()].filter((n) => n.spec.type === 'bridge' && n.metadata.name !== network.metadata.name && bridgeNameOf(n) === bridge);
-  if (others.length === 0) return;
-  const names = others.map((n) => n.metadata.name).join(', ');
-  throw new PodnetError('INVALID_REQUEST', `its host bridge ${bridge} is also the bridge of Network ${names}: a bridge carries one Network; give each its own spec.bridge.name`);
-}
-
 /** Whether `b` records what `a` does; which pass wrote a record does not count. */
 function sameApplied(a: AppliedState | undefined, b: AppliedState): boolean {
   if (a === undefined) return isEmptyApplied(b);

@@ -285,6 +285,25 @@ function poolOf(network: string, range: IpRange): Pool {
   return { key, label, subnet, start, end, gateway, reserved };
 }
 
+/**
+ * What allocate would refuse in a Network's ranges whatever the pod (a subnet that is not a
+ * CIDR, has host bits set or is too small, a bound outside it, ranges that overlap): the range's
+ * index and why, or undefined when they are sound.
+ */
+export function rangesProblem(network: string, ranges: readonly IpRange[]): { index: number; reason: string } | undefined {
+  const pools: Pool[] = [];
+  for (const [index, range] of ranges.entries()) {
+    try {
+      pools.push(poolOf(network, range));
+      checkDisjoint(network, pools);
+    } catch (err) {
+      // The status that tells it names the Network already.
+      return { index, reason: (err as Error).message.replace(`network ${network}: `, '') };
+    }
+  }
+  return undefined;
+}
+
 function checkDisjoint(network: string, pools: readonly Pool[]): void {
   pools.forEach((a, i) => {
     for (const b of pools.slice(i + 1)) {

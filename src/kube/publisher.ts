@@ -13,6 +13,7 @@ import type { Registry } from '../registry/registry.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource, type PodObject } from '../sources/kube.ts';
 import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, networkStatusOf, sameStatus, type SandboxFacts } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
+import { networkSpecProblems } from '../model/network.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/config-dir.ts';
 
@@ -125,8 +126,7 @@ export class StatusPublisher {
   /** An Event for each interface attached, detached or failing since the pod's last network-status. */
   private podEvents(pod: PodObject, facts: SandboxFacts, before: readonly NetworkStatusEntry[], after: readonly NetworkStatusEntry[], round: Round): EventSpec[] {
     const object = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
-    const id = (e: NetworkStatusEntry) => `${e.name} ${e.interface ?? ''}`;
-    const made = (list: readonly NetworkStatusEntry[]) => new Map(list.filter((e) => !e.default && e.problem === undefined).map((e) => [id(e), e]));
+    const made = (list: readonly NetworkStatusEntry[]) => new Map(list.filter((e) => !e.default && e.problem === undefined).map((e) => [`${e.name} ${e.interface}`, e]));
     const [was, is] = [made(before), made(after)];
     const events: EventSpec[] = [];
     const byConfig = (e: NetworkStatusEntry) => facts.wanted.attachments.find((w) => w.interface === e.interface && w.network.metadata.name === e.name)?.from;
@@ -141,9 +141,13 @@ export class StatusPublisher {
       if (is.has(k)) continue;
       events.push({ object, type: 'Normal', reason: 'Detached', message: `detached ${e.interface} from Network ${e.name}` });
     }
-    const problems = (list: readonly NetworkStatusEntry[]) => new Set(list.filter((e) => e.problem !== undefined).map((e) => `${id(e)}: ${e.problem}`));
-    const had = problems(before);
-    for (const p of problems(after)) if (!had.has(p)) events.push({ object, type: 'Warning', reason: 'AttachFailed', message: p.trim() });
+    // An entry without an interface is the pod's annotation itself (unreadable, or asking what cannot be).
+    const problem = (e: NetworkStatusEntry) => (e.interface === undefined ? e.problem! : `${e.interface} (Network ${e.name}): ${e.problem}`);
+    const had = new Set(before.filter((e) => e.problem !== undefined).map(problem));
+    for (const e of after) {
+      if (e.problem === undefined || had.has(problem(e))) continue;
+      events.push({ object, type: 'Warning', reason: e.interface === undefined ? 'InvalidAnnotation' : 'AttachFailed', message: problem(e) });
+    }
     return events;
   }
 
@@ -185,11 +189,15 @@ export class StatusPublisher {
     const writes: Promise<void>[] = [];
     for (const object of source.objects('Network')) {
       const network = docs.networks.get(object.metadata.name);
+      const name = documentName({ kind: 'Network', metadata: object.metadata });
       const current = object.status as NetworkStatus | undefined;
+      const specProblems = [...docs.problems.filter((p) => p.document === name), ...(network ? networkSpecProblems(network, docs.networks) : [])].map((p) => `${p.field}: ${p.reason}`);
       const entry = network ? networkNodeEntry(network, facts, this.node) : undefined;
       const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
-      if (!entry && !hadEntry) continue;
-      const status = networkStatus(entry, current, this.node, now);
+      const degraded = current?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;
+      // A node with nothing to say of a Network leaves its status alone; any node tells a spec problem, and that it is gone.
+      if (!entry && !hadEntry && specProblems.length === 0 && !degraded) continue;
+      const status = networkStatus(entry, current, specProblems, this.node, now);
       if (sameStatus(status, current, this.node)) continue;
       writes.push(this.apply(`${paths.networks}/${object.metadata.name}/status`, object, status));
     }

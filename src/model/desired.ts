@@ -29,6 +29,8 @@ export interface DesiredAttachment {
   bandwidth?: Bandwidth;
   /** The config that asked for it. */
   from: string;
+  /** Where in `from` it was asked: "spec.attachments[0]". */
+  field: string;
 }
 
 export interface DesiredTuning {
@@ -57,6 +59,8 @@ export interface SandboxIdentity {
   namespaceLabels?: Labels;
   /** What its podnetwork.opdev.io/networks annotation asks (Kubernetes only). */
   annotation?: AnnotationRequest;
+  /** The interface its primary CNI plugin made (the runtime's CNI_IFNAME, eth0 under a kubelet): never podnet's to attach. */
+  primaryInterface?: string;
 }
 
 /** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
@@ -69,7 +73,7 @@ export interface EarlierAttachment {
 export function identityOf(record: AttachmentRecord): SandboxIdentity {
   const namespace = record.pod.namespace ?? 'default';
   const name = record.pod.name ?? record.containerId;
-  return { namespace, name, labels: { [podNameLabel]: name, [podNamespaceLabel]: namespace } };
+  return { namespace, name, labels: { [podNameLabel]: name, [podNamespaceLabel]: namespace }, primaryInterface: record.ifname };
 }
 
 /** "Network blue" or "PodNetworkConfig tenant-a/fast": how problems and `from` name a document (or an API object). */
@@ -111,14 +115,18 @@ export function desiredFor(
   const rules = keyedOnce<ResolvedRule>(out.problems);
   const sysctls = keyedOnce<{ name: string; value: string }>(out.problems);
 
-  const attach = (at: DesiredAttachment, field: string): void => {
+  const attach: Attach = (at, field) => {
+    if (at.interface === identity.primaryInterface) {
+      out.problems.push({ document: at.from, field: `${field}.interface`, reason: `${at.interface} is the pod's primary interface, made by its primary CNI plugin; attach under another name` });
+      return;
+    }
     const earlier = attachmentBy.get(at.interface);
     if (earlier) {
       conflicted.add(`attach:${at.interface}`);
       out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
       return;
     }
-    attachmentBy.set(at.interface, { at, field });
+    attachmentBy.set(at.interface, { at: { ...at, field }, field });
   };
   const tune = (name: string, settings: LinkSettings, from: string, fieldOf: (setting: LinkSettingName) => string): void => {
     const entry = tuningBy.get(name) ?? { interface: name, settings: {}, from: {}, fields: {} };
@@ -171,7 +179,7 @@ export function desiredFor(
       sysctls.keep(entry.name, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
     });
   }
-  nameUnnamed(unnamed, attachmentBy, earlier, macs);
+  nameUnnamed(unnamed, attachmentBy, earlier, macs, identity.primaryInterface);
   for (const { interface: name, mac, from, field } of macs) {
     if (attachmentBy.has(name) && !conflicted.has(`attach:${name}`)) tune(name, { mac }, from, () => field);
   }
@@ -195,7 +203,7 @@ export function desiredFor(
   return out;
 }
 
-type Attach = (at: DesiredAttachment, field: string) => void;
+type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
 
 /** The MAC an annotation entry asks for its interface. */
 interface AnnotationMac {
@@ -206,7 +214,7 @@ interface AnnotationMac {
 }
 
 interface UnnamedSelection {
-  at: Omit<DesiredAttachment, 'interface'>;
+  at: Omit<DesiredAttachment, 'interface' | 'field'>;
   field: string;
   mac?: string;
 }
@@ -249,8 +257,14 @@ function annotationAttachments(
  * Names the annotation's selections that gave no interface: the name an earlier attachment to the
  * same Network had, while it is free, else the first free of net1, net2, ... (what Multus picks).
  */
-function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { at: DesiredAttachment; field: string }>, earlier: readonly EarlierAttachment[], macs: AnnotationMac[]): void {
-  const claimed = new Set(taken.keys());
+function nameUnnamed(
+  unnamed: readonly UnnamedSelection[],
+  taken: Map<string, { at: DesiredAttachment; field: string }>,
+  earlier: readonly EarlierAttachment[],
+  macs: AnnotationMac[],
+  primaryInterface: string | undefined,
+): void {
+  const claimed = new Set([...taken.keys(), ...(primaryInterface ? [primaryInterface] : [])]);
   const named: { selection: UnnamedSelection; name: string }[] = [];
   const pending: UnnamedSelection[] = [];
   for (const selection of unnamed) {
@@ -269,7 +283,7 @@ function nameUnnamed(unnamed: readonly UnnamedSelection[], taken: Map<string, { 
     named.push({ selection, name: `net${n}` });
   }
   for (const { selection, name } of named) {
-    taken.set(name, { at: { ...selection.at, interface: name }, field: selection.field });
+    taken.set(name, { at: { ...selection.at, interface: name, field: selection.field }, field: selection.field });
     if (selection.mac) macs.push({ interface: name, mac: selection.mac, from: selection.at.from, field: `${selection.field}.mac` });
   }
 }

@@ -57,7 +57,11 @@ export class KubeSource {
     this.log = opts.log;
     this.onChange = opts.onChange;
     const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string): Informer<T> => {
-      const list = () => this.api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path);
+      const list = () => {
+        // ListWatch lists only at its first start and when the API server said 410 Gone.
+        if (entry.synced) this.log.info('the watch\'s resourceVersion expired (410 Gone); listing again', { resource: name });
+        return this.api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path);
+      };
       const cache = new ListWatch<T>(path, this.api.watch, list, false, undefined, fieldSelector);
       const entry: Informer<T> = { cache, synced: false };
       let failures = 0;

@@ -48,12 +48,14 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
     });
   }
   for (const want of facts.wanted.attachments) {
-    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) });
+    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) ?? 'not attached yet' });
   }
-  // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value).
+  // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value);
+  // an attachment it asked that failed has its own entry above.
   const pod = podDocumentName(facts);
+  const listed = new Set(facts.wanted.attachments.filter((w) => w.from === pod).map((w) => w.field));
   for (const p of facts.problems) {
-    if (p.document === pod && p.field.startsWith('metadata.annotations')) entries.push({ name: networksAnnotation, problem: `${p.field}: ${p.reason}` });
+    if (p.document === pod && p.field.startsWith('metadata.annotations') && !listed.has(p.field)) entries.push({ name: networksAnnotation, problem: `${p.field}: ${p.reason}` });
   }
   return entries;
 }
@@ -73,14 +75,14 @@ function isAttached(facts: SandboxFacts, want: DesiredAttachment): boolean {
 }
 
 /**
- * Why a desired attachment is not there: the problem resolving it (its addresses: field
- * "attachment <if>") or planning it (about its pod interface or its Network, src/planner/links.ts),
- * else the pass's error.
+ * Why a desired attachment is not there: the problem resolving it (its addresses; a problem of its
+ * own document and field) or planning it (about its pod interface or its Network,
+ * src/planner/links.ts), else the pass's error; undefined when nothing tells.
  */
-function missingReason(facts: SandboxFacts, want: DesiredAttachment): string {
+function missingReason(facts: SandboxFacts, want: DesiredAttachment): string | undefined {
   const about = new Set([`pod interface ${want.interface}`, `Network ${want.network.metadata.name}`]);
-  const p = facts.problems.find((p) => p.field === `attachment ${want.interface}` || about.has(p.document));
-  return p?.reason ?? facts.lastError ?? 'not attached yet';
+  const p = facts.problems.find((p) => (p.document === want.from && p.field === want.field) || about.has(p.document));
+  return p?.reason ?? facts.lastError;
 }
 
 /**
@@ -92,18 +94,26 @@ export function configPodEntry(config: PodNetworkConfig, facts: SandboxFacts, no
   const interfaces: AppliedInterface[] = [];
   for (const want of facts.wanted.attachments) {
     if (want.from !== from) continue;
-    const applied = facts.applied?.attachments.find((a) => a.interface === want.interface);
+    const applied = facts.applied?.attachments.find((a) => a.interface === want.interface && a.network === want.network.metadata.name);
     if (!applied) continue;
     interfaces.push(appliedInterface(want.interface, facts.links, applied.network, applied.addresses));
   }
+  // Each once: an attachment's own problem is also why it is missing.
+  const problems = new Set(facts.problems.filter((p) => p.document === from).map((p) => `${p.field}: ${p.reason}`));
   for (const tuning of facts.wanted.tuning) {
     if (interfaces.some((i) => i.name === tuning.interface) || !Object.values(tuning.from).includes(from)) continue;
-    interfaces.push(appliedInterface(tuning.interface, facts.links));
+    // The planner tells a tuning it cannot apply (no such interface) of the pod interface, not of the config.
+    const unapplied = facts.problems.find((p) => p.document === `pod interface ${tuning.interface}` && p.field === 'interfaces');
+    if (unapplied) problems.add(`${unapplied.document}: ${unapplied.reason}`);
+    else interfaces.push(appliedInterface(tuning.interface, facts.links));
   }
-  const problems = facts.problems.filter((p) => p.document === from).map((p) => `${p.field}: ${p.reason}`);
-  const missing = facts.wanted.attachments.filter((w) => w.from === from && !interfaces.some((i) => i.name === w.interface));
-  if (facts.lastError && (missing.length > 0 || problems.length === 0)) problems.push(facts.lastError);
-  return { name: facts.name, node, interfaces, ...(problems.length > 0 ? { error: problems.join('; ') } : {}) };
+  for (const want of facts.wanted.attachments) {
+    if (want.from !== from || interfaces.some((i) => i.name === want.interface)) continue;
+    const reason = missingReason(facts, want);
+    if (reason) problems.add(`${want.field}: ${reason}`);
+  }
+  if (facts.lastError && problems.size === 0) problems.add(facts.lastError);
+  return { name: facts.name, node, interfaces, ...(problems.size > 0 ? { error: [...problems].join('; ') } : {}) };
 }
 
 function appliedInterface(name: string, links: ReadonlyMap<string, ObservedLink> | undefined, network?: string, addresses?: readonly string[]): AppliedInterface {
@@ -132,7 +142,7 @@ export function networkNodeEntry(network: Network, sandboxes: readonly SandboxFa
     for (const want of facts.wanted.attachments) {
       if (want.network.metadata.name !== name) continue;
       wanting++;
-      if (!isAttached(facts, want)) message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${missingReason(facts, want)}`;
+      if (!isAttached(facts, want)) message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${missingReason(facts, want) ?? 'not attached yet'}`;
     }
   }
   // A node with nothing to say about a Network does not write to it.
@@ -168,10 +178,18 @@ export function configStatus(
 ): PodNetworkConfigStatus {
   const all = [...(current?.pods ?? []).filter((p) => p.node !== node && !mine.some((m) => m.name === p.name)), ...mine];
   const failing = all.filter((p) => p.error !== undefined);
-  const problems = [...documentProblems, ...failing.map((p) => `pod ${p.name}: ${p.error}`)];
+  // A pod's error repeats the spec's problems (they keep it from what it asks): the message tells them once.
+  const told = new Set(documentProblems);
+  const podProblems = failing.flatMap((p) => {
+    let own = p.error!;
+    for (const problem of told) own = own.split(problem).join('');
+    const rest = own.split('; ').filter((part) => part.trim() !== '');
+    return rest.length > 0 ? [`pod ${p.name}: ${rest.join('; ')}`] : [];
+  });
+  const problems = [...documentProblems, ...podProblems];
   const degraded = problems.length > 0;
   const conditions = [
-    condition('Ready', !degraded, degraded ? 'NotApplied' : 'Applied', degraded ? `${failing.length} of ${all.length} selected pods lack part of the config` : `${all.length} selected pods have what the config asks`, current?.conditions, now, generation),
+    condition('Ready', !degraded, degraded ? 'NotApplied' : 'Applied', readyMessage(failing.length, all.length, documentProblems.length > 0), current?.conditions, now, generation),
     condition('Degraded', degraded, degraded ? (documentProblems.length > 0 ? 'InvalidSpec' : 'ApplyFailed') : 'AsExpected', degraded ? problems.slice(0, 5).join('; ') : '', current?.conditions, now, generation),
   ];
   return {
@@ -182,16 +200,25 @@ export function configStatus(
   };
 }
 
-/** A Network's status as this node applies it: its own entry, and what the nodes' entries add up to. */
-export function networkStatus(entry: NodeEntry | undefined, current: NetworkStatus | undefined, node: string, now: string): NetworkStatus {
+function readyMessage(failing: number, selected: number, specProblems: boolean): string {
+  if (failing > 0) return `${failing} of ${selected} selected pods lack part of the config`;
+  if (specProblems) return 'the spec cannot be applied as it is (see Degraded)';
+  return `${selected} selected pods have what the config asks`;
+}
+
+/**
+ * A Network's status as this node applies it: its own entry, and what the spec's problems and the
+ * nodes' entries add up to.
+ */
+export function networkStatus(entry: NodeEntry | undefined, current: NetworkStatus | undefined, specProblems: readonly string[], node: string, now: string): NetworkStatus {
   const all = [...(current?.nodes ?? []).filter((n) => n.name !== node), ...(entry ? [entry] : [])];
   const down = all.filter((n) => !n.ready);
-  const degraded = down.length > 0;
+  const problems = [...specProblems, ...down.map((n) => `${n.name}: ${n.message ?? 'not ready'}`)];
+  const degraded = problems.length > 0;
+  const reason = specProblems.length > 0 ? 'InvalidSpec' : degraded ? 'NodesNotReady' : 'AsExpected';
   return {
     ready: `${all.length - down.length}/${all.length}`,
-    conditions: [
-      condition('Degraded', degraded, degraded ? 'NodesNotReady' : 'AsExpected', down.map((n) => `${n.name}: ${n.message ?? 'not ready'}`).slice(0, 5).join('; '), current?.conditions, now),
-    ],
+    conditions: [condition('Degraded', degraded, reason, problems.slice(0, 5).join('; '), current?.conditions, now)],
     nodes: entry ? [entry] : [],
   };
 }
@@ -228,5 +255,6 @@ export function configSpecProblems(config: PodNetworkConfig, networks: ReadonlyM
   const namespace = config.metadata.namespace ?? 'default';
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
-  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels }, networks, [alone]).problems.filter((p) => p.document === name);
+  // A kubelet names every pod's primary interface eth0.
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone]).problems.filter((p) => p.document === name);
 }

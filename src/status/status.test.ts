@@ -1,0 +1,430 @@
+import t from 'tap';
+import { desiredFor, identityOf, podNameLabel, type Problem } from '../model/desired.ts';
+import { emptyApplied, type AppliedState, type ObservedLink } from '../model/state.ts';
+import type { AnnotationRequest } from '../model/annotation.ts';
+import type { AttachmentRecord, Condition, Network, NetworkStatus, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';
+import {
+  condition,
+  configPodEntry,
+  configSpecProblems,
+  configStatus,
+  networkNodeEntry,
+  networkStatus,
+  networkStatusOf,
+  sameStatus,
+  type SandboxFacts,
+} from './status.ts';
+
+const namespace = 'tenant-a';
+const node = 'node-a';
+
+const network = (name: string, namespaces: string[] = [namespace], spec: Partial<Network['spec']> = {}): Network => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name },
+  spec: { type: 'bridge', namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: namespaces }] }, ...spec },
+});
+const config = (name: string, spec: Omit<PodNetworkConfig['spec'], 'podSelector'> & { podSelector?: PodNetworkConfig['spec']['podSelector'] }, ns = namespace): PodNetworkConfig => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'PodNetworkConfig',
+  metadata: { name, namespace: ns },
+  spec: { podSelector: {}, ...spec },
+});
+const networks = new Map([
+  ['blue', network('blue')],
+  ['green', network('green')],
+  ['red', network('red', ['tenant-b'])],
+]);
+
+/** The record of a kubelet's pod whose primary plugin gave eth0 10.0.0.5/24. */
+const record = (pod = 'cnf-0', prevResult: object = primaryResult): AttachmentRecord => ({
+  containerId: `c-${pod}`,
+  ifname: 'eth0',
+  network: 'k8s-pod-network',
+  netns: '/var/run/netns/x',
+  cniVersion: '1.0.0',
+  createdAt: '2026-01-01T00:00:00Z',
+  pod: { namespace, name: pod },
+  prevResult,
+});
+const primaryResult = {
+  cniVersion: '1.0.0',
+  interfaces: [{ name: 'eth0', mac: '0a:58:0a:00:00:05', sandbox: '/var/run/netns/x' }],
+  ips: [{ address: '10.0.0.5/24', interface: 0 }],
+};
+
+const applied = (pod: string, ...attachments: { interface: string; network: string; addresses: string[] }[]): AppliedState => ({
+  ...emptyApplied(`c-${pod}`, '/var/run/netns/x'),
+  attachments: attachments.map((a) => ({ kind: 'bridge' as const, ...a })),
+});
+const link = (name: string, mtu: number, mac?: string, addresses: string[] = []): ObservedLink => ({ name, mtu, up: true, addresses, ...(mac ? { mac } : {}) });
+const links = (...list: ObservedLink[]): Map<string, ObservedLink> => new Map(list.map((l) => [l.name, l]));
+
+/** One sandbox as a pass left it: what the documents want (desiredFor), plus what the pass applied and the problems it met. */
+const facts = (opts: {
+  pod?: string;
+  configs?: PodNetworkConfig[];
+  annotation?: AnnotationRequest;
+  applied?: AppliedState;
+  problems?: Problem[];
+  lastError?: string;
+  links?: Map<string, ObservedLink>;
+  prevResult?: object;
+}): SandboxFacts => {
+  const r = record(opts.pod, opts.prevResult);
+  const identity = identityOf(r);
+  const wanted = desiredFor({ ...identity, ...(opts.annotation ? { annotation: opts.annotation } : {}) }, networks, opts.configs ?? []);
+  return {
+    record: r,
+    namespace: identity.namespace,
+    name: identity.name,
+    wanted,
+    applied: opts.applied,
+    problems: [...wanted.problems, ...(opts.problems ?? [])],
+    ...(opts.lastError ? { lastError: opts.lastError } : {}),
+    links: opts.links,
+  };
+};
+
+const fast = config('fast', { attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1400 }] });
+const slow = config('slow', { attachments: [{ network: 'green', interface: 'net2' }] });
+const fastName = 'PodNetworkConfig tenant-a/fast';
+
+t.test('network-status: the primary interface comes first, marked default, its addresses without prefix length', async (t) => {
+  const entries = networkStatusOf(facts({}));
+  t.same(entries, [{ name: 'k8s-pod-network', interface: 'eth0', ips: ['10.0.0.5'], mac: '0a:58:0a:00:00:05', default: true }]);
+});
+
+t.test('network-status: the primary interface shows only its own addresses, and the MAC and MTU the pod has now', async (t) => {
+  const prevResult = {
+    cniVersion: '1.0.0',
+    interfaces: [{ name: 'veth1234', mac: 'aa:aa:aa:aa:aa:aa' }, { name: 'eth0', mac: '0a:58:0a:00:00:05', sandbox: '/var/run/netns/x' }],
+    ips: [{ address: '10.0.0.5/24', interface: 1 }, { address: '169.254.1.1/32', interface: 0 }, { address: 'fd00::5/64', interface: 1 }],
+  };
+  const [primary] = networkStatusOf(facts({ prevResult, links: links(link('eth0', 1450, '02:00:00:00:00:99')) }));
+  t.same(primary, { name: 'k8s-pod-network', interface: 'eth0', ips: ['10.0.0.5', 'fd00::5'], mac: '02:00:00:00:00:99', mtu: 1450, default: true });
+});
+
+t.test('network-status: an attachment podnet made lists its Network, interface, addresses, MAC and MTU', async (t) => {
+  const entries = networkStatusOf(
+    facts({
+      configs: [fast],
+      applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24', '2001:db8::2/64'] }),
+      links: links(link('net1', 9000, '02:00:00:00:00:01')),
+    }),
+  );
+  t.equal(entries.length, 2);
+  t.same(entries[1], { name: 'blue', interface: 'net1', ips: ['198.18.5.2', '2001:db8::2'], mac: '02:00:00:00:00:01', mtu: 9000 });
+  t.equal(entries[1]?.problem, undefined, 'an attachment made has no problem');
+});
+
+t.test('network-status: an attachment asked for but not made is listed with why', async (t) => {
+  const missing = (f: SandboxFacts) => networkStatusOf(f).find((e) => e.interface === 'net1');
+
+  const planner = facts({
+    configs: [fast],
+    problems: [{ document: 'pod interface net1', field: 'interface', reason: 'net1 already exists in the pod and podnet did not make it' }],
+    lastError: 'the pass failed',
+  });
+  t.same(missing(planner), { name: 'blue', interface: 'net1', problem: 'net1 already exists in the pod and podnet did not make it' }, 'the planner\'s problem about the pod interface');
+
+  const own = facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'network blue: range 198.18.5.0/24 has no free address' }] });
+  t.same(missing(own), { name: 'blue', interface: 'net1', problem: 'network blue: range 198.18.5.0/24 has no free address' }, 'a problem of its own document and field');
+
+  const failed = facts({ configs: [fast], lastError: 'ip link add failed: RTNETLINK answers: File exists' });
+  t.same(missing(failed), { name: 'blue', interface: 'net1', problem: 'ip link add failed: RTNETLINK answers: File exists' }, 'else the pass\'s error');
+
+  t.same(missing(facts({ configs: [fast] })), { name: 'blue', interface: 'net1', problem: 'not attached yet' }, 'else not attached yet');
+});
+
+t.test('network-status: a problem of another attachment of the same config does not explain this one', async (t) => {
+  const two = config('two', { attachments: [{ network: 'blue', interface: 'net1' }, { network: 'green', interface: 'net2' }] });
+  const entries = networkStatusOf(facts({ configs: [two], problems: [{ document: 'PodNetworkConfig tenant-a/two', field: 'spec.attachments[1]', reason: 'no free address' }] }));
+  t.same(entries.slice(1), [
+    { name: 'blue', interface: 'net1', problem: 'not attached yet' },
+    { name: 'green', interface: 'net2', problem: 'no free address' },
+  ]);
+});
+
+t.test('network-status: an unreadable annotation is an entry of its own, without interface; the other attachments stay listed', async (t) => {
+  const entries = networkStatusOf(
+    facts({
+      configs: [fast],
+      annotation: { problem: 'podnetwork.opdev.io/networks is not valid JSON: Unexpected token' },
+      applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }),
+    }),
+  );
+  t.same(entries.map((e) => e.name), ['k8s-pod-network', 'blue', 'podnetwork.opdev.io/networks']);
+  const annotation = entries[2]!;
+  t.same(annotation, {
+    name: 'podnetwork.opdev.io/networks',
+    problem: 'metadata.annotations["podnetwork.opdev.io/networks"]: podnetwork.opdev.io/networks is not valid JSON: Unexpected token',
+  });
+  t.notOk('interface' in annotation, 'no interface: it is the annotation that failed');
+  t.same(entries[1], { name: 'blue', interface: 'net1', ips: ['198.18.5.2'] });
+});
+
+t.test('network-status: an annotation naming an unknown Network is told on the annotation\'s entry', async (t) => {
+  const entries = networkStatusOf(facts({ annotation: { selections: [{ name: 'nope', interface: 'net3' }] } }));
+  t.same(entries.slice(1), [{ name: 'podnetwork.opdev.io/networks', problem: 'metadata.annotations["podnetwork.opdev.io/networks"][0].name: no Network named nope' }]);
+});
+
+t.test('config pod entry: the interfaces this config attached and tunes, not another config\'s', async (t) => {
+  const f = facts({
+    configs: [fast, slow],
+    applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['2001:0DB8:0:0::5/64'] }, { interface: 'net2', network: 'green', addresses: ['198.18.6.2/24'] }),
+    links: links(link('eth0', 1400, '0a:58:0a:00:00:05', ['10.0.0.5/24']), link('net1', 9000, '02:00:00:00:00:01'), link('net2', 1500, '02:00:00:00:00:02')),
+  });
+  const entry = configPodEntry(fast, f, node);
+  t.same(entry, {
+    name: 'cnf-0',
+    node: 'node-a',
+    interfaces: [
+      { name: 'net1', network: 'blue', addresses: ['2001:db8::5/64'], mac: '02:00:00:00:00:01', mtu: 9000 },
+      { name: 'eth0', addresses: ['10.0.0.5/24'], mac: '0a:58:0a:00:00:05', mtu: 1400 },
+    ],
+  });
+  t.notOk('error' in entry, 'no error when everything is applied');
+  t.same(configPodEntry(slow, f, node).interfaces, [{ name: 'net2', network: 'green', addresses: ['198.18.6.2/24'], mac: '02:00:00:00:00:02', mtu: 1500 }]);
+});
+
+t.test('config pod entry: a missing attachment\'s error names its field, each reason once', async (t) => {
+  const own = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'network blue: range 198.18.5.0/24 has no free address' }] }), node);
+  t.equal(own.error, 'spec.attachments[0]: network blue: range 198.18.5.0/24 has no free address');
+  t.same(own.interfaces, [{ name: 'eth0' }], 'the tuned eth0 is still listed');
+
+  const planner = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net1', field: 'interface', reason: 'net1 already exists in the pod and podnet did not make it' }] }), node);
+  t.equal(planner.error, 'spec.attachments[0]: net1 already exists in the pod and podnet did not make it');
+
+  const unknown = config('lost', { attachments: [{ network: 'nope', interface: 'net1' }, { network: 'red', interface: 'net2' }] });
+  t.equal(
+    configPodEntry(unknown, facts({ configs: [unknown] }), node).error,
+    'spec.attachments[0].network: no Network named nope; spec.attachments[1].network: Network red does not admit namespace tenant-a',
+  );
+});
+
+t.test('config pod entry: the pass\'s error only when nothing else explains', async (t) => {
+  const explained = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'no free address' }], lastError: 'the pass failed' }), node);
+  t.equal(explained.error, 'spec.attachments[0]: no free address');
+
+  const missing = configPodEntry(fast, facts({ configs: [fast], lastError: 'the pass failed' }), node);
+  t.equal(missing.error, 'spec.attachments[0]: the pass failed', 'the missing attachment is told, with the error as why');
+
+  const applyFailed = configPodEntry(
+    fast,
+    facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'sysctl write failed' }),
+    node,
+  );
+  t.equal(applyFailed.error, 'sysctl write failed', 'everything attached, yet the pass failed');
+});
+
+t.test('an attachment at the pod\'s primary interface is refused, naming the interface field', async (t) => {
+  const primary = config('primary', { attachments: [{ network: 'blue', interface: 'eth0' }] });
+  const wanted = desiredFor(identityOf(record()), networks, [primary]);
+  t.same(wanted.attachments, []);
+  t.equal(wanted.problems.length, 1);
+  t.has(wanted.problems[0], { document: 'PodNetworkConfig tenant-a/primary', field: 'spec.attachments[0].interface' });
+  t.match(wanted.problems[0]?.reason, /^eth0 is the pod's primary interface/);
+
+  const spec = configSpecProblems(primary, networks, { 'kubernetes.io/metadata.name': namespace });
+  t.same(spec.map((p) => p.field), ['spec.attachments[0].interface'], 'the config alone is refused: a kubelet names the primary eth0');
+
+  const entry = configPodEntry(primary, facts({ configs: [primary] }), node);
+  t.same(entry.interfaces, []);
+  t.match(entry.error, /^spec\.attachments\[0\]\.interface: eth0 is the pod's primary interface/);
+});
+
+t.test('network node entry: nothing when no pod here wants or has the Network', async (t) => {
+  const sandboxes = [facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) })];
+  t.equal(networkNodeEntry(networks.get('green')!, sandboxes, node), undefined);
+  t.equal(networkNodeEntry(networks.get('blue')!, [], node), undefined);
+});
+
+t.test('network node entry: counts the pods attached; ready when each pod that asks has it', async (t) => {
+  const blue = networks.get('blue')!;
+  const a = facts({ pod: 'cnf-0', configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) });
+  const b = facts({ pod: 'cnf-1', configs: [fast], applied: applied('cnf-1', { interface: 'net1', network: 'blue', addresses: ['198.18.5.3/24'] }) });
+  t.same(networkNodeEntry(blue, [a, b], node), { name: 'node-a', ready: true, attachedPods: 2 });
+
+  const missing = facts({ pod: 'cnf-2', configs: [fast], problems: [{ document: 'Network blue', field: 'spec.bridge', reason: 'the host has no bridge br-lab' }] });
+  t.same(networkNodeEntry(blue, [a, missing, b], node), { name: 'node-a', ready: false, attachedPods: 2, message: 'tenant-a/cnf-2 net1: the host has no bridge br-lab' });
+
+  const leaving = facts({ pod: 'cnf-3', applied: applied('cnf-3', { interface: 'net1', network: 'blue', addresses: ['198.18.5.4/24'] }) });
+  t.same(networkNodeEntry(blue, [leaving], node), { name: 'node-a', ready: true, attachedPods: 1 }, 'a pod that has it but no longer asks still counts');
+
+  const notYet = facts({ pod: 'cnf-4', configs: [fast] });
+  t.same(networkNodeEntry(blue, [notYet], node), { name: 'node-a', ready: false, attachedPods: 0, message: 'tenant-a/cnf-4 net1: not attached yet' });
+  t.same(networkNodeEntry(blue, [a, missing, notYet], node)?.message, 'tenant-a/cnf-2 net1: the host has no bridge br-lab', 'one pod is named: the first missing it');
+});
+
+t.test('condition: keeps its transition time while its status holds, takes a new one when it flips', async (t) => {
+  const before: Condition[] = [{ type: 'Ready', status: 'True', reason: 'Applied', message: '1 selected pods', lastTransitionTime: '2026-01-01T00:00:00Z' }];
+  const held = condition('Ready', true, 'Applied', '2 selected pods', before, '2026-02-02T00:00:00Z', 3);
+  t.same(held, { type: 'Ready', status: 'True', reason: 'Applied', message: '2 selected pods', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 3 });
+  const flipped = condition('Ready', false, 'NotApplied', 'x', before, '2026-02-02T00:00:00Z');
+  t.equal(flipped.lastTransitionTime, '2026-02-02T00:00:00Z');
+  t.equal(flipped.status, 'False');
+  t.notOk('observedGeneration' in flipped);
+  t.equal(condition('Degraded', false, 'AsExpected', '', before, '2026-02-02T00:00:00Z').lastTransitionTime, '2026-02-02T00:00:00Z', 'another type\'s time is not kept');
+  t.equal(condition('Ready', true, 'Applied', '', undefined, '2026-02-02T00:00:00Z').lastTransitionTime, '2026-02-02T00:00:00Z', 'no previous: now');
+});
+
+const now = '2026-03-03T00:00:00Z';
+const byType = (status: { conditions?: Condition[] }, type: Condition['type']) => status.conditions?.find((c) => c.type === type);
+
+t.test('config status: ready counts this node\'s pods and the other nodes\', but lists only this node\'s', async (t) => {
+  const mine = [
+    { name: 'cnf-1', node, interfaces: [], error: 'spec.attachments[0]: no free address' },
+    { name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue' }] },
+  ];
+  const current: PodNetworkConfigStatus = {
+    pods: [
+      { name: 'cnf-2', node: 'node-b', interfaces: [] },
+      { name: 'cnf-3', node: 'node-b', error: 'spec.attachments[0]: the host has no bridge br-lab' },
+      { name: 'cnf-9', node, error: 'gone from this node' },
+    ],
+  };
+  const status = configStatus(7, mine, current, [], node, now);
+  t.equal(status.ready, '2/4');
+  t.equal(status.observedGeneration, 7);
+  t.same(status.pods?.map((p) => p.name), ['cnf-0', 'cnf-1'], 'this node\'s entries, by name');
+  t.has(byType(status, 'Ready'), { status: 'False', reason: 'NotApplied', message: '2 of 4 selected pods lack part of the config', observedGeneration: 7 });
+  const degraded = byType(status, 'Degraded')!;
+  t.has(degraded, { status: 'True', reason: 'ApplyFailed', observedGeneration: 7 });
+  t.equal(degraded.message, 'pod cnf-3: spec.attachments[0]: the host has no bridge br-lab; pod cnf-1: spec.attachments[0]: no free address');
+});
+
+t.test('config status: this node\'s entry replaces another node\'s for the same pod', async (t) => {
+  const current: PodNetworkConfigStatus = { pods: [{ name: 'cnf-0', node: 'node-b', error: 'old' }] };
+  const status = configStatus(1, [{ name: 'cnf-0', node, interfaces: [] }], current, [], node, now);
+  t.equal(status.ready, '1/1');
+  t.has(byType(status, 'Degraded'), { status: 'False', reason: 'AsExpected', message: '' });
+  t.has(byType(status, 'Ready'), { status: 'True', reason: 'Applied', message: '1 selected pods have what the config asks' });
+});
+
+t.test('config status: problems of the document itself make it Degraded with InvalidSpec', async (t) => {
+  const status = configStatus(2, [{ name: 'cnf-0', node, interfaces: [], error: 'x' }], undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
+  t.has(byType(status, 'Degraded'), { status: 'True', reason: 'InvalidSpec', message: 'spec.attachments[0].network: no Network named nope; pod cnf-0: x' });
+  const noPods = configStatus(undefined, [], undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
+  t.equal(noPods.ready, '0/0');
+  t.has(byType(noPods, 'Degraded'), { status: 'True', reason: 'InvalidSpec' });
+  t.notOk('observedGeneration' in noPods, 'no generation given: none set');
+});
+
+t.test('network status: ready counts nodes; a node not ready makes it Degraded, NodesNotReady', async (t) => {
+  const current: NetworkStatus = {
+    nodes: [
+      { name: 'node-b', ready: false, attachedPods: 1, message: 'tenant-a/cnf-2 net1: the host has no bridge br-lab' },
+      { name: 'node-c', ready: true, attachedPods: 4 },
+      { name: node, ready: false, attachedPods: 0, message: 'stale' },
+    ],
+  };
+  const entry = { name: node, ready: true, attachedPods: 2 };
+  const status = networkStatus(entry, current, [], node, now);
+  t.equal(status.ready, '2/3');
+  t.same(status.nodes, [entry], 'only this node\'s entry is written');
+  t.has(byType(status, 'Degraded'), { status: 'True', reason: 'NodesNotReady', message: 'node-b: tenant-a/cnf-2 net1: the host has no bridge br-lab' });
+
+  const fine = networkStatus(entry, { nodes: [{ name: 'node-c', ready: true, attachedPods: 4 }] }, [], node, now);
+  t.equal(fine.ready, '2/2');
+  t.has(byType(fine, 'Degraded'), { status: 'False', reason: 'AsExpected', message: '' });
+
+  const gone = networkStatus(undefined, current, [], node, now);
+  t.equal(gone.ready, '1/2', 'this node\'s old entry no longer counts');
+  t.same(gone.nodes, []);
+});
+
+t.test('network status: spec problems make it Degraded with InvalidSpec, naming the field', async (t) => {
+  const status = networkStatus({ name: node, ready: false, attachedPods: 0, message: 'm' }, undefined, ['spec.ipam.ranges[1]: network blue: ranges 198.18.0.0/16 and 198.18.5.0/24 overlap'], node, now);
+  const degraded = byType(status, 'Degraded')!;
+  t.equal(degraded.status, 'True');
+  t.equal(degraded.reason, 'InvalidSpec');
+  t.match(degraded.message, /^spec\.ipam\.ranges\[1\]: network blue: ranges 198\.18\.0\.0\/16 and 198\.18\.5\.0\/24 overlap; node-a: m$/);
+});
+
+t.test('same status: key order and transition times do not count', async (t) => {
+  const mine = [{ name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }] }];
+  const current = configStatus(4, mine, undefined, [], node, '2026-01-01T00:00:00Z');
+  // As the API server gives it back: keys in another order, an earlier transition time.
+  const reorder = (v: unknown): unknown =>
+    Array.isArray(v) ? v.map(reorder) : typeof v === 'object' && v !== null ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reorder(x)])) : v;
+  const served = reorder(current) as PodNetworkConfigStatus;
+  t.not(JSON.stringify(served), JSON.stringify(current), 'the keys are in another order');
+  const next = configStatus(4, mine, served, [], node, now);
+  t.ok(sameStatus(next, served, node));
+  const later = { ...next, conditions: next.conditions?.map((c) => ({ ...c, lastTransitionTime: '2027-01-01T00:00:00Z' })) };
+  t.ok(sameStatus(later, served, node), 'a transition time alone is no change');
+});
+
+t.test('same status: other nodes\' entries do not count, this node\'s do', async (t) => {
+  const entry = { name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue' }] };
+  const current: PodNetworkConfigStatus = { ready: '2/2', pods: [entry, { name: 'cnf-5', node: 'node-b', interfaces: [] }] };
+  t.ok(sameStatus({ ready: '2/2', pods: [entry] }, current, node), 'another node\'s pod is not this node\'s to write');
+  t.notOk(sameStatus({ ready: '2/2', pods: [{ ...entry, error: 'spec.attachments[0]: no free address' }] }, current, node), 'this node\'s entry changed');
+  t.notOk(sameStatus({ ready: '1/2', pods: [entry] }, current, node), 'a shared field changed');
+
+  const network: NetworkStatus = { ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 1 }, { name: 'node-b', ready: false, attachedPods: 0 }] };
+  t.ok(sameStatus({ ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 1 }] }, network, node));
+  t.notOk(sameStatus({ ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 2 }] }, network, node));
+  t.notOk(sameStatus({ ready: '1/2', nodes: [] }, network, node), 'dropping this node\'s entry is a change');
+});
+
+t.test('same status: nothing on the server is never the same', async (t) => {
+  t.notOk(sameStatus({}, undefined, node));
+  t.notOk(sameStatus({ ready: '0/0' }, undefined, node));
+});
+
+t.test('config spec problems: a Network that does not exist or does not admit the namespace', async (t) => {
+  const labels = { 'kubernetes.io/metadata.name': namespace };
+  const bad = config('bad', { podSelector: { matchLabels: { [podNameLabel]: 'no-such-pod' } }, attachments: [{ network: 'nope', interface: 'net1' }, { network: 'red', interface: 'net2' }] });
+  t.same(configSpecProblems(bad, networks, labels), [
+    { document: 'PodNetworkConfig tenant-a/bad', field: 'spec.attachments[0].network', reason: 'no Network named nope' },
+    { document: 'PodNetworkConfig tenant-a/bad', field: 'spec.attachments[1].network', reason: 'Network red does not admit namespace tenant-a' },
+  ], 'told even when it selects no pod');
+  t.same(configSpecProblems(fast, networks, labels), [], 'a sound config has none');
+});
+
+t.test('config spec problems: the Network admits by the namespace\'s labels given', async (t) => {
+  const team = network('team', [], { namespaceSelector: { matchLabels: { team: 'alpha' } } });
+  const withTeam = new Map([...networks, ['team', team]]);
+  const c = config('t', { attachments: [{ network: 'team', interface: 'net1' }] });
+  t.same(configSpecProblems(c, withTeam, { 'kubernetes.io/metadata.name': namespace, team: 'alpha' }), []);
+  t.same(configSpecProblems(c, withTeam, { 'kubernetes.io/metadata.name': namespace }).map((p) => `${p.field}: ${p.reason}`), [
+    'spec.attachments[0].network: Network team does not admit namespace tenant-a',
+  ]);
+});
+
+t.test('an attachment the annotation asked that failed is one entry, not a second one for the annotation', async (t) => {
+  const field = 'metadata.annotations["podnetwork.opdev.io/networks"][0]';
+  const f = facts({ annotation: { selections: [{ name: 'blue', interface: 'net1' }] }, problems: [{ document: 'Pod tenant-a/cnf-0', field, reason: 'network blue: range 198.18.5.0/24 has no free address' }] });
+  t.same(networkStatusOf(f).slice(1), [{ name: 'blue', interface: 'net1', problem: 'network blue: range 198.18.5.0/24 has no free address' }]);
+});
+
+t.test('a config entry counts an interface as its own only when it is on the Network the config now asks', async (t) => {
+  const fast = config('fast', { attachments: [{ network: 'green', interface: 'net1' }] });
+  const entry = configPodEntry(fast, facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'net1 is being moved' }), node);
+  t.same(entry.interfaces, [], 'net1 on blue is not what the config asks');
+  t.equal(entry.error, 'spec.attachments[0]: net1 is being moved');
+});
+
+t.test('a config that tunes an interface the pod does not have says so in its pod entry', async (t) => {
+  const fast = config('fast', { interfaces: [{ name: 'net5', mtu: 1400 }] });
+  const entry = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net5', field: 'interfaces', reason: 'the pod has no interface net5' }], links: links(link('eth0', 1500)) }), node);
+  t.same(entry.interfaces, []);
+  t.equal(entry.error, 'pod interface net5: the pod has no interface net5');
+});
+
+t.test('a config whose spec alone is wrong, selecting no pod, is not Ready and says why', async (t) => {
+  const status = configStatus(1, [], undefined, ['spec.attachments[0].network: no Network named nosuch'], node, now);
+  const ready = status.conditions!.find((c) => c.type === 'Ready')!;
+  t.same([ready.status, ready.message], ['False', 'the spec cannot be applied as it is (see Degraded)']);
+  t.equal(status.ready, '0/0');
+});
+
+t.test('the Degraded message tells a spec problem once, also when a pod entry repeats it', async (t) => {
+  const spec = "spec.attachments[1].interface: eth0 is the pod's primary interface; attach under another name";
+  const status = configStatus(1, [{ name: 'cnf-0', node, interfaces: [], error: `${spec}; spec.attachments[2]: no free address` }, { name: 'cnf-1', node, interfaces: [], error: spec }], undefined, [spec], node, now);
+  const degraded = status.conditions!.find((c) => c.type === 'Degraded')!;
+  t.equal(degraded.message, `${spec}; pod cnf-0: spec.attachments[2]: no free address`);
+  t.equal(status.ready, '0/2', 'both pods still lack part of the config');
+});
