@@ -12,7 +12,7 @@ import { prepareClusterTest, startCluster, type Cluster, type ClusterUser } from
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
 import { hostLinkNames, linkOf, until } from './lib/engine.ts';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';
-import { missingPrerequisite, referencePluginDir, repoRoot } from './lib/env.ts';
+import { missingPrerequisite, podnetBinary, referencePluginDir, repoRoot } from './lib/env.ts';
 import { addressesIn, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 import { networksAnnotation, networkStatusAnnotation } from '../src/model/annotation.ts';
 import type { NetworkStatusEntry, PodNetworkConfigStatus } from '../src/protocol/validate.ts';
@@ -455,4 +455,18 @@ t.test('convergence: the daemon restarted, the API server restarted, a watch exp
   t.ok(relists() > relistsBefore, 'the daemon listed again after its watches expired');
   const status = await networkStatusWhen(admin, pod, 'lists only the primary interface', (s) => s.length === 1);
   t.equal(status[0]!.interface, 'eth0');
+});
+
+t.test('the daemon refuses a Kubernetes mode it cannot follow, saying which option is wrong', { skip: missingPrerequisite() }, async (t) => {
+  const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
+  t.teardown(() => tmp.cleanup());
+  const daemon = (...args: string[]) => execa(podnetBinary, ['daemon', '--socket', `${tmp.path}/podnet.sock`, '--state-dir', `${tmp.path}/state`, ...args], { reject: false, timeout: 10_000 });
+  const badName = await daemon('--node-name', 'Node_1,spec.nodeName!=x');
+  t.not(badName.exitCode, 0);
+  t.match(badName.stderr, /--node-name \(a Kubernetes node name\)/, 'a node name that is not a DNS name is refused before it reaches a field selector');
+  const both = await daemon('--node-name', 'node-1', '--config-dir', `${tmp.path}/config.d`);
+  t.not(both.exitCode, 0);
+  t.match(both.stderr, /not both/);
+  const lonelyKubeconfig = await daemon('--kubeconfig', `${tmp.path}/kubeconfig`);
+  t.match(lonelyKubeconfig.stderr, /--kubeconfig needs --node-name/);
 });

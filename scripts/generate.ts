@@ -36,6 +36,7 @@ const validated = {
   NetworkStatusList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatusList',
   PodNetworkConfigStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfigStatus',
   NetworkStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatus',
+  Name: 'https://podnet.opdev.io/schemas/api.json#/$defs/Name',
 } as const;
 
 const schemaFiles = ['cni-plugin-config.schema.json', 'protocol.schema.json', 'api.schema.json'];

@@ -13,7 +13,7 @@ import { configDirReader, watchConfigDir } from '../sources/config-dir.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
-import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
@@ -64,6 +64,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let source: KubeSource | undefined;
   let publisher: StatusPublisher | undefined;
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
+  // It goes into the pods' field selector and every status this node writes.
+  if (opts.kube) parseDocument('Name', opts.kube.nodeName, '--node-name (a Kubernetes node name)', 'INVALID_CONFIG');
   try {
     // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });

@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
+import { isDocument } from '../protocol/validate.ts';
 import { ensurePrivateDir, namesIn, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 import {
@@ -48,8 +49,6 @@ export interface Allocation {
 /** The folder of the state directory that holds one allocations file per Network. */
 const stateVersion = 1;
 
-/** A Kubernetes object name (DNS-1123 subdomain), as schemas/api.schema.json's Name. */
-const networkNamePattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 /**
  * Printable ASCII without spaces: room for the owner keys the daemon makes (a pod and an interface
  * name, whose own characters are those), nothing that breaks a log line or a message.
@@ -228,7 +227,7 @@ function quoted(value: unknown): string {
 }
 
 function checkNames(network: string, owner: string): void {
-  if (typeof network !== 'string' || network.length > 253 || !networkNamePattern.test(network)) {
+  if (!isDocument('Name', network)) {
     throw new PodnetError(
       'INVALID_REQUEST',
       `network name ${quoted(network)} is not a Kubernetes name (lowercase alphanumerics, '-' and '.', at most 253 characters)`,

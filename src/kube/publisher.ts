@@ -5,13 +5,13 @@
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
-import { documentName, namespaceNameLabel, podDocumentName } from '../model/desired.ts';
+import { documentName, namespaceNameLabel } from '../model/desired.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
 import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, AttachmentRecord } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
 import type { Registry } from '../registry/registry.ts';
-import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource, type PodObject } from '../sources/kube.ts';
-import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, networkStatusOf, sameStatus, type SandboxFacts } from '../status/status.ts';
+import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
+import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
 import { networkSpecProblems } from '../model/network.ts';
 import { coalesce } from '../daemon/coalesce.ts';
@@ -48,7 +48,7 @@ export class StatusPublisher {
   private readonly node: string;
   private readonly fieldManager: string;
   /** What each pod's network-status last said, as this daemon wrote or found it: the Events are the differences. */
-  private readonly told = new Map<string, NetworkStatusEntry[]>();
+  private readonly told = new Map<string, ToldEntry[]>();
   /** Each config's problems last told in an Event (by documentName), so one is not told again every pass. */
   private readonly toldProblems = new Map<string, string>();
   private retry: NodeJS.Timeout | undefined;
@@ -112,43 +112,22 @@ export class StatusPublisher {
     const pod = this.opts.source.pod(facts.namespace, facts.name);
     if (!pod) return;
     const key = `${facts.namespace}/${facts.name}`;
-    const entries = networkStatusOf(facts);
-    const value = formatNetworkStatus(entries);
+    const told = toldEntries(facts);
+    const value = formatNetworkStatus(told.map((t) => t.entry));
     const current = pod.metadata.annotations?.[networkStatusAnnotation];
-    const before = this.told.get(key) ?? parseEntries(current);
+    const before = this.told.get(key) ?? parseEntries(current).map((entry) => ({ entry }));
     if (current !== value) {
       await this.opts.api.merge(`/api/v1/namespaces/${facts.namespace}/pods/${facts.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
     }
-    this.told.set(key, entries);
-    await Promise.all(this.podEvents(pod, facts, before, entries, round).map((e) => this.event(e)));
-  }
-
-  /** An Event for each interface attached, detached or failing since the pod's last network-status. */
-  private podEvents(pod: PodObject, facts: SandboxFacts, before: readonly NetworkStatusEntry[], after: readonly NetworkStatusEntry[], round: Round): EventSpec[] {
-    const object = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
-    const made = (list: readonly NetworkStatusEntry[]) => new Map(list.filter((e) => !e.default && e.problem === undefined).map((e) => [`${e.name} ${e.interface}`, e]));
-    const [was, is] = [made(before), made(after)];
-    const events: EventSpec[] = [];
-    const byConfig = (e: NetworkStatusEntry) => facts.wanted.attachments.find((w) => w.interface === e.interface && w.network.metadata.name === e.name)?.from;
-    for (const [k, e] of is) {
-      if (was.has(k)) continue;
-      const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
-      events.push({ object, type: 'Normal', reason: 'Attached', message: `${message}${fromText(byConfig(e), facts)}` });
-      const config = round.configs.get(byConfig(e) ?? '');
-      if (config) events.push({ object: configRef(config), type: 'Normal', reason: 'Attached', message: `pod ${facts.name}: ${message}` });
-    }
-    for (const [k, e] of was) {
-      if (is.has(k)) continue;
-      events.push({ object, type: 'Normal', reason: 'Detached', message: `detached ${e.interface} from Network ${e.name}` });
-    }
-    // An entry without an interface is the pod's annotation itself (unreadable, or asking what cannot be).
-    const problem = (e: NetworkStatusEntry) => (e.interface === undefined ? e.problem! : `${e.interface} (Network ${e.name}): ${e.problem}`);
-    const had = new Set(before.filter((e) => e.problem !== undefined).map(problem));
-    for (const e of after) {
-      if (e.problem === undefined || had.has(problem(e))) continue;
-      events.push({ object, type: 'Warning', reason: e.interface === undefined ? 'InvalidAnnotation' : 'AttachFailed', message: problem(e) });
-    }
-    return events;
+    this.told.set(key, told);
+    const podRef = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
+    const events = podEventsBetween(facts, before, told).flatMap((e): EventSpec[] => {
+      if (e.config === undefined) return [{ ...e, object: podRef }];
+      // A config deleted since is not told.
+      const config = round.configs.get(e.config);
+      return config ? [{ ...e, object: configRef(config) }] : [];
+    });
+    await Promise.all(events.map((e) => this.event(e)));
   }
 
   /** This node's part of every PodNetworkConfig's status. */
@@ -233,11 +212,6 @@ export class StatusPublisher {
 /** What an Event on a PodNetworkConfig names it by. */
 function configRef(object: ApiObject): EventSpec['object'] {
   return { kind: 'PodNetworkConfig', apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace!, ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
-}
-
-function fromText(from: string | undefined, facts: { namespace: string; name: string }): string {
-  if (!from || from === podDocumentName(facts)) return ' (asked by the pod annotation)';
-  return ` (asked by ${from})`;
 }
 
 function parseEntries(text: string | undefined): NetworkStatusEntry[] {

@@ -37,6 +37,7 @@ const documents = {
   NetworkStatusList: validators.NetworkStatusList as Validator,
   PodNetworkConfigStatus: validators.PodNetworkConfigStatus as Validator,
   NetworkStatus: validators.NetworkStatus as Validator,
+  Name: validators.Name as Validator,
 };
 
 export interface DocumentTypes {
@@ -60,6 +61,8 @@ export interface DocumentTypes {
   NetworkStatusList: Doc.NetworkStatusList;
   PodNetworkConfigStatus: Doc.PodNetworkConfigStatus;
   NetworkStatus: Doc.NetworkStatus;
+  /** A Kubernetes object name (a DNS-1123 subdomain): a Network's, a node's. */
+  Name: Doc.Name;
 }
 
 export type DocumentName = keyof DocumentTypes;
@@ -84,6 +87,11 @@ export function describeViolations(errors: readonly AjvError[]): string {
  * Returns `value` typed as the named document, or throws a PodnetError with `code` naming
  * every violation. `what` says in the message which input it was ("plugin config", "request body").
  */
+/** Whether `value` is a valid `name` document, for a caller that words its own refusal. */
+export function isDocument<N extends DocumentName>(name: N, value: unknown): value is DocumentTypes[N] {
+  return documents[name](value);
+}
+
 export function parseDocument<N extends DocumentName>(
   name: N,
   value: unknown,

@@ -11,7 +11,9 @@ import {
   networkNodeEntry,
   networkStatus,
   networkStatusOf,
+  podEventsBetween,
   sameStatus,
+  toldEntries,
   type SandboxFacts,
 } from './status.ts';
 
@@ -427,4 +429,44 @@ t.test('the Degraded message tells a spec problem once, also when a pod entry re
   const degraded = status.conditions!.find((c) => c.type === 'Degraded')!;
   t.equal(degraded.message, `${spec}; pod cnf-0: spec.attachments[2]: no free address`);
   t.equal(status.ready, '0/2', 'both pods still lack part of the config');
+});
+
+const pod = { namespace, name: 'cnf-0' };
+const primary = { entry: { name: 'k8s-pod-network', interface: 'eth0', ips: ['10.0.0.5'], default: true } };
+
+t.test('events: an attach asked by a config is told on the pod and on the config, with who asked', async (t) => {
+  const after = toldEntries(facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) }));
+  t.same(podEventsBetween(pod, [primary], after), [
+    { type: 'Normal', reason: 'Attached', message: `attached net1 to Network blue with 198.18.5.2 (asked by ${fastName})` },
+    { config: fastName, type: 'Normal', reason: 'Attached', message: 'pod cnf-0: attached net1 to Network blue with 198.18.5.2' },
+  ]);
+  t.same(podEventsBetween(pod, after, after), [], 'nothing new, nothing told');
+});
+
+t.test('events: an attach the annotation asked is told on the pod alone', async (t) => {
+  const after = toldEntries(facts({ annotation: { selections: [{ name: 'blue', interface: 'net1' }] }, applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) }));
+  t.same(podEventsBetween(pod, [primary], after), [{ type: 'Normal', reason: 'Attached', message: 'attached net1 to Network blue with 198.18.5.2 (asked by the pod annotation)' }]);
+});
+
+t.test('events: a detach is told on the pod and on the config that had asked; after a restart (no `from`) on the pod', async (t) => {
+  const before = toldEntries(facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) }));
+  const after = toldEntries(facts({}));
+  t.same(podEventsBetween(pod, before, after), [
+    { type: 'Normal', reason: 'Detached', message: 'detached net1 from Network blue' },
+    { config: fastName, type: 'Normal', reason: 'Detached', message: 'pod cnf-0: detached net1 from Network blue' },
+  ]);
+  const read = before.map(({ entry }) => ({ entry }));
+  t.same(podEventsBetween(pod, read, after), [{ type: 'Normal', reason: 'Detached', message: 'detached net1 from Network blue' }]);
+});
+
+t.test('events: a failure is told once, on the pod and its config; an unreadable annotation is InvalidAnnotation', async (t) => {
+  const failing = toldEntries(facts({ configs: [fast], lastError: 'the host has no bridge pn-blue' }));
+  const events = podEventsBetween(pod, [primary], failing);
+  t.same(events, [
+    { type: 'Warning', reason: 'AttachFailed', message: 'net1 (Network blue): the host has no bridge pn-blue' },
+    { config: fastName, type: 'Warning', reason: 'AttachFailed', message: 'pod cnf-0: net1 (Network blue): the host has no bridge pn-blue' },
+  ]);
+  t.same(podEventsBetween(pod, failing, failing), [], 'the same failure next pass is not told again');
+  const unreadable = toldEntries(facts({ annotation: { problem: 'not JSON' } }));
+  t.same(podEventsBetween(pod, [primary], unreadable), [{ type: 'Warning', reason: 'InvalidAnnotation', message: 'metadata.annotations["podnetwork.opdev.io/networks"]: not JSON' }]);
 });

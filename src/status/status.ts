@@ -60,6 +60,63 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
   return entries;
 }
 
+/** A network-status entry and the document that asked for it (a PodNetworkConfig, or the pod's annotation): what Events are told from. */
+export interface ToldEntry {
+  entry: NetworkStatusEntry;
+  from?: string;
+}
+
+/** The pod's network-status, each entry with who asked for it. */
+export function toldEntries(facts: SandboxFacts): ToldEntry[] {
+  return networkStatusOf(facts).map((entry) => {
+    const from = facts.wanted.attachments.find((w) => w.interface === entry.interface && w.network.metadata.name === entry.name)?.from;
+    return from ? { entry, from } : { entry };
+  });
+}
+
+/** An Event for the pod, or with `config` (its documentName) for that PodNetworkConfig. */
+export interface StatusEvent {
+  config?: string;
+  type: 'Normal' | 'Warning';
+  reason: 'Attached' | 'Detached' | 'AttachFailed' | 'InvalidAnnotation';
+  message: string;
+}
+
+/**
+ * The Events between two network-status of a pod: each interface attached, detached or newly
+ * failing, on the pod and on the PodNetworkConfig that asked for it. After a restart `before` is
+ * the pod's annotation as read, without `from`: a detach then is told on the pod alone.
+ */
+export function podEventsBetween(pod: { namespace: string; name: string }, before: readonly ToldEntry[], after: readonly ToldEntry[]): StatusEvent[] {
+  const own = podDocumentName(pod);
+  const config = (from: string | undefined) => (from && from !== own ? from : undefined);
+  const made = (list: readonly ToldEntry[]) => new Map(list.filter(({ entry: e }) => !e.default && e.problem === undefined).map((t) => [`${t.entry.name} ${t.entry.interface}`, t]));
+  const [was, is] = [made(before), made(after)];
+  const events: StatusEvent[] = [];
+  const both = (from: string | undefined, event: StatusEvent) => {
+    events.push(event);
+    const asked = config(from);
+    if (asked) events.push({ ...event, config: asked, message: `pod ${pod.name}: ${event.message}` });
+  };
+  for (const [key, { entry: e, from }] of is) {
+    if (was.has(key)) continue;
+    const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
+    events.push({ type: 'Normal', reason: 'Attached', message: `${message} (asked by ${config(from) ?? 'the pod annotation'})` });
+    if (config(from)) events.push({ config: config(from)!, type: 'Normal', reason: 'Attached', message: `pod ${pod.name}: ${message}` });
+  }
+  for (const [key, { entry: e, from }] of was) {
+    if (!is.has(key)) both(from, { type: 'Normal', reason: 'Detached', message: `detached ${e.interface} from Network ${e.name}` });
+  }
+  // An entry without an interface is the pod's annotation itself (unreadable, or asking what cannot be).
+  const problem = (e: NetworkStatusEntry) => (e.interface === undefined ? e.problem! : `${e.interface} (Network ${e.name}): ${e.problem}`);
+  const had = new Set(before.filter(({ entry: e }) => e.problem !== undefined).map(({ entry }) => problem(entry)));
+  for (const { entry: e, from } of after) {
+    if (e.problem === undefined || had.has(problem(e))) continue;
+    both(from, { type: 'Warning', reason: e.interface === undefined ? 'InvalidAnnotation' : 'AttachFailed', message: problem(e) });
+  }
+  return events;
+}
+
 function primaryEntry(record: AttachmentRecord, links: ReadonlyMap<string, ObservedLink> | undefined): NetworkStatusEntry {
   const result = (record.prevResult ?? {}) as { interfaces?: { name?: string; mac?: string; sandbox?: string }[]; ips?: { address?: string; interface?: number }[] };
   const interfaces = result.interfaces ?? [];
