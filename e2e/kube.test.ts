@@ -470,3 +470,40 @@ t.test('the daemon refuses a Kubernetes mode it cannot follow, saying which opti
   const lonelyKubeconfig = await daemon('--kubeconfig', `${tmp.path}/kubeconfig`);
   t.match(lonelyKubeconfig.stderr, /--kubeconfig needs --node-name/);
 });
+
+t.test('cleanup: a label removed, a Network deleted, a pod deleted each take back exactly what they caused', { skip }, async (t) => {
+  const { admin, tenant, daemon } = await podnetCluster(t);
+  const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
+  const list = await primaryConflist(t, daemon, '198.18.108.0/24');
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  await admin.objects.create(bridgeNetwork(t, 'green', ['198.18.103.0/24'], [tenantNamespace]));
+  const pods = [await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } }), await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-2', { labels: { app: 'cnf' } })];
+  const [one, two] = pods as [RunningPod, RunningPod];
+  const selector = { matchLabels: { app: 'cnf' } };
+  await tenant.objects.create(podNetworkConfig(tenantNamespace, 'blue', { podSelector: selector, attachments: [{ network: 'blue', interface: 'net1' }] }));
+  await tenant.objects.create(podNetworkConfig(tenantNamespace, 'green', { podSelector: selector, attachments: [{ network: 'green', interface: 'net2' }] }));
+  for (const pod of pods) {
+    await addressOn(pod, 'net1', '198.18.101.');
+    await addressOn(pod, 'net2', '198.18.103.');
+  }
+
+  // The pod's label goes: what the configs selecting it gave goes, the other pod keeps its own.
+  await mergePatch(tenant, { apiVersion: 'v1', kind: 'Pod', metadata: { name: one.name, namespace: tenantNamespace, labels: { app: null as unknown as string } } });
+  await gone(one, 'net1');
+  await gone(one, 'net2');
+  t.ok(await linkOf(two.netns, 'net1'), 'cnf-2 keeps net1');
+  t.ok(await linkOf(two.netns, 'net2'), 'cnf-2 keeps net2');
+
+  // The admin deletes a Network: its attachments and its host bridge go, the other Network's stay.
+  await admin.objects.delete({ apiVersion: group, kind: 'Network', metadata: { name: 'green' } });
+  await gone(two, 'net2');
+  await until('the green host bridge is gone', async () => ((await linkOf(undefined, 'pnk8sgreen')) === undefined ? true : undefined));
+  t.ok(await linkOf(two.netns, 'net1'), 'cnf-2 keeps net1 of blue');
+  t.ok(await linkOf(undefined, 'pnk8sblue'), 'the blue host bridge stays');
+
+  // The pod object is deleted (before the runtime's CNI DEL): its netns loses what podnet made.
+  await admin.core.deleteNamespacedPod({ namespace: tenantNamespace, name: two.name, gracePeriodSeconds: 0 });
+  await gone(two, 'net1');
+  t.ok(await linkOf(two.netns, 'eth0'), 'the primary interface is not podnet\'s to take');
+  await until('no host link of podnet is left', async () => ((await hostLinkNames('pn')).filter((n) => n === 'pnk8sblue' || n.startsWith('pnv')).length === 0 ? true : undefined));
+});
