@@ -141,6 +141,7 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
         break;
       case 'x-kubernetes-list-type':
       case 'x-kubernetes-list-map-keys':
+      case 'x-kubernetes-preserve-unknown-fields':
         out[key] = value;
         break;
       case 'additionalProperties':
@@ -189,7 +190,7 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
 }
 
 /** The keywords of a JSON Schema that are Kubernetes's alone, passed through to the CRD as they are. */
-export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys'];
+export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-preserve-unknown-fields'];
 
 /** The CRD of one resource, spec and status from the JSON Schema; the status written by podnet alone. */
 function crd(resource: Resource, defs: Record<string, Schema>): Schema {

@@ -24,6 +24,8 @@ export const errorCodes = {
   UNSUPPORTED_MEDIA_TYPE: { cni: 5, http: 415 },
   PAYLOAD_TOO_LARGE: { cni: 5, http: 413 },
   BUSY: { cni: 11, http: 503 },
+  // A delegated plugin failed: its own CNI error is in the message.
+  PLUGIN_FAILED: { cni: 5, http: 502 },
   INTERNAL: { cni: 999, http: 500 },
 } as const;
 

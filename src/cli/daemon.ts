@@ -4,6 +4,13 @@ import { jsonLogger } from '../log.ts';
 import { podnetVersion } from '../version.ts';
 import { defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
+import { defaultCniBinDir } from './install.ts';
+
+/**
+ * How long a delegated plugin may take: longer than any reference plugin (DHCP's first lease
+ * takes seconds), short enough that a hung one does not hold its sandbox for long.
+ */
+export const pluginTimeoutMs = 30_000;
 
 export function daemonCommand(): Command {
   return new Command('daemon')
@@ -16,10 +23,14 @@ export function daemonCommand(): Command {
     .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string }) => {
+    .option('--cni-bin-dir <dirs>', "where cni Networks' plugins are found, as CNI_PATH: dirs separated by ':'", defaultCniBinDir)
+    .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(pluginTimeoutMs / 1000))
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
+      const timeoutMs = Number(options.pluginTimeoutSeconds) * 1000;
+      if (!(timeoutMs >= 100)) throw new Error(`--plugin-timeout-seconds must be a number of at least 0.1, not "${options.pluginTimeoutSeconds}"`);
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
       const daemon = await startDaemon({
         socketPath: options.socket,
@@ -27,6 +38,7 @@ export function daemonCommand(): Command {
         version: podnetVersion,
         log,
         resyncMs,
+        plugins: { binDirs: options.cniBinDir.split(':').filter((d) => d !== ''), timeoutMs },
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),
         ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),

@@ -4,6 +4,8 @@ import { routes } from '../protocol/paths.ts';
 import type { SandboxList } from '../protocol/validate.ts';
 import type { AppliedState, LinkSpec, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
+import { resultFor, type DelegatedConfig } from '../model/cni-config.ts';
+import type { DelegatedRecord } from '../delegate/store.ts';
 
 type Report = SandboxList['items'][number];
 
@@ -36,6 +38,10 @@ function linkText(link: LinkSpec): string {
   }
 }
 
+function pluginsText(config: DelegatedConfig): string {
+  return config.plugins.map((p) => String(p['type'])).join(', ');
+}
+
 function routeText(r: ResolvedRoute): string {
   return `route ${r.to}${r.via ? ` via ${r.via}` : ''}${r.dev ? ` dev ${r.dev}` : ''}${r.seg6 ? ` seg6 ${r.seg6.mode} ${r.seg6.segments.join(',')}` : ''} table ${r.table}${r.metric !== undefined ? ` metric ${r.metric}` : ''}`;
 }
@@ -54,6 +60,7 @@ export function explainText(report: Report): string {
     const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
     lines.push(`  ${a.interface} on Network ${a.network}: ${linkText(a.link)}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
   }
+  for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: plugins ${pluginsText(d.config)}`);
   for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
   for (const r of desired.routes) lines.push(`  ${routeText(r)}`);
   for (const r of desired.rules) lines.push(`  ${ruleText(r)}`);
@@ -62,6 +69,10 @@ export function explainText(report: Report): string {
   lines.push('applied:');
   const appliedFrom = lines.length;
   for (const a of applied?.attachments ?? []) lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}`);
+  for (const d of (report.delegated ?? []) as DelegatedRecord[]) {
+    const given = resultFor(d.result, d.interface);
+    lines.push(`  ${d.interface} on Network ${d.network} (plugins ${pluginsText(d.config)}): ${given.ips.join(', ') || 'no address'}${given.mac ? `, mac ${given.mac}` : ''}`);
+  }
   for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}`);
   for (const r of applied?.routes ?? []) lines.push(`  ${routeText(r)}`);
   for (const r of applied?.rules ?? []) lines.push(`  ${ruleText(r)}`);

@@ -5,6 +5,7 @@ import { acquireStateLock } from '../daemon/lock.ts';
 import { jsonLogger } from '../log.ts';
 import { defaultStateDir } from '../protocol/paths.ts';
 import { defaultCniBinDir, defaultCniConfDir } from './install.ts';
+import { pluginTimeoutMs } from './daemon.ts';
 import { existsSync } from 'node:fs';
 
 interface UninstallFlags {
@@ -35,7 +36,8 @@ export function uninstallCommand(): Command {
       ];
       process.stdout.write(`${lines.join('\n')}\n`);
       if (!takeBack) return;
-      const { sandboxes } = await takeBackEverything(flags.stateDir, jsonLogger());
+      // Delegated Networks' plugins are run where the runtime finds them, DEL taking their part back.
+      const { sandboxes } = await takeBackEverything(flags.stateDir, jsonLogger(), { binDirs: [flags.cniBinDir], timeoutMs: pluginTimeoutMs });
       process.stdout.write(`took back podnet's changes in ${sandboxes} pod sandbox${sandboxes === 1 ? '' : 'es'}\n`);
     });
 }

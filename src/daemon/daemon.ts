@@ -22,6 +22,7 @@ import { KubeApi } from '../kube/api.ts';
 import { KubeSource } from '../sources/kube.ts';
 import { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
+import { PluginRunner, type PluginRunnerOptions } from '../delegate/plugin.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -37,6 +38,8 @@ export interface DaemonOptions {
    * The desired state is the API's pods on this node, Networks and PodNetworkConfigs.
    */
   kube?: { nodeName: string; kubeconfig?: string };
+  /** Where delegated Networks' plugins are found, and how long one may take. */
+  plugins: PluginRunnerOptions;
   /** How often every sandbox is reconciled even without a change (drift repair). */
   resyncMs?: number;
   /** The runtime's CNI conf dir, to keep podnet chained into the primary's config there, with this entry. */
@@ -85,6 +88,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         afterPass: () => void publisher?.publish(),
         run: netnsRunner,
         ipam: NodeIpam.open(opts.stateDir),
+        plugins: new PluginRunner(opts.plugins),
         log,
       });
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, registry, log });
@@ -95,6 +99,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         documents: configDirReader(opts.configDir),
         run: netnsRunner,
         ipam: NodeIpam.open(opts.stateDir),
+        plugins: new PluginRunner(opts.plugins),
         log,
       });
     }

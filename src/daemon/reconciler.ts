@@ -8,7 +8,10 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { isEmptyApplied, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
+import { delegatedConfigOf, isConfigProblem } from '../model/cni-config.ts';
+import type { PluginRunner } from '../delegate/plugin.ts';
+import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
+import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
@@ -36,6 +39,8 @@ export interface SandboxReport {
   problems: Problem[];
   lastSteps: Step[];
   lastError?: string;
+  /** Its delegated attachments that are there (their plugins' ADD answered), with their results. */
+  delegated: DelegatedRecord[];
   /** What the documents ask of it, before names and addresses: which document asked for what. */
   wanted: DesiredSandbox;
   /** Whether its pod is known to the desired state's source (Kubernetes: the pod is on this node). */
@@ -48,6 +53,8 @@ export interface ReconcilerOptions {
   documents: () => DesiredDocuments;
   run: NetnsRunner;
   ipam: NodeIpam;
+  /** Runs the plugins of cni Networks. */
+  plugins: PluginRunner;
   log: Logger;
   /**
    * Who a sandbox is: its labels and annotation (Kubernetes, from its pod object); undefined when
@@ -65,6 +72,9 @@ export function hostInterfaceName(containerId: string, podInterface: string, pre
   return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }
 
+/** DELs tried for a delegated ADD that did not answer before podnet gives up on it. */
+const maxFailedDels = 3;
+
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
 const sandboxConcurrency = 8;
 
@@ -81,6 +91,8 @@ interface SandboxTrack {
   desired: string;
   /** What its last plan found it cannot do now; reported until it is reconciled again. */
   planProblems: Problem[];
+  /** What its delegated plugins answered when their ADD failed; reported as long. */
+  delegateProblems: Problem[];
   /** Failed passes in a row, and when the next try is due. */
   failures: number;
   retryAt: number;
@@ -175,6 +187,7 @@ export class Reconciler {
   readonly reports = new Map<string, SandboxReport>();
   private readonly opts: ReconcilerOptions;
   private readonly applied: AppliedStore;
+  private readonly delegated: DelegatedStore;
   private readonly tracks = new Map<string, SandboxTrack>();
   /** Passes, one at a time; requests during a pass merge into one more pass. */
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
@@ -194,6 +207,7 @@ export class Reconciler {
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
     this.applied = new AppliedStore(opts.stateDir);
+    this.delegated = new DelegatedStore(opts.stateDir);
   }
 
   /** Every sandbox's report, for `podnet explain`. */
@@ -321,6 +335,7 @@ export class Reconciler {
     await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
     const hostView = await host;
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
+    await this.forgetDelegated(live);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
     for (const cid of [...this.tracks.keys()]) if (!live.has(cid)) this.tracks.delete(cid);
     this.sweepAddresses();
@@ -344,7 +359,8 @@ export class Reconciler {
   private refreshReport(work: SandboxWork): void {
     const report = this.reports.get(work.record.containerId);
     if (!report) return;
-    report.problems = [...work.problems, ...(this.tracks.get(work.record.containerId)?.planProblems ?? [])];
+    const track = this.tracks.get(work.record.containerId);
+    report.problems = [...work.problems, ...(track?.delegateProblems ?? []), ...(track?.planProblems ?? [])];
     report.wanted = work.wanted;
     report.known = work.known;
   }
@@ -428,18 +444,21 @@ export class Reconciler {
       applied: this.applied.get(record.containerId),
       problems: [...problems],
       lastSteps: [],
+      delegated: this.delegated.of(record.containerId).filter((r) => r.result !== undefined),
       wanted: work.wanted,
       known: work.known,
     };
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
     const previous = this.tracks.get(record.containerId);
-    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], failures: 0, retryAt: 0, deferred: false };
+    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false };
     this.tracks.set(record.containerId, track);
     try {
+      // The plugins first: what the plan tunes or routes through may be an interface they make.
+      const delegation = await this.delegate(work, report, track);
       const needs = podNeeds(desired, report.applied);
       const last = previous?.sight;
-      const kept = !pass.resync && last && last.records === work.records && covers(last, needs) ? last : undefined;
+      const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
       try {
         track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass.readBack);
       } catch (err) {
@@ -452,12 +471,109 @@ export class Reconciler {
         this.hostChanged = true;
         track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass.readBack);
       }
+      // The rest applied; a plugin that failed is tried again with the sandbox's backoff.
+      if (delegation.failed) throw delegation.failed;
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
       track.failures = (previous?.failures ?? 0) + 1;
       track.retryAt = Date.now() + Math.min(retryFirstMs * 2 ** (track.failures - 1), retryCapMs);
       log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - Date.now() });
+    }
+  }
+
+  /**
+   * A sandbox's delegated attachments: DEL for those no longer wanted (or wanted with another
+   * config, or whose ADD a crash cut short), then ADD for those missing. A failed ADD is taken back
+   * with DEL at once and becomes a problem of the attachment; the first failure is returned for
+   * the sandbox's retry. A DEL that fails keeps its record, for the next pass.
+   */
+  private async delegate(work: SandboxWork, report: SandboxReport, track: SandboxTrack): Promise<{ changed: boolean; failed?: PodnetError }> {
+    const { record, desired } = work;
+    const cid = record.containerId;
+    const wanted = (r: DelegatedRecord) => desired.delegated.find((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
+    let changed = false;
+    let failed: PodnetError | undefined;
+    for (const had of this.delegated.of(cid)) {
+      if (had.result && wanted(had)) continue;
+      try {
+        await this.opts.plugins.del(had.config, targetOf(had, true), had.result);
+      } catch (err) {
+        if (!this.delDidNotTakeBack(had, err)) failed ??= toPodnetError(err);
+        continue;
+      }
+      this.delegated.remove(had);
+      changed = true;
+      this.opts.log.info('detached through the Network\'s plugins', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface });
+    }
+    const args = cniArgsOf(record);
+    for (const want of desired.delegated) {
+      if (this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
+      const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
+      const wantedBy = work.wanted.attachments.find((a) => a.interface === want.interface);
+      const tell = (e: PodnetError) => {
+        const problem = { document: wantedBy?.from ?? `Network ${want.network}`, field: wantedBy?.field ?? 'spec.cni', reason: e.message };
+        track.delegateProblems.push(problem);
+        report.problems.push(problem);
+        failed ??= e;
+      };
+      try {
+        // Before anything runs: a list with a missing plugin is not started at all.
+        for (const plugin of want.config.plugins) this.opts.plugins.binaryOf(String(plugin['type']), want.config.name);
+      } catch (err) {
+        tell(toPodnetError(err));
+        continue;
+      }
+      this.delegated.put(attempt);
+      changed = true;
+      try {
+        this.delegated.put({ ...attempt, result: await this.opts.plugins.add(want.config, targetOf(attempt, true)) });
+        this.opts.log.info('attached through the Network\'s plugins', { pod: `${work.identity.namespace}/${work.identity.name}`, network: want.network, interface: want.interface });
+      } catch (err) {
+        tell(toPodnetError(err));
+        // What the failed ADD left: the spec has DEL clean up after it.
+        await this.opts.plugins.del(want.config, targetOf(attempt, true), undefined).then(
+          () => this.delegated.remove(attempt),
+          (undo: unknown) => this.delDidNotTakeBack(attempt, undo),
+        );
+      }
+    }
+    report.delegated = this.delegated.of(cid).filter((r) => r.result !== undefined);
+    return failed ? { changed, failed } : { changed };
+  }
+
+  /**
+   * A DEL failed. For an ADD that answered, its record stays and DEL is tried again next pass (the
+   * attachment is there). For one that did not, a few tries, then podnet gives up: such a DEL often
+   * fails for the same reason the ADD did (a config the plugin refuses), and would hold the record,
+   * and the interface name, for ever. Whether it gave up.
+   */
+  private delDidNotTakeBack(record: DelegatedRecord, err: unknown): boolean {
+    const error = toPodnetError(err).message;
+    const failedDels = (record.failedDels ?? 0) + 1;
+    if (record.result !== undefined || failedDels < maxFailedDels) {
+      if (record.result === undefined) this.delegated.put({ ...record, failedDels });
+      this.opts.log.warn('DEL failed; trying again next pass', { containerId: record.containerId, network: record.network, interface: record.interface, error });
+      return false;
+    }
+    this.delegated.remove(record);
+    this.opts.log.warn('gave up taking back a failed ADD: DEL failed each time; what the plugins made of it, if anything, is left', { containerId: record.containerId, network: record.network, interface: record.interface, error });
+    return true;
+  }
+
+  /** Delegated attachments of sandboxes that are gone: DEL, without the netns when it went with them. */
+  private async forgetDelegated(live: ReadonlyMap<string, LiveSandbox>): Promise<void> {
+    const isNetworkNamespace = networkNamespaceCheck();
+    for (const record of this.delegated.all()) {
+      if (live.has(record.containerId)) continue;
+      try {
+        await this.opts.plugins.del(record.config, targetOf(record, isNetworkNamespace(record.netns)), record.result);
+      } catch (err) {
+        this.delDidNotTakeBack(record, err);
+        continue;
+      }
+      this.delegated.remove(record);
+      this.opts.log.info('took back a gone sandbox\'s delegated attachment', { containerId: record.containerId, network: record.network, interface: record.interface });
     }
   }
 
@@ -478,7 +594,7 @@ export class Reconciler {
     const { record, identity, desired } = work;
     const [seen, hostView] = await Promise.all([sight, host]);
     const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied });
-    report.problems = [...work.problems, ...planned.problems];
+    report.problems = [...work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;
     track.planProblems = planned.problems;
     if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return seen;
@@ -513,7 +629,15 @@ export class Reconciler {
   ): { desired: Resolved; problems: Problem[] } {
     const problems = [...wanted.problems];
     const attachments: ResolvedAttachment[] = [];
+    const delegated: ResolvedDelegated[] = [];
     for (const want of wanted.attachments) {
+      if (want.network.spec.type === 'cni') {
+        const config = delegatedConfigOf(want.network);
+        if (isConfigProblem(config)) problems.push({ document: want.from, field: want.field, reason: `Network ${want.network.metadata.name}: ${config.field}: ${config.reason}` });
+        else if (want.bandwidth) problems.push({ document: want.from, field: `${want.field}.bandwidth`, reason: `rate limits need a bridge Network: Network ${want.network.metadata.name}'s plugins make its link (a bandwidth plugin in its list can shape it)` });
+        else delegated.push({ interface: want.interface, network: want.network.metadata.name, config });
+        continue;
+      }
       try {
         attachments.push(this.resolveAttachment(containerId, want, addresses, networks));
       } catch (err) {
@@ -521,7 +645,7 @@ export class Reconciler {
       }
     }
     const tuning = wanted.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
-    return { desired: { attachments, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
+    return { desired: { attachments, delegated, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
   }
 
   private resolveAttachment(containerId: string, want: DesiredAttachment, addresses: 'allocate' | 'preview', networks: ReadonlyMap<string, Network>): ResolvedAttachment {
@@ -554,6 +678,8 @@ export class Reconciler {
         link = { kind: 'vxlan', vni: v.vni, port: v.port ?? 4789, ...(v.remote ? { remote: v.remote } : {}), ...(v.group ? { group: v.group } : {}), ...(v.device ? { device: v.device } : {}) };
         break;
       }
+      case 'cni':
+        throw new PodnetError('INTERNAL', `Network ${network.metadata.name} is delegated: its plugins attach it, not a link podnet makes`);
     }
     return {
       interface: want.interface,
@@ -606,6 +732,19 @@ export class Reconciler {
     }
     this.applied.setBridges(known.filter((b) => inUse.has(b)));
   }
+}
+
+/** The CNI_ARGS a delegated plugin gets: the pod's identity as a kubelet passes it. */
+function cniArgsOf(record: AttachmentRecord): string {
+  const { namespace, name, uid } = record.pod;
+  const pairs = [
+    'IgnoreUnknown=1',
+    ...(namespace ? [`K8S_POD_NAMESPACE=${namespace}`] : []),
+    ...(name ? [`K8S_POD_NAME=${name}`] : []),
+    `K8S_POD_INFRA_CONTAINER_ID=${record.containerId}`,
+    ...(uid ? [`K8S_POD_UID=${uid}`] : []),
+  ];
+  return pairs.join(';');
 }
 
 /** What a sandbox whose pod the source does not know should have: nothing of podnet's. */

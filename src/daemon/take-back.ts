@@ -9,6 +9,7 @@ import { NodeIpam } from '../ipam/ipam.ts';
 import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
+import { PluginRunner, type PluginRunnerOptions } from '../delegate/plugin.ts';
 
 export interface TakeBackOutcome {
   /** Sandboxes whose changes were taken back. */
@@ -20,7 +21,7 @@ export interface TakeBackOutcome {
  * daemon holds the state dir (it would put it all back). Throws naming the pods it could not
  * take back, after trying every one.
  */
-export async function takeBackEverything(stateDir: string, log: Logger): Promise<TakeBackOutcome> {
+export async function takeBackEverything(stateDir: string, log: Logger, plugins: PluginRunnerOptions): Promise<TakeBackOutcome> {
   const lock = acquireStateLock(stateDir);
   try {
     dropStateOfEarlierBoot(stateDir);
@@ -31,6 +32,7 @@ export async function takeBackEverything(stateDir: string, log: Logger): Promise
       documents: () => ({ networks: new Map(), configs: [], problems: [] }),
       run: netnsRunner,
       ipam: NodeIpam.open(stateDir),
+      plugins: new PluginRunner(plugins),
       log,
     });
     await reconciler.recover();

@@ -242,6 +242,13 @@ export interface SandboxReport {
   netns: NetnsPath;
   desired: {};
   applied?: {};
+  /**
+   * Its attachments of cni Networks that are there: the plugins' config and result, per interface (src/delegate/store.ts).
+   */
+  delegated?: {
+    interface: string;
+    network: string;
+  }[];
   problems: Problem[];
   lastSteps: {
     line: string;
@@ -448,9 +455,9 @@ export interface Network {
   metadata: ObjectMeta;
   spec: {
     /**
-     * How pods are attached: a veth to a host bridge, a macvlan or vlan sub-interface of a host interface, or a vxlan tunnel; the object of the same name holds that kind's settings.
+     * How pods are attached: a veth to a host bridge, a macvlan or vlan sub-interface of a host interface, a vxlan tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
      */
-    type: 'bridge' | 'macvlan' | 'vxlan' | 'vlan';
+    type: 'bridge' | 'macvlan' | 'vxlan' | 'vlan' | 'cni';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it.
      */
@@ -484,6 +491,12 @@ export interface Network {
       group?: Ip;
       port?: number;
       device?: HostLinkName;
+    };
+    /**
+     * A CNI plugin config, run from the node's CNI bin dirs against the pod's network namespace: config is one plugin's config ({"type": "macvlan", ...}) or a list ({"cniVersion": "1.0.0", "plugins": [...]}); its name and cniVersion default to the Network's name and 1.0.0. The plugins do their own IPAM: such a Network has no spec.ipam.
+     */
+    cni?: {
+      config: {};
     };
   };
   status?: NetworkStatus;
@@ -753,6 +766,19 @@ export interface NetworkStatusEntry {
    * The pod's primary interface.
    */
   default?: boolean;
+  /**
+   * Default gateways the attachment's plugin gave (delegated Networks).
+   */
+  gateway?: string[];
+  /**
+   * DNS settings the attachment's plugin gave (delegated Networks), as the CNI result has them.
+   */
+  dns?: {
+    nameservers?: string[];
+    domain?: string;
+    search?: string[];
+    options?: string[];
+  };
   /**
    * podnet's own field: why this attachment is not there (its entry then has no ips).
    */

@@ -100,6 +100,7 @@ export class StatusPublisher {
         name: report.name,
         wanted: report.wanted,
         applied: report.applied,
+        delegated: report.delegated,
         problems: report.problems,
         ...(report.lastError ? { lastError: report.lastError } : {}),
         links: this.opts.reconciler.podLinks(report.containerId),

@@ -3,6 +3,7 @@
 import { rangesProblem } from '../ipam/ipam.ts';
 import type { Network } from '../protocol/validate.ts';
 import { documentName, type Problem } from './desired.ts';
+import { delegatedConfigOf, isConfigProblem } from './cni-config.ts';
 
 /** The host bridge of a bridge Network: the one it names, else pn- and its name, cut to an interface name's 15 bytes. */
 export function bridgeNameOf(network: Network): string {
@@ -25,6 +26,10 @@ export function networkSpecProblems(network: Network, networks: ReadonlyMap<stri
   const ranges = network.spec.ipam?.ranges;
   const range = ranges ? rangesProblem(network.metadata.name, ranges) : undefined;
   if (range) problems.push({ document, field: `spec.ipam.ranges[${range.index}]`, reason: range.reason });
+  if (network.spec.type === 'cni') {
+    const config = delegatedConfigOf(network);
+    if (isConfigProblem(config)) problems.push({ document, ...config });
+  }
   const shared = sharedBridgeReason(network, networks);
   if (shared) problems.push({ document, field: network.spec.bridge?.name !== undefined ? 'spec.bridge.name' : 'metadata.name', reason: shared });
   return problems;

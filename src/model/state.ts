@@ -1,6 +1,7 @@
 // The state the planner compares: what should be (resolved, with addresses), what is (observed
 // with ip -json, tc -json and /proc/sys), and what podnet did before (applied, kept in the state dir).
 import type { Command } from '../netns/runner.ts';
+import type { DelegatedConfig } from './cni-config.ts';
 
 /** The interface settings podnet can tune, each remembered and restored on its own. */
 export interface LinkSettings {
@@ -123,9 +124,18 @@ export interface ResolvedSysctl {
   value: string;
 }
 
+/** An attachment of a cni Network: its plugins, run for the pod's interface (src/delegate/). */
+export interface ResolvedDelegated {
+  interface: string;
+  network: string;
+  config: DelegatedConfig;
+}
+
 /** Everything one sandbox should have. */
 export interface Resolved {
   attachments: ResolvedAttachment[];
+  /** Not the planner's: the plugins' ADD and DEL run before it plans. */
+  delegated: ResolvedDelegated[];
   tuning: ResolvedTuning[];
   routes: ResolvedRoute[];
   rules: ResolvedRule[];

@@ -25,7 +25,7 @@ function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): Plan
   return {
     containerId: 'c1',
     netns,
-    desired: { attachments: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
+    desired: { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
     observed: observed(),
     applied: undefined,
     ...extra,

@@ -36,6 +36,12 @@ export const stateLayout = {
   ipam: 'ipam',
   /** The steps of a pass under way, undone at start when a crash cut it short. */
   journal: 'journal',
+  /**
+   * Delegated plugins' attachments: the config ADD ran and its result, per (container, interface);
+   * durable and kept across boots (docs/adr/0011), since the plugins' own state (host-local's
+   * addresses) outlives the kernel's.
+   */
+  delegated: 'delegated',
 } as const;
 
 /** The boot that wrote the state dir's kernel-mirroring state (src/registry/boot.ts). */

@@ -6,6 +6,8 @@ import { desiredFor, documentName, podDocumentName, type DesiredAttachment, type
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
+import { resultFor, type CniResult } from '../model/cni-config.ts';
+import type { DelegatedRecord } from '../delegate/store.ts';
 
 /** One sandbox as a pass left it. */
 export interface SandboxFacts {
@@ -16,6 +18,8 @@ export interface SandboxFacts {
   applied: AppliedState | undefined;
   problems: readonly Problem[];
   lastError?: string;
+  /** Its delegated attachments that are there, with their plugins' results. */
+  delegated?: readonly DelegatedRecord[];
   /** The pod's links as last read: MAC and MTU. */
   links?: ReadonlyMap<string, ObservedLink> | undefined;
 }
@@ -36,15 +40,17 @@ function plain(cidr: string): string {
 export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
   const { record, links } = facts;
   const entries: NetworkStatusEntry[] = [primaryEntry(record, links)];
-  const applied = facts.applied?.attachments ?? [];
-  for (const a of applied) {
+  for (const a of attachedOf(facts)) {
     const link = links?.get(a.interface);
+    const mac = link?.mac ?? a.mac;
     entries.push({
       name: a.network,
       interface: a.interface,
       ips: a.addresses.map(plain),
-      ...(link?.mac ? { mac: link.mac } : {}),
+      ...(mac ? { mac } : {}),
       ...(link ? { mtu: link.mtu } : {}),
+      ...(a.gateway?.length ? { gateway: a.gateway } : {}),
+      ...(a.dns && Object.keys(a.dns).length > 0 ? { dns: a.dns } : {}),
     });
   }
   for (const want of facts.wanted.attachments) {
@@ -118,17 +124,34 @@ export function podEventsBetween(pod: { namespace: string; name: string }, befor
 }
 
 function primaryEntry(record: AttachmentRecord, links: ReadonlyMap<string, ObservedLink> | undefined): NetworkStatusEntry {
-  const result = (record.prevResult ?? {}) as { interfaces?: { name?: string; mac?: string; sandbox?: string }[]; ips?: { address?: string; interface?: number }[] };
-  const interfaces = result.interfaces ?? [];
-  const index = interfaces.findIndex((i) => i.name === record.ifname && i.sandbox);
-  const ips = (result.ips ?? []).filter((ip) => index < 0 || ip.interface === undefined || ip.interface === index).flatMap((ip) => (ip.address ? [plain(ip.address)] : []));
+  const given = resultFor(record.prevResult as CniResult | undefined, record.ifname);
   const link = links?.get(record.ifname);
-  const mac = link?.mac ?? (index >= 0 ? interfaces[index]!.mac : undefined);
-  return { name: record.network, interface: record.ifname, ips, ...(mac ? { mac } : {}), ...(link ? { mtu: link.mtu } : {}), default: true };
+  const mac = link?.mac ?? given.mac;
+  return { name: record.network, interface: record.ifname, ips: given.ips.map(plain), ...(mac ? { mac } : {}), ...(link ? { mtu: link.mtu } : {}), default: true };
+}
+
+/** An interface attached to the pod: a link podnet made, or one a delegated Network's plugins made. */
+interface Attached {
+  interface: string;
+  network: string;
+  addresses: readonly string[];
+  mac?: string;
+  gateway?: string[];
+  dns?: NetworkStatusEntry['dns'];
+}
+
+/** What is attached to the pod, podnet's own links and its delegated plugins' alike. */
+function attachedOf(facts: SandboxFacts): Attached[] {
+  const own = (facts.applied?.attachments ?? []).map((a) => ({ interface: a.interface, network: a.network, addresses: a.addresses }));
+  const delegated = (facts.delegated ?? []).map((d): Attached => {
+    const given = resultFor(d.result, d.interface);
+    return { interface: d.interface, network: d.network, addresses: given.ips, ...(given.mac ? { mac: given.mac } : {}), gateway: given.gateways, ...(d.result?.dns ? { dns: d.result.dns } : {}) };
+  });
+  return [...own, ...delegated];
 }
 
 function isAttached(facts: SandboxFacts, want: DesiredAttachment): boolean {
-  return (facts.applied?.attachments ?? []).some((a) => a.interface === want.interface && a.network === want.network.metadata.name);
+  return attachedOf(facts).some((a) => a.interface === want.interface && a.network === want.network.metadata.name);
 }
 
 /**
@@ -151,7 +174,7 @@ export function configPodEntry(config: PodNetworkConfig, facts: SandboxFacts, no
   const interfaces: AppliedInterface[] = [];
   for (const want of facts.wanted.attachments) {
     if (want.from !== from) continue;
-    const applied = facts.applied?.attachments.find((a) => a.interface === want.interface && a.network === want.network.metadata.name);
+    const applied = attachedOf(facts).find((a) => a.interface === want.interface && a.network === want.network.metadata.name);
     if (!applied) continue;
     interfaces.push(appliedInterface(want.interface, facts.links, applied.network, applied.addresses));
   }
@@ -195,7 +218,7 @@ export function networkNodeEntry(network: Network, sandboxes: readonly SandboxFa
   let wanting = 0;
   let message: string | undefined;
   for (const facts of sandboxes) {
-    if ((facts.applied?.attachments ?? []).some((a) => a.network === name)) attachedPods++;
+    if (attachedOf(facts).some((a) => a.network === name)) attachedPods++;
     for (const want of facts.wanted.attachments) {
       if (want.network.metadata.name !== name) continue;
       wanting++;

@@ -1,0 +1,183 @@
+// Delegated Networks on the real kernel, standalone: a cni Network's plugin list (the reference
+// bridge with host-local, then tuning) run for running pods as a runtime would; DEL with the
+// cached result when the attachment goes, also after the daemon restarted in between; and
+// plugins that fail, are missing, print garbage or hang, each told with what the plugin said,
+// leaving nothing behind and the pod's other networking as it was.
+import t, { type Test } from 'tap';
+import { execa } from 'execa';
+import { chmod, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { dir } from 'tmp-promise';
+import { linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
+import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
+import { missingPrerequisite, referencePluginDir } from './lib/env.ts';
+import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+
+const skip = missingPrerequisite(['/bin/busybox', `${referencePluginDir}/bridge`, `${referencePluginDir}/host-local`, `${referencePluginDir}/tuning`]);
+
+const header = 'apiVersion: podnetwork.opdev.io/v1alpha1';
+const everyPod = 'namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }';
+
+/** A daemon that finds plugins in the reference plugins' dir and in `extraBinDir`. */
+async function delegatingDaemon(t: Test, extraBinDir?: string): Promise<DaemonSandbox> {
+  const binDirs = [referencePluginDir, ...(extraBinDir ? [extraBinDir] : [])].join(':');
+  const daemon = await daemonSandbox(t, { standalone: true, args: ['--cni-bin-dir', binDirs, '--plugin-timeout-seconds', '2'] });
+  await daemon.start();
+  t.teardown(() => {
+    if (!t.passing()) process.stderr.write(`--- the daemon's log (test failed) ---\n${daemon.log().trimEnd().split('\n').slice(-30).join('\n')}\n`);
+  });
+  return daemon;
+}
+
+/** host-local's files for a network: one per address it handed out (and last_reserved_ip). */
+async function allocations(dataDir: string, network: string): Promise<string[]> {
+  const path = `${dataDir}/${network}`;
+  if (!existsSync(path)) return [];
+  return (await readdir(path)).filter((n) => /^\d+\.\d+\.\d+\.\d+$/.test(n));
+}
+
+function attachConfig(network: string, ifname: string, pods: string[]): string {
+  return `${header}
+kind: PodNetworkConfig
+metadata: { name: ${network}-pods, namespace: default }
+spec:
+  podSelector:
+    matchExpressions: [{ key: podnetwork.opdev.io/pod-name, operator: In, values: [${pods.join(', ')}] }]
+  attachments: [{ network: ${network}, interface: ${ifname} }]
+`;
+}
+
+async function net1Address(pod: Pod, prefix: string): Promise<string> {
+  return until(`net1 with an address in ${pod.name}`, async () => {
+    const link = (await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1');
+    return link?.addresses.find((a) => a.startsWith(prefix));
+  });
+}
+
+t.test('a cni Network: bridge and host-local then tuning, run for two running pods; DEL after a daemon restart releases everything', { skip }, async (t) => {
+  const daemon = await delegatingDaemon(t);
+  const bridge = uniqueName('cnid');
+  removeLinkAtTeardown(t, bridge);
+  const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
+  t.teardown(() => ipam.cleanup());
+  const pods = [await startPod(t, daemon, 'pod-a'), await startPod(t, daemon, 'pod-b')];
+  const cli = podnetCli(daemon);
+
+  const network = `${header}
+kind: Network
+metadata: { name: plugged }
+spec:
+  type: cni
+  ${everyPod}
+  cni:
+    config:
+      cniVersion: 1.0.0
+      plugins:
+        - { type: bridge, bridge: ${bridge}, isGateway: true, ipam: { type: host-local, ranges: [[{ subnet: 198.18.110.0/24 }]], dataDir: ${ipam.path} } }
+        - { type: tuning, mtu: 1280 }
+`;
+  t.equal((await cli.apply('plugged.yaml', network)).exitCode, 0);
+  t.equal((await cli.apply('attach.yaml', attachConfig('plugged', 'net1', ['pod-a', 'pod-b']))).exitCode, 0);
+
+  const addresses: string[] = [];
+  for (const pod of pods) {
+    addresses.push((await net1Address(pod, '198.18.110.')).split('/')[0]!);
+    t.equal((await linkOf(pod.ns.name, 'net1'))?.mtu, 1280, `${pod.name}: tuning ran after bridge, on its result`);
+  }
+  t.same((await allocations(ipam.path, 'plugged')).sort(), [...addresses].sort(), 'host-local handed out the two addresses');
+  const ping = await execa('ip', ['netns', 'exec', pods[0]!.ns.name, 'busybox', 'ping', '-c', '1', '-W', '2', addresses[1]!], { reject: false });
+  t.equal(ping.exitCode, 0, 'pod-a reaches pod-b over the delegated network');
+  const explained = await cli.explain('default/pod-a');
+  t.match(explained.stdout, /net1 on Network plugged: plugins bridge, tuning\n/, 'explain shows what is desired');
+  t.match(explained.stdout, new RegExp(`net1 on Network plugged \\(plugins bridge, tuning\\): ${addresses[0]!.replaceAll('.', '\\.')}/24, mac [0-9a-f:]{17}`), 'and what the plugins gave');
+  t.equal((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')).length, 2, 'each result is on file');
+
+  // The daemon dies with the attachments made; the config goes while it is down.
+  await daemon.kill();
+  t.equal((await cli.delete('attach.yaml')).exitCode, 0);
+  await daemon.start();
+  for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
+  // The bridge plugin removes the link before it has host-local release the address.
+  await until("host-local's addresses released by DEL with the cached result", async () => ((await allocations(ipam.path, 'plugged')).length === 0 ? true : undefined));
+  t.same((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')), [], 'no delegated record is left');
+  t.equal((await linkOf(pods[0]!.ns.name, 'eth0'))?.mtu, 1500, 'eth0 was never touched');
+});
+
+t.test('plugins that fail, are missing, print garbage or hang: told with what they said, nothing left, the rest untouched', { skip }, async (t) => {
+  const fakes = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-plugins-' });
+  t.teardown(() => fakes.cleanup());
+  const marks = `${fakes.path}/marks`;
+  await mkdir(marks);
+  const script = async (name: string, body: string) => {
+    await writeFile(`${fakes.path}/${name}`, `#!/bin/sh\n${body}\n`);
+    await chmod(`${fakes.path}/${name}`, 0o755);
+  };
+  // Garbage on ADD; on DEL it notes that it ran (the failed ADD is taken back with DEL).
+  await script('garbage', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then echo 'not json at all'; exit 0; fi; touch ${marks}/garbage-$CNI_COMMAND; exit 0`);
+  await script('hang', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then exec sleep 60; fi; touch ${marks}/hang-$CNI_COMMAND; exit 0`);
+  const daemon = await delegatingDaemon(t, fakes.path);
+  const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
+  t.teardown(() => ipam.cleanup());
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'pod-f');
+  const cli = podnetCli(daemon);
+
+  const cniNetwork = (name: string, plugins: string) => `${header}
+kind: Network
+metadata: { name: ${name} }
+spec:
+  type: cni
+  ${everyPod}
+  cni: { config: { cniVersion: 1.0.0, plugins: [${plugins}] } }
+---
+`;
+  // A good native attachment on the same pod, which none of the failures may disturb.
+  const good = `${header}
+kind: Network
+metadata: { name: good }
+spec: { type: bridge, bridge: { name: ${bridge} }, ipam: { ranges: [{ subnet: 198.18.111.0/24 }] }, ${everyPod} }
+---
+`;
+  const docs =
+    good +
+    // host-local without ranges: the reference plugin's own CNI error.
+    cniNetwork('refused', `{ type: bridge, bridge: ${bridge}x, ipam: { type: host-local, dataDir: ${ipam.path} } }`) +
+    cniNetwork('missing', '{ type: nosuchplugin }') +
+    cniNetwork('garbage', '{ type: garbage }') +
+    cniNetwork('hang', '{ type: hang }') +
+    `${header}
+kind: PodNetworkConfig
+metadata: { name: all, namespace: default }
+spec:
+  podSelector: { matchLabels: { podnetwork.opdev.io/pod-name: pod-f } }
+  attachments:
+    - { network: good, interface: net1 }
+    - { network: refused, interface: net2 }
+    - { network: missing, interface: net3 }
+    - { network: garbage, interface: net4 }
+    - { network: hang, interface: net5 }
+`;
+  removeLinkAtTeardown(t, `${bridge}x`);
+  const applied = await cli.apply('all.yaml', docs);
+  t.equal(applied.exitCode, 0, applied.stderr);
+  await net1Address(pod, '198.18.111.');
+
+  const explained = await until('every failure is told', async () => {
+    const out = (await cli.explain('default/pod-f')).stdout;
+    return ['spec.attachments[1]', 'spec.attachments[2]', 'spec.attachments[3]', 'spec.attachments[4]'].every((f) => out.includes(`PodNetworkConfig default/all ${f}: `)) ? out : undefined;
+  }, 30_000);
+  t.match(explained, /spec\.attachments\[1\]: Network refused: plugin (bridge|host-local) ADD: CNI error \d+( \([^)]*\))?: .+/, "the reference plugin's CNI error code and message");
+  t.match(explained, /spec\.attachments\[2\]: Network missing: plugin nosuchplugin is not in the CNI bin dirs/);
+  t.match(explained, /spec\.attachments\[3\]: Network garbage: plugin garbage ADD: succeeded but printed no JSON result: "not json at all"/);
+  t.match(explained, /spec\.attachments\[4\]: Network hang: plugin hang ADD: no answer in 2 s; killed/);
+  t.ok(existsSync(`${marks}/garbage-DEL`), 'the garbage ADD was taken back with DEL');
+  t.ok(existsSync(`${marks}/hang-DEL`), 'the hung ADD was killed and taken back with DEL');
+  for (const ifname of ['net2', 'net3', 'net4', 'net5']) t.equal(await linkOf(pod.ns.name, ifname), undefined, `no ${ifname} is left in the pod`);
+  t.same(await allocations(ipam.path, 'refused'), [], 'no address is left taken');
+  // A failing ADD is tried again with backoff, so its intent may be on file; never as made.
+  const records = await Promise.all((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')).map(async (n) => JSON.parse(await readFile(`${daemon.stateDir}/delegated/${n}`, 'utf8')) as { result?: unknown }));
+  t.same(records.filter((r) => r.result !== undefined), [], 'no failed attachment is recorded as made');
+  t.ok(await linkOf(pod.ns.name, 'net1'), 'the good attachment is untouched');
+  t.equal((await linkOf(pod.ns.name, 'eth0'))?.mtu, 1500, 'eth0 is untouched');
+});

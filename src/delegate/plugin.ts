@@ -1,0 +1,178 @@
+// Runs CNI plugins the way a runtime does: the binary found in the node's CNI bin dirs by its
+// type, the CNI_* environment (and nothing else of the daemon's), the config on stdin, a time
+// limit; the answer read as a result (ADD), nothing (DEL, CHECK) or a CNI error object. A list
+// is run by the chaining rules of the CNI spec: ADD in order, each plugin given the result so
+// far; DEL in reverse and CHECK in order, each given the list's cached result.
+import { spawn } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { PodnetError } from '../errors.ts';
+import { pluginStdin, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
+
+export type CniCommand = 'ADD' | 'DEL' | 'CHECK';
+
+/** Who the plugin is run for: the CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME and CNI_ARGS of the call. */
+export interface PluginTarget {
+  containerId: string;
+  /** Empty for a DEL whose netns is gone: the spec lets a runtime leave it out then. */
+  netns: string;
+  ifname: string;
+  /** K8S_POD_NAMESPACE=...;K8S_POD_NAME=...: what the pod's runtime passed, so that plugins that read it see the same. */
+  args: string;
+}
+
+export interface PluginRunnerOptions {
+  binDirs: readonly string[];
+  timeoutMs: number;
+}
+
+/** A plugin may print its result and its logs no longer than this. */
+const maxOutputBytes = 1 << 20;
+
+/** The CNI spec's well-known error codes, for messages. */
+const cniCodeNames: Record<number, string> = {
+  1: 'incompatible CNI version',
+  2: 'unsupported field',
+  3: 'container unknown or does not exist',
+  4: 'invalid environment variables',
+  5: 'I/O failure',
+  6: 'failed to decode content',
+  7: 'invalid network config',
+  11: 'try again later',
+  50: 'plugin not available',
+  51: 'plugin not available, limited connectivity',
+};
+
+export class PluginRunner {
+  private readonly opts: PluginRunnerOptions;
+
+  constructor(opts: PluginRunnerOptions) {
+    this.opts = opts;
+  }
+
+  /**
+   * ADD every plugin of the list in order; the last one's result is the list's. Every binary is
+   * looked up first: a list with one missing runs nothing, so there is nothing for DEL to undo.
+   */
+  async add(config: DelegatedConfig, target: PluginTarget): Promise<CniResult> {
+    for (const plugin of config.plugins) this.binaryOf(String(plugin['type']), config.name);
+    let result: CniResult | undefined;
+    for (const [i, plugin] of config.plugins.entries()) {
+      result = (await this.run(String(plugin['type']), 'ADD', pluginStdin(config, i, result), target, config.name)) as CniResult;
+    }
+    return result!;
+  }
+
+  /** DEL every plugin in reverse, each given the cached result (when the ADD got as far as one). */
+  async del(config: DelegatedConfig, target: PluginTarget, cached: CniResult | undefined): Promise<void> {
+    for (let i = config.plugins.length - 1; i >= 0; i--) {
+      await this.run(String(config.plugins[i]!['type']), 'DEL', pluginStdin(config, i, cached), target, config.name);
+    }
+  }
+
+  /** CHECK every plugin in order against the cached result; the first failure is thrown. */
+  async check(config: DelegatedConfig, target: PluginTarget, cached: CniResult): Promise<void> {
+    for (const [i, plugin] of config.plugins.entries()) await this.run(String(plugin['type']), 'CHECK', pluginStdin(config, i, cached), target, config.name);
+  }
+
+  /** The binary a type names: the first bin dir that has it, executable. */
+  binaryOf(type: string, network: string): string {
+    for (const dir of this.opts.binDirs) {
+      const path = join(dir, type);
+      try {
+        if (!statSync(path).isFile()) continue;
+        accessSync(path, constants.X_OK);
+        return path;
+      } catch {
+        // Not in this dir.
+      }
+    }
+    throw new PodnetError('NOT_AVAILABLE', `Network ${network}: plugin ${type} is not in the CNI bin dirs (${this.opts.binDirs.join(', ')})`);
+  }
+
+  private run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget, network: string): Promise<unknown> {
+    const file = this.binaryOf(type, network);
+    const env: Record<string, string> = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: target.containerId,
+      CNI_NETNS: target.netns,
+      CNI_IFNAME: target.ifname,
+      CNI_ARGS: target.args,
+      CNI_PATH: this.opts.binDirs.join(':'),
+    };
+    const what = `Network ${network}: plugin ${type} ${command}`;
+    return new Promise((resolve, reject) => {
+      // No shell and no argv beyond the binary: the spec passes everything in env and on stdin.
+      const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      }, this.opts.timeoutMs);
+      const take = (into: 'out' | 'err') => (chunk: Buffer) => {
+        if (into === 'out' && stdout.length < maxOutputBytes) stdout += chunk.toString('utf8');
+        if (into === 'err' && stderr.length < 4096) stderr += chunk.toString('utf8');
+      };
+      child.stdout.on('data', take('out'));
+      child.stderr.on('data', take('err'));
+      // A plugin that exits without reading stdin closes the pipe: its exit says what happened.
+      child.stdin.on('error', () => undefined);
+      child.on('error', (err) => {
+        clearTimeout(timer);
+        reject(new PodnetError('NOT_AVAILABLE', `${what}: could not run ${file}: ${err.message}`));
+      });
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        if (timedOut) return reject(new PodnetError('TRY_AGAIN_LATER', `${what}: no answer in ${this.opts.timeoutMs / 1000} s; killed`));
+        if (code === 0) {
+          try {
+            return resolve(answerOf(command, stdout, what));
+          } catch (err) {
+            return reject(err);
+          }
+        }
+        reject(pluginError(what, stdout, stderr, signal ? `killed by ${signal}` : `exit status ${code}`));
+      });
+      child.stdin.end(JSON.stringify(stdin));
+    });
+  }
+}
+
+/** ADD answers a result object; DEL and CHECK answer nothing, which a plugin may still print. */
+function answerOf(command: CniCommand, stdout: string, what: string): unknown {
+  if (command !== 'ADD') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(stdout);
+  } catch {
+    throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result: ${excerpt(stdout)}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PodnetError('DECODE_FAILURE', `${what}: its result is not a JSON object: ${excerpt(stdout)}`);
+  return value;
+}
+
+/** A failed plugin's CNI error object ({code, msg, details}), or what it printed instead. */
+function pluginError(what: string, stdout: string, stderr: string, how: string): PodnetError {
+  let error: { code?: unknown; msg?: unknown; details?: unknown } | undefined;
+  try {
+    error = JSON.parse(stdout) as typeof error;
+  } catch {
+    error = undefined;
+  }
+  if (error && typeof error.code === 'number' && typeof error.msg === 'string') {
+    const name = cniCodeNames[error.code];
+    const details = typeof error.details === 'string' && error.details !== '' ? ` (${error.details})` : '';
+    return new PodnetError('PLUGIN_FAILED', `${what}: CNI error ${error.code}${name ? ` (${name})` : ''}: ${error.msg}${details}`);
+  }
+  const printed = stdout.trim() !== '' ? stdout : stderr;
+  return new PodnetError('PLUGIN_FAILED', `${what}: failed (${how}) without a CNI error object: ${excerpt(printed)}`);
+}
+
+/** Untrusted output in a message: one line, bounded. */
+function excerpt(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  if (line === '') return '(nothing)';
+  return JSON.stringify(line.length > 200 ? `${line.slice(0, 200)}...` : line);
+}

@@ -1,0 +1,71 @@
+// Delegated attachments on file (<stateDir>/delegated/<container>@<interface>.json): the config a
+// plugin's ADD ran with, what it was run for, and its result, which DEL and CHECK are given. A
+// record is written before the ADD runs and again with its result: one without a result is an ADD
+// a crash may have cut short, taken back with DEL. Durable, and kept across boots (docs/adr/0011).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
+import { recordFileName, stateLayout } from '../protocol/paths.ts';
+import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
+import type { PluginTarget } from './plugin.ts';
+
+export interface DelegatedRecord {
+  containerId: string;
+  interface: string;
+  network: string;
+  config: DelegatedConfig;
+  /** The netns and CNI_ARGS the ADD ran with: DEL is run for the same. */
+  netns: string;
+  args: string;
+  /** Absent until the ADD answered. */
+  result?: CniResult;
+  /** DELs that failed for an ADD that did not answer; podnet gives up on it after a few (see delegate). */
+  failedDels?: number;
+}
+
+export class DelegatedStore {
+  private readonly dir: string;
+  /** Every record, read once: only this daemon writes them. */
+  private cache: Map<string, DelegatedRecord> | undefined;
+
+  constructor(stateDir: string) {
+    this.dir = join(stateDir, stateLayout.delegated);
+    ensurePrivateDir(this.dir);
+  }
+
+  all(): DelegatedRecord[] {
+    return [...this.records().values()];
+  }
+
+  of(containerId: string): DelegatedRecord[] {
+    return this.all().filter((r) => r.containerId === containerId);
+  }
+
+  put(record: DelegatedRecord): void {
+    const name = fileOf(record);
+    writeFileAtomic(join(this.dir, name), `${JSON.stringify(record, null, 2)}\n`);
+    this.records().set(name, record);
+  }
+
+  remove(record: DelegatedRecord): void {
+    const name = fileOf(record);
+    removeFile(join(this.dir, name));
+    this.records().delete(name);
+  }
+
+  private records(): Map<string, DelegatedRecord> {
+    this.cache ??= new Map(
+      namesIn(this.dir)
+        .filter((n) => n.endsWith('.json') && !n.startsWith('.'))
+        .map((n) => [n, JSON.parse(readFileSync(join(this.dir, n), 'utf8')) as DelegatedRecord]),
+    );
+    return this.cache;
+  }
+}
+
+const fileOf = (record: DelegatedRecord) => recordFileName({ containerId: record.containerId, ifname: record.interface });
+
+/** What a record's plugins are run for; `netns` empty when it is gone. */
+export function targetOf(record: DelegatedRecord, netnsThere: boolean): PluginTarget {
+  return { containerId: record.containerId, netns: netnsThere ? record.netns : '', ifname: record.interface, args: record.args };
+}

@@ -1,0 +1,88 @@
+// A delegated Network's CNI config, made into the list a runtime runs: checked (every plugin has
+// a type that names a binary, the cniVersion is one podnet speaks), defaults filled in, and each
+// plugin's stdin for ADD, DEL and CHECK as the CNI spec's chaining rules say. Pure.
+import type { Network } from '../protocol/validate.ts';
+
+/** The versions podnet runs plugins at: those whose result format it reads (0.3.0 on). */
+export const delegatedCniVersions = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
+
+/** A plugin binary's name: what a runtime looks up in its bin dirs, never a path. */
+const pluginTypePattern = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$/;
+
+/** A network configuration list as podnet runs it. */
+export interface DelegatedConfig {
+  name: string;
+  cniVersion: string;
+  /** Each plugin's own keys (type and its settings), without name, cniVersion or prevResult. */
+  plugins: Record<string, unknown>[];
+}
+
+/** What is wrong with a config: the field under spec.cni.config and why. */
+export interface ConfigProblem {
+  field: string;
+  reason: string;
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The list a cni Network runs: spec.cni.config as a list, or one plugin made a list of one. A
+ * config that is not valid CNI is a problem naming its field (spec.cni.config.plugins[1].type).
+ */
+export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigProblem {
+  const base = 'spec.cni.config';
+  const config = network.spec.cni?.config;
+  if (!isObject(config)) return { field: base, reason: 'a cni Network needs a CNI config object' };
+  if (network.spec.ipam) return { field: 'spec.ipam', reason: "a cni Network's plugins do their own IPAM (an ipam key in the plugin config); podnet's ranges do not apply" };
+  const cniVersion = config['cniVersion'] ?? '1.0.0';
+  if (typeof cniVersion !== 'string' || !(delegatedCniVersions as readonly string[]).includes(cniVersion)) {
+    return { field: `${base}.cniVersion`, reason: `cniVersion ${JSON.stringify(cniVersion)} is not one podnet runs plugins at (${delegatedCniVersions.join(', ')})` };
+  }
+  const name = config['name'] ?? network.metadata.name;
+  if (typeof name !== 'string' || name === '') return { field: `${base}.name`, reason: 'the network name must be a non-empty string' };
+  const list = 'plugins' in config;
+  if (list && (!Array.isArray(config['plugins']) || config['plugins'].length === 0)) return { field: `${base}.plugins`, reason: 'plugins must be a list of at least one plugin config' };
+  const given: unknown[] = list ? (config['plugins'] as unknown[]) : [config];
+  const plugins: Record<string, unknown>[] = [];
+  for (const [i, plugin] of given.entries()) {
+    const at = list ? `${base}.plugins[${i}]` : base;
+    if (!isObject(plugin)) return { field: at, reason: 'a plugin config must be an object' };
+    const type = plugin['type'];
+    if (typeof type !== 'string' || !pluginTypePattern.test(type)) {
+      return { field: `${at}.type`, reason: type === undefined ? 'every plugin config needs a type: the plugin binary to run' : `type ${JSON.stringify(type)} is not a plugin binary's name (letters, digits, _ . + -; no path)` };
+    }
+    const { name: _n, cniVersion: _v, prevResult: _p, ...own } = plugin;
+    plugins.push(own);
+  }
+  return { name, cniVersion, plugins };
+}
+
+export function isConfigProblem(value: DelegatedConfig | ConfigProblem): value is ConfigProblem {
+  return 'reason' in value;
+}
+
+/** A plugin's stdin: its own keys, the list's name and version, and the result so far. */
+export function pluginStdin(config: DelegatedConfig, index: number, prevResult?: unknown): Record<string, unknown> {
+  return { ...config.plugins[index], name: config.name, cniVersion: config.cniVersion, ...(prevResult !== undefined ? { prevResult } : {}) };
+}
+
+/** The parts of a CNI result podnet reads back (0.3.0 and later have this shape). */
+export interface CniResult {
+  cniVersion?: string;
+  interfaces?: { name?: string; mac?: string; mtu?: number; sandbox?: string }[];
+  ips?: { address?: string; gateway?: string; interface?: number }[];
+  dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
+}
+
+/** The addresses, MAC and gateways a result gives the pod's interface `ifname`. */
+export function resultFor(result: CniResult | undefined, ifname: string): { ips: string[]; mac?: string; gateways: string[] } {
+  const interfaces = result?.interfaces ?? [];
+  const index = interfaces.findIndex((i) => i.name === ifname && i.sandbox);
+  const ips = (result?.ips ?? []).filter((ip) => index < 0 || ip.interface === undefined || ip.interface === index);
+  const mac = index >= 0 ? interfaces[index]!.mac : undefined;
+  return {
+    ips: ips.flatMap((ip) => (ip.address ? [ip.address] : [])),
+    ...(mac ? { mac } : {}),
+    gateways: ips.flatMap((ip) => (ip.gateway ? [ip.gateway] : [])),
+  };
+}
