@@ -77,7 +77,8 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
   t.strictSame(mounts(install!), { '/opt/cni/bin': '/host/opt/cni/bin', '/etc/cni/net.d': '/host/etc/cni/net.d' });
   t.strictSame(mounts(daemon!), {
     '/etc/cni/net.d': '/host/etc/cni/net.d',
-    '/var/lib/cni': '/var/lib/cni ro',
+    '/opt/cni/bin': '/opt/cni/bin ro',
+    '/var/lib/cni': '/var/lib/cni',
     '/var/lib/podnet': '/var/lib/podnet',
     '/run/podnet': '/run/podnet',
     '/run/netns': '/run/netns HostToContainer',

@@ -92,6 +92,12 @@ spec:
   t.match(explained.stdout, new RegExp(`net1 on Network plugged \\(plugins bridge, tuning\\): ${addresses[0]!.replaceAll('.', '\\.')}/24, mac [0-9a-f:]{17}`), 'and what the plugins gave');
   t.equal((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')).length, 2, 'each result is on file');
 
+  // Drift: net1 deleted behind podnet's back; the resync's CHECK fails, DEL and ADD make it again.
+  await execa('ip', ['-n', pods[1]!.ns.name, 'link', 'del', 'net1']);
+  addresses[1] = (await net1Address(pods[1]!, '198.18.110.')).split('/')[0]!;
+  t.same((await allocations(ipam.path, 'plugged')).sort(), [...addresses].sort(), 'net1 is back; DEL released the old address, ADD took another');
+  t.match(daemon.log(), /"msg":"CHECK failed; attaching again".*"interface":"net1"/, 'CHECK told the daemon');
+
   // The daemon dies with the attachments made; the config goes while it is down.
   await daemon.kill();
   t.equal((await cli.delete('attach.yaml')).exitCode, 0);

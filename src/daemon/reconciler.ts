@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { delegatedConfigOf, isConfigProblem } from '../model/cni-config.ts';
+import { delegatedConfigOf, isConfigProblem, speaksCheck } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -269,7 +269,8 @@ export class Reconciler {
   private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
     const known = this.opts.identity ? this.opts.identity(record) : identityOf(record);
     const identity = known ?? identityOf(record);
-    const earlier = this.applied.get(record.containerId)?.attachments ?? [];
+    // Names the annotation's unnamed selections got before, podnet's links and delegated alike.
+    const earlier = [...(this.applied.get(record.containerId)?.attachments ?? []), ...this.delegated.of(record.containerId)];
     const wanted = known ? desiredFor(known, docs.networks, docs.configs, earlier) : nothingWanted();
     const { desired, problems } = this.resolve(record.containerId, wanted, addresses, docs.networks);
     return { record, identity, desired, desiredJson: JSON.stringify(desired), problems, records, wanted, known: known !== undefined };
@@ -455,7 +456,7 @@ export class Reconciler {
     this.tracks.set(record.containerId, track);
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
-      const delegation = await this.delegate(work, report, track);
+      const delegation = await this.delegate(work, report, track, pass.resync);
       const needs = podNeeds(desired, report.applied);
       const last = previous?.sight;
       const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
@@ -484,18 +485,28 @@ export class Reconciler {
 
   /**
    * A sandbox's delegated attachments: DEL for those no longer wanted (or wanted with another
-   * config, or whose ADD a crash cut short), then ADD for those missing. A failed ADD is taken back
+   * config, or whose ADD a crash cut short, or, on a resync, that CHECK found wrong), then ADD for
+   * those missing. A failed ADD is taken back
    * with DEL at once and becomes a problem of the attachment; the first failure is returned for
    * the sandbox's retry. A DEL that fails keeps its record, for the next pass.
    */
-  private async delegate(work: SandboxWork, report: SandboxReport, track: SandboxTrack): Promise<{ changed: boolean; failed?: PodnetError }> {
+  private async delegate(work: SandboxWork, report: SandboxReport, track: SandboxTrack, resync: boolean): Promise<{ changed: boolean; failed?: PodnetError }> {
     const { record, desired } = work;
     const cid = record.containerId;
     const wanted = (r: DelegatedRecord) => desired.delegated.find((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
     let changed = false;
     let failed: PodnetError | undefined;
     for (const had of this.delegated.of(cid)) {
-      if (had.result && wanted(had)) continue;
+      if (had.result && wanted(had)) {
+        // A resync asks the plugins whether it is still as they made it; what is not is made again.
+        if (!resync || !speaksCheck(had.config.cniVersion)) continue;
+        try {
+          await this.opts.plugins.check(had.config, targetOf(had, true), had.result);
+          continue;
+        } catch (err) {
+          this.opts.log.warn('CHECK failed; attaching again', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface, error: toPodnetError(err).message });
+        }
+      }
       try {
         await this.opts.plugins.del(had.config, targetOf(had, true), had.result);
       } catch (err) {

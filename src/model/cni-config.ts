@@ -57,6 +57,11 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
   return { name, cniVersion, plugins };
 }
 
+/** Whether plugins run at this version know CHECK (0.4.0 brought it). */
+export function speaksCheck(cniVersion: string): boolean {
+  return !['0.3.0', '0.3.1'].includes(cniVersion);
+}
+
 export function isConfigProblem(value: DelegatedConfig | ConfigProblem): value is ConfigProblem {
   return 'reason' in value;
 }
