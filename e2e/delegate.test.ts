@@ -187,3 +187,58 @@ spec:
   t.ok(await linkOf(pod.ns.name, 'net1'), 'the good attachment is untouched');
   t.equal((await linkOf(pod.ns.name, 'eth0'))?.mtu, 1500, 'eth0 is untouched');
 });
+
+t.test('macvlan with host-local, and host-device moving a host link into the pod and back', { skip: skip ?? missingPrerequisite([`${referencePluginDir}/macvlan`, `${referencePluginDir}/host-device`]) }, async (t) => {
+  const daemon = await delegatingDaemon(t);
+  const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
+  t.teardown(() => ipam.cleanup());
+  const parent = uniqueName('pndm');
+  const [device, peer] = [uniqueName('pnhd'), uniqueName('pnhp')];
+  for (const name of [parent, device, peer]) removeLinkAtTeardown(t, name);
+  // A veth for a parent: this kernel has no dummy links.
+  await execa('ip', ['link', 'add', parent, 'type', 'veth', 'peer', 'name', `${parent}p`]);
+  for (const l of [parent, `${parent}p`]) await execa('ip', ['link', 'set', l, 'up']);
+  await execa('ip', ['link', 'add', device, 'type', 'veth', 'peer', 'name', peer]);
+  const pods = [await startPod(t, daemon, 'pod-m'), await startPod(t, daemon, 'pod-n')];
+  const cli = podnetCli(daemon);
+  const docs = `${header}
+kind: Network
+metadata: { name: mv }
+spec:
+  type: cni
+  ${everyPod}
+  cni: { config: { type: macvlan, master: ${parent}, mode: bridge, ipam: { type: host-local, ranges: [[{ subnet: 198.18.112.0/24 }]], dataDir: ${ipam.path} } } }
+---
+${header}
+kind: Network
+metadata: { name: hd }
+spec:
+  type: cni
+  ${everyPod}
+  cni: { config: { cniVersion: 0.4.0, type: host-device, device: ${device} } }
+---
+${attachConfig('mv', 'net1', ['pod-m', 'pod-n'])}---
+${header}
+kind: PodNetworkConfig
+metadata: { name: hd-pod, namespace: default }
+spec:
+  podSelector: { matchLabels: { podnetwork.opdev.io/pod-name: pod-m } }
+  attachments: [{ network: hd, interface: net7 }]
+`;
+  t.equal((await cli.apply('all.yaml', docs)).exitCode, 0);
+  const addresses = [];
+  for (const pod of pods) {
+    addresses.push((await net1Address(pod, '198.18.112.')).split('/')[0]!);
+    t.equal((await linkOf(pod.ns.name, 'net1'))?.linkinfo?.info_kind, 'macvlan', `${pod.name}: net1 is a macvlan`);
+  }
+  const ping = await execa('ip', ['netns', 'exec', pods[0]!.ns.name, 'busybox', 'ping', '-c', '1', '-W', '2', addresses[1]!], { reject: false });
+  t.equal(ping.exitCode, 0, 'pod-m reaches pod-n over the macvlan network');
+  await until('the host device is in pod-m as net7', async () => ((await linkOf(pods[0]!.ns.name, 'net7')) ? true : undefined));
+  t.equal(await linkOf(undefined, device), undefined, 'and no longer on the host');
+
+  t.equal((await cli.delete('all.yaml')).exitCode, 0);
+  await until('the host device is back on the host', async () => ((await linkOf(undefined, device)) ? true : undefined));
+  for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
+  t.equal(await linkOf(pods[0]!.ns.name, 'net7'), undefined, 'net7 left pod-m');
+  await until("host-local's addresses released", async () => ((await allocations(ipam.path, 'mv')).length === 0 ? true : undefined));
+});
