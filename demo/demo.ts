@@ -60,8 +60,8 @@ function readWant() {
   const { spec } = read('PodNetworkConfig', files.config);
   const attachment = spec.attachments?.find((a) => a.network === network.metadata.name);
   const [eth0Mtu, route, rule, bandwidth] = [spec.interfaces?.find((i) => i.name === 'eth0')?.mtu, spec.routes?.[0], spec.rules?.[0], attachment?.bandwidth];
-  if (network.spec.type !== 'bridge' || !attachment || !eth0Mtu || !route || !rule || !bandwidth) {
-    throw new DemoFailure(`the demo shows a bridge Network (${files.network}) attached with a bandwidth cap, eth0's MTU, a route and a rule (${files.config})`);
+  if (network.spec.type !== 'bridge' || !attachment?.interface || !eth0Mtu || !route || !rule || !bandwidth) {
+    throw new DemoFailure(`the demo shows a bridge Network (${files.network}) attached at a named interface with a bandwidth cap, eth0's MTU, a route and a rule (${files.config})`);
   }
   const bridge = bridgeNameOf(network);
   return { bridge, iface: attachment.interface, eth0Mtu, route, rule, bandwidth };

@@ -549,7 +549,10 @@ export interface Condition {
  */
 export interface Attachment {
   network: Name;
-  interface: PodInterfaceName;
+  /**
+   * The pod's interface name; when left out podnet picks the first free of net1, net2, ... and keeps it while the attachment lasts.
+   */
+  interface?: string;
   /**
    * Static addresses, each inside one of the Network's ranges.
    *

@@ -281,3 +281,20 @@ t.test('annotation: a selection refused for its interface does not set that inte
   t.equal(d.problems.length, 2);
   t.same(d.tuning, [], 'nor is the MAC it asked for set');
 });
+
+t.test('a config attachment without an interface gets the first free name, after the annotation\'s, and keeps it', async (t) => {
+  const unnamed = config('k', { podSelector: all, attachments: [{ network: 'green' }, { network: 'red', interface: 'net1' }] });
+  const d = desiredFor(asking('blue'), shared, [unnamed]);
+  t.same(d.problems, []);
+  t.same(byInterface(d), { net1: 'red', net2: 'blue', net3: 'green' }, 'named ones first; then the annotation\'s, then the config\'s, around them');
+  t.equal(d.attachments.find((a) => a.interface === 'net3')?.field, 'spec.attachments[0]', 'the name is told with the field that asked');
+  const kept = desiredFor(pod, shared, [unnamed], [{ network: 'green', interface: 'net3' }]);
+  t.same(byInterface(kept), { net1: 'red', net3: 'green' }, 'the annotation gone, green keeps net3');
+});
+
+t.test('an attachment at the pod\'s primary interface is refused naming its field; an unnamed one never gets that name', async (t) => {
+  const primaryNet1 = { ...pod, primaryInterface: 'net1' };
+  const d = desiredFor(primaryNet1, shared, [config('k', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }, { network: 'green' }] })]);
+  t.same(d.problems.map((p) => `${p.field}: ${p.reason}`), ["spec.attachments[0].interface: net1 is the pod's primary interface, made by its primary CNI plugin; attach under another name"]);
+  t.same(byInterface(d), { net2: 'green' });
+});

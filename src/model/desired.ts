@@ -158,7 +158,10 @@ export function desiredFor(
       const field = `spec.attachments[${i}]`;
       const network = reachable(a.network, from, `${field}.network`);
       if (!network) return;
-      attach({ network, interface: a.interface, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) }, field);
+      const at = { network, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
+      // Without an interface it is named with the annotation's unnamed ones, once every named one is known.
+      if (a.interface === undefined) unnamed.push({ at, field });
+      else attach({ ...at, interface: a.interface }, field);
     });
     (config.spec.interfaces ?? []).forEach((tuning, i) => tune(tuning.name, tuning, from, (setting) => `spec.interfaces[${i}].${setting}`));
     (config.spec.routes ?? []).forEach((r, i) => {
@@ -254,7 +257,7 @@ function annotationAttachments(
 }
 
 /**
- * Names the annotation's selections that gave no interface: the name an earlier attachment to the
+ * Names the attachments that gave no interface (the annotation's, then the configs'): the name an earlier attachment to the
  * same Network had, while it is free, else the first free of net1, net2, ... (what Multus picks).
  */
 function nameUnnamed(
