@@ -493,10 +493,17 @@ export interface Network {
       device?: HostLinkName;
     };
     /**
-     * A CNI plugin config, run from the node's CNI bin dirs against the pod's network namespace: config is one plugin's config ({"type": "macvlan", ...}) or a list ({"cniVersion": "1.0.0", "plugins": [...]}); its name and cniVersion default to the Network's name and 1.0.0. The plugins do their own IPAM: such a Network has no spec.ipam.
+     * A CNI plugin config, run from the node's CNI bin dirs against the pod's network namespace: config is one plugin's config ({"type": "macvlan", ...}) or a list ({"cniVersion": "1.0.0", "plugins": [...]}); or networkAttachmentDefinition names a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1, Multus's) whose spec.config is used the same way. The list's name and cniVersion default to the Network's name and 1.0.0. The plugins do their own IPAM: such a Network has no spec.ipam.
      */
     cni?: {
-      config: {};
+      config?: {};
+      /**
+       * A NetworkAttachmentDefinition whose config this Network runs (read from the Kubernetes API).
+       */
+      networkAttachmentDefinition?: {
+        namespace: NamespaceName;
+        name: Name;
+      };
     };
   };
   status?: NetworkStatus;

@@ -171,7 +171,10 @@ export class StatusPublisher {
       const network = docs.networks.get(object.metadata.name);
       const name = documentName({ kind: 'Network', metadata: object.metadata });
       const current = object.status as NetworkStatus | undefined;
-      const specProblems = [...docs.problems.filter((p) => p.document === name), ...(network ? networkSpecProblems(network, docs.networks) : [])].map((p) => `${p.field}: ${p.reason}`);
+      const told = docs.problems.filter((p) => p.document === name);
+      // The source's problem with a field (a NetworkAttachmentDefinition it could not read) says more than the spec check's of it.
+      const checked = network ? networkSpecProblems(network, docs.networks).filter((p) => !told.some((t) => t.field === p.field)) : [];
+      const specProblems = [...told, ...checked].map((p) => `${p.field}: ${p.reason}`);
       const entry = network ? networkNodeEntry(network, facts, this.node) : undefined;
       const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
       const degraded = current?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;

@@ -32,7 +32,12 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigProblem {
   const base = 'spec.cni.config';
   const config = network.spec.cni?.config;
-  if (!isObject(config)) return { field: base, reason: 'a cni Network needs a CNI config object' };
+  const reference = network.spec.cni?.networkAttachmentDefinition;
+  if (reference && !isObject(config)) {
+    // The Kubernetes source puts the definition's config in spec.cni.config; it found none.
+    return { field: 'spec.cni.networkAttachmentDefinition', reason: `NetworkAttachmentDefinition ${reference.namespace}/${reference.name} gives no config here (it is read from the Kubernetes API)` };
+  }
+  if (!isObject(config)) return { field: base, reason: 'a cni Network needs a CNI config (spec.cni.config) or a NetworkAttachmentDefinition (spec.cni.networkAttachmentDefinition)' };
   if (network.spec.ipam) return { field: 'spec.ipam', reason: "a cni Network's plugins do their own IPAM (an ipam key in the plugin config); podnet's ranges do not apply" };
   const cniVersion = config['cniVersion'] ?? '1.0.0';
   if (typeof cniVersion !== 'string' || !(delegatedCniVersions as readonly string[]).includes(cniVersion)) {

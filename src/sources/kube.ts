@@ -5,6 +5,7 @@
 // whose resourceVersion expired (410 Gone) lists again (ListWatch does it) and a pass follows.
 import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
+import { PodnetError } from '../errors.ts';
 import { documentName, identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
@@ -20,6 +21,8 @@ export const paths = {
   podNetworkConfigs: `/apis/${apiGroup}/${apiVersion}/podnetworkconfigs`,
   namespaces: '/api/v1/namespaces',
   pods: '/api/v1/pods',
+  /** Multus's NetworkAttachmentDefinitions, which a cni Network may name; a cluster may not serve them. */
+  networkAttachmentDefinitions: '/apis/k8s.cni.cncf.io/v1/network-attachment-definitions',
 };
 
 /** What podnet reads of a pod. */
@@ -27,6 +30,9 @@ export interface PodObject extends KubernetesObject {
   metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec?: { nodeName?: string };
 }
+
+/** A NetworkAttachmentDefinition: what podnet reads of it. */
+type DefinitionObject = KubernetesObject & { metadata: { name: string; namespace: string }; spec?: { config?: unknown } };
 
 /** A Network or PodNetworkConfig as the API server holds it, status included. */
 export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number }; status?: Record<string, unknown> };
@@ -45,7 +51,13 @@ export class KubeSource {
   private readonly api: KubeApi;
   private readonly log: Logger;
   private readonly onChange: () => void;
-  private readonly informers: { pods: Informer<PodObject>; namespaces: Informer<KubernetesObject>; networks: Informer<ApiObject>; configs: Informer<ApiObject> };
+  private readonly informers: {
+    pods: Informer<PodObject>;
+    namespaces: Informer<KubernetesObject>;
+    networks: Informer<ApiObject>;
+    configs: Informer<ApiObject>;
+    definitions: Informer<DefinitionObject>;
+  };
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
@@ -56,7 +68,8 @@ export class KubeSource {
     this.nodeName = opts.nodeName;
     this.log = opts.log;
     this.onChange = opts.onChange;
-    const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string): Informer<T> => {
+    /** optional: a resource the cluster may not serve (404): it counts as listed, and empty, until it does. */
+    const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string, optional = false): Informer<T> => {
       const list = () => {
         // ListWatch lists only at its first start and when the API server said 410 Gone.
         if (entry.synced) this.log.info('the watch\'s resourceVersion expired (410 Gone); listing again', { resource: name });
@@ -70,12 +83,18 @@ export class KubeSource {
       cache.on('change', () => this.onChange());
       cache.on('error', (err: unknown) => {
         if (this.stopped) return;
+        // A resource the cluster does not serve (no such CRD) is looked for again, quietly.
+        const unserved = optional && err instanceof PodnetError && err.code === 'NOT_FOUND';
+        if (unserved && !entry.synced) {
+          entry.synced = true;
+          this.log.info('the API server does not serve this resource; what names one is refused until it does', { resource: name });
+        }
         // A watch that ran a good while before failing starts over from the first wait.
         if (Date.now() - failedAt > 2 * restartCapMs) failures = 0;
         failedAt = Date.now();
         failures++;
         const waitMs = Math.min(restartFirstMs * 2 ** (failures - 1), restartCapMs);
-        this.log.warn('a watch of the API server failed; the last state seen stays in force', { resource: name, error: describe(err), retryInMs: waitMs });
+        if (!unserved) this.log.warn('a watch of the API server failed; the last state seen stays in force', { resource: name, error: describe(err), retryInMs: waitMs });
         this.later(waitMs, () => void this.startInformer(name, entry));
       });
       return entry;
@@ -85,6 +104,7 @@ export class KubeSource {
       namespaces: informer('namespaces', paths.namespaces),
       networks: informer<ApiObject>('networks', paths.networks),
       configs: informer<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs),
+      definitions: informer<DefinitionObject>('network-attachment-definitions', paths.networkAttachmentDefinitions, undefined, true),
     };
   }
 
@@ -129,7 +149,30 @@ export class KubeSource {
       }
     }
     for (const key of this.parsed.keys()) if (!live.has(key)) this.parsed.delete(key);
+    for (const [name, network] of out.networks) {
+      const reference = network.spec.cni?.networkAttachmentDefinition;
+      if (!reference) continue;
+      const config = this.definitionConfig(reference.namespace, reference.name);
+      if ('reason' in config) out.problems.push({ document: documentName(network), field: 'spec.cni.networkAttachmentDefinition', reason: config.reason });
+      else out.networks.set(name, { ...network, spec: { ...network.spec, cni: { ...network.spec.cni, config: config.config } } });
+    }
     return out;
+  }
+
+  /** The CNI config a NetworkAttachmentDefinition holds (its spec.config, a JSON text), or why there is none. */
+  private definitionConfig(namespace: string, name: string): { config: Record<string, unknown> } | { reason: string } {
+    const definition = this.informers.definitions.cache.get(name, namespace);
+    const what = `NetworkAttachmentDefinition ${namespace}/${name}`;
+    if (!definition) return { reason: `there is no ${what}` };
+    const text = definition.spec?.config;
+    if (typeof text !== 'string' || text.trim() === '') return { reason: `${what} has no spec.config (podnet does not read configs from the node's files)` };
+    try {
+      const config: unknown = JSON.parse(text);
+      if (typeof config === 'object' && config !== null && !Array.isArray(config)) return { config: config as Record<string, unknown> };
+      return { reason: `${what}: spec.config is not a JSON object` };
+    } catch (err) {
+      return { reason: `${what}: spec.config is not JSON: ${(err as Error).message}` };
+    }
   }
 
   /**
