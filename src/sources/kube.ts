@@ -44,6 +44,8 @@ const restartCapMs = 30_000;
 interface Informer<T extends KubernetesObject> {
   cache: ListWatch<T>;
   synced: boolean;
+  /** Its last list found the resource not served (an optional one): the next list is a look again. */
+  unserved?: boolean;
 }
 
 export class KubeSource {
@@ -72,8 +74,12 @@ export class KubeSource {
     const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string, optional = false): Informer<T> => {
       const list = () => {
         // ListWatch lists only at its first start and when the API server said 410 Gone.
-        if (entry.synced) this.log.info('the watch\'s resourceVersion expired (410 Gone); listing again', { resource: name });
-        return this.api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path);
+        if (entry.synced && !entry.unserved) this.log.info('the watch\'s resourceVersion expired (410 Gone); listing again', { resource: name });
+        return this.api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path).then((answer) => {
+          if (entry.unserved) this.log.info('the API server serves this resource now', { resource: name });
+          entry.unserved = false;
+          return answer;
+        });
       };
       const cache = new ListWatch<T>(path, this.api.watch, list, false, undefined, fieldSelector);
       const entry: Informer<T> = { cache, synced: false };
@@ -85,6 +91,7 @@ export class KubeSource {
         if (this.stopped) return;
         // A resource the cluster does not serve (no such CRD) is looked for again, quietly.
         const unserved = optional && err instanceof PodnetError && err.code === 'NOT_FOUND';
+        if (unserved) entry.unserved = true;
         if (unserved && !entry.synced) {
           entry.synced = true;
           this.log.info('the API server does not serve this resource; what names one is refused until it does', { resource: name });
