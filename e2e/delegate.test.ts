@@ -152,6 +152,14 @@ spec: { type: bridge, bridge: { name: ${bridge} }, ipam: { ranges: [{ subnet: 19
     cniNetwork('missing', '{ type: nosuchplugin }') +
     cniNetwork('garbage', '{ type: garbage }') +
     cniNetwork('hang', '{ type: hang }') +
+    // Not valid CNI: refused before anything runs, naming the field.
+    cniNetwork('notype', '{ ipam: { type: host-local } }') +
+    `${header}
+kind: Network
+metadata: { name: badversion }
+spec: { type: cni, ${everyPod}, cni: { config: { cniVersion: 9.9.9, type: bridge } } }
+---
+` +
     `${header}
 kind: PodNetworkConfig
 metadata: { name: all, namespace: default }
@@ -163,6 +171,8 @@ spec:
     - { network: missing, interface: net3 }
     - { network: garbage, interface: net4 }
     - { network: hang, interface: net5 }
+    - { network: notype, interface: net6 }
+    - { network: badversion, interface: net7 }
 `;
   removeLinkAtTeardown(t, `${bridge}x`);
   const applied = await cli.apply('all.yaml', docs);
@@ -177,9 +187,11 @@ spec:
   t.match(explained, /spec\.attachments\[2\]: Network missing: plugin nosuchplugin is not in the CNI bin dirs/);
   t.match(explained, /spec\.attachments\[3\]: Network garbage: plugin garbage ADD: succeeded but printed no JSON result: "not json at all"/);
   t.match(explained, /spec\.attachments\[4\]: Network hang: plugin hang ADD: no answer in 2 s; killed/);
+  t.match(explained, /spec\.attachments\[5\]: Network notype: spec\.cni\.config\.plugins\[0\]\.type: every plugin config needs a type/);
+  t.match(explained, /spec\.attachments\[6\]: Network badversion: spec\.cni\.config\.cniVersion: cniVersion "9\.9\.9" is not one podnet runs plugins at/);
   t.ok(existsSync(`${marks}/garbage-DEL`), 'the garbage ADD was taken back with DEL');
   t.ok(existsSync(`${marks}/hang-DEL`), 'the hung ADD was killed and taken back with DEL');
-  for (const ifname of ['net2', 'net3', 'net4', 'net5']) t.equal(await linkOf(pod.ns.name, ifname), undefined, `no ${ifname} is left in the pod`);
+  for (const ifname of ['net2', 'net3', 'net4', 'net5', 'net6', 'net7']) t.equal(await linkOf(pod.ns.name, ifname), undefined, `no ${ifname} is left in the pod`);
   t.same(await allocations(ipam.path, 'refused'), [], 'no address is left taken');
   // A failing ADD is tried again with backoff, so its intent may be on file; never as made.
   const records = await Promise.all((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')).map(async (n) => JSON.parse(await readFile(`${daemon.stateDir}/delegated/${n}`, 'utf8')) as { result?: unknown }));
