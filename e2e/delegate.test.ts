@@ -254,3 +254,51 @@ spec:
   t.equal(await linkOf(pods[0]!.ns.name, 'net7'), undefined, 'net7 left pod-m');
   await until("host-local's addresses released", async () => ((await allocations(ipam.path, 'mv')).length === 0 ? true : undefined));
 });
+
+t.test('a list at CNI 1.1 gets GC on resync, with the attachments podnet still has as the valid ones', { skip }, async (t) => {
+  const fakes = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-plugins-' });
+  t.teardown(() => fakes.cleanup());
+  // A 1.1 plugin that makes nothing and notes each GC's stdin.
+  await writeFile(
+    `${fakes.path}/gcnote`,
+    `#!/bin/sh
+input=$(cat)
+case "$CNI_COMMAND" in
+  ADD) echo '{"cniVersion":"1.1.0","interfaces":[],"ips":[]}' ;;
+  GC) echo "$input" > ${fakes.path}/last-gc.json ;;
+esac
+exit 0
+`,
+  );
+  await chmod(`${fakes.path}/gcnote`, 0o755);
+  const daemon = await delegatingDaemon(t, fakes.path);
+  const pods = [await startPod(t, daemon, 'pod-g'), await startPod(t, daemon, 'pod-h')];
+  const cli = podnetCli(daemon);
+  const docs = `${header}
+kind: Network
+metadata: { name: collected }
+spec: { type: cni, ${everyPod}, cni: { config: { cniVersion: 1.1.0, type: gcnote } } }
+---
+${attachConfig('collected', 'net1', ['pod-g', 'pod-h'])}`;
+  t.equal((await cli.apply('gc.yaml', docs)).exitCode, 0);
+  const valid = async () => {
+    const text = await readFile(`${fakes.path}/last-gc.json`, 'utf8').catch(() => undefined);
+    if (!text) return undefined;
+    const stdin = JSON.parse(text) as { name: string; cniVersion: string; 'cni.dev/valid-attachments': { containerID: string; ifname: string }[] };
+    return stdin;
+  };
+  const both = await until('a GC naming both attachments', async () => {
+    const stdin = await valid();
+    return stdin?.['cni.dev/valid-attachments'].length === 2 ? stdin : undefined;
+  });
+  t.same([both.name, both.cniVersion], ['collected', '1.1.0']);
+  t.same(both['cni.dev/valid-attachments'].map((a) => a.containerID).sort(), pods.map((p) => p.att.containerId).sort());
+
+  // pod-g's sandbox goes (its netns with it): its attachment is no longer valid.
+  await execa('ip', ['netns', 'del', pods[0]!.ns.name]);
+  const after = await until('a GC naming only pod-h', async () => {
+    const stdin = await valid();
+    return stdin?.['cni.dev/valid-attachments'].length === 1 ? stdin : undefined;
+  });
+  t.same(after['cni.dev/valid-attachments'], [{ containerID: pods[1]!.att.containerId, ifname: 'net1' }]);
+});

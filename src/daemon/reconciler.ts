@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { delegatedConfigOf, isConfigProblem, speaksCheck } from '../model/cni-config.ts';
+import { delegatedConfigOf, isConfigProblem, speaksCheck, speaksGc, type DelegatedConfig } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -337,6 +337,7 @@ export class Reconciler {
     const hostView = await host;
     for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
     await this.forgetDelegated(live);
+    if (resync) await this.collectDelegated(work);
     for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
     for (const cid of [...this.tracks.keys()]) if (!live.has(cid)) this.tracks.delete(cid);
     this.sweepAddresses();
@@ -585,6 +586,26 @@ export class Reconciler {
       }
       this.delegated.remove(record);
       this.opts.log.info('took back a gone sandbox\'s delegated attachment', { containerId: record.containerId, network: record.network, interface: record.interface });
+    }
+  }
+
+  /**
+   * On a resync, GC for each delegated list at CNI 1.1 (the current Networks' and the recorded
+   * ones): its plugins drop what they hold for attachments podnet has no record of, the leftovers
+   * of a DEL given up on or of state podnet lost. Every record of the network counts as valid,
+   * also one whose ADD has not answered: GC must never take what an ADD may be making.
+   */
+  private async collectDelegated(work: readonly SandboxWork[]): Promise<void> {
+    const lists = new Map<string, DelegatedConfig>();
+    for (const config of [...work.flatMap((w) => w.desired.delegated.map((d) => d.config)), ...this.delegated.all().map((r) => r.config)]) {
+      if (speaksGc(config.cniVersion)) lists.set(JSON.stringify(config), config);
+    }
+    for (const config of lists.values()) {
+      const valid = this.delegated
+        .all()
+        .filter((r) => r.config.name === config.name)
+        .map((r) => ({ containerID: r.containerId, ifname: r.interface }));
+      await this.opts.plugins.gc(config, valid).catch((err: unknown) => this.opts.log.warn('GC of a delegated network failed; trying again at the next resync', { network: config.name, error: toPodnetError(err).message }));
     }
   }
 

@@ -9,7 +9,13 @@ import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 
-export type CniCommand = 'ADD' | 'DEL' | 'CHECK';
+export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC';
+
+/** An attachment a GC must leave alone (the spec's cni.dev/valid-attachments). */
+export interface ValidAttachment {
+  containerID: string;
+  ifname: string;
+}
 
 /** Who the plugin is run for: the CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME and CNI_ARGS of the call. */
 export interface PluginTarget {
@@ -75,6 +81,19 @@ export class PluginRunner {
     for (const [i, plugin] of config.plugins.entries()) await this.run(String(plugin['type']), 'CHECK', pluginStdin(config, i, cached), target, config.name);
   }
 
+  /**
+   * GC every plugin of the list (CNI 1.1): each removes what it holds for attachments of this
+   * network other than `valid`. Every plugin is run; the first failure is thrown after.
+   */
+  async gc(config: DelegatedConfig, valid: readonly ValidAttachment[]): Promise<void> {
+    let failed: unknown;
+    for (const [i, plugin] of config.plugins.entries()) {
+      const stdin = { ...pluginStdin(config, i), 'cni.dev/valid-attachments': valid };
+      await this.run(String(plugin['type']), 'GC', stdin, undefined, config.name).catch((err: unknown) => (failed ??= err));
+    }
+    if (failed) throw failed;
+  }
+
   /** The binary a type names: the first bin dir that has it, executable. */
   binaryOf(type: string, network: string): string {
     for (const dir of this.opts.binDirs) {
@@ -90,14 +109,12 @@ export class PluginRunner {
     throw new PodnetError('NOT_AVAILABLE', `Network ${network}: plugin ${type} is not in the CNI bin dirs (${this.opts.binDirs.join(', ')})`);
   }
 
-  private run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget, network: string): Promise<unknown> {
+  /** One plugin, for one attachment (`target`), or for its whole network (GC: none). */
+  private run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget | undefined, network: string): Promise<unknown> {
     const file = this.binaryOf(type, network);
     const env: Record<string, string> = {
       CNI_COMMAND: command,
-      CNI_CONTAINERID: target.containerId,
-      CNI_NETNS: target.netns,
-      CNI_IFNAME: target.ifname,
-      CNI_ARGS: target.args,
+      ...(target ? { CNI_CONTAINERID: target.containerId, CNI_NETNS: target.netns, CNI_IFNAME: target.ifname, CNI_ARGS: target.args } : {}),
       CNI_PATH: this.opts.binDirs.join(':'),
     };
     const what = `Network ${network}: plugin ${type} ${command}`;

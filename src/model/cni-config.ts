@@ -62,6 +62,11 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
   return { name, cniVersion, plugins };
 }
 
+/** Whether plugins run at this version know GC (1.1.0 brought it). */
+export function speaksGc(cniVersion: string): boolean {
+  return cniVersion === '1.1.0';
+}
+
 /** Whether plugins run at this version know CHECK (0.4.0 brought it). */
 export function speaksCheck(cniVersion: string): boolean {
   return !['0.3.0', '0.3.1'].includes(cniVersion);
