@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { delegatedConfigOf, isConfigProblem, speaksCheck, speaksGc, type DelegatedConfig } from '../model/cni-config.ts';
+import { delegatedConfigOf, isConfigProblem, runsCheck, runsGc, type DelegatedConfig } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -500,7 +500,7 @@ export class Reconciler {
     for (const had of this.delegated.of(cid)) {
       if (had.result && wanted(had)) {
         // A resync asks the plugins whether it is still as they made it; what is not is made again.
-        if (!resync || !speaksCheck(had.config.cniVersion)) continue;
+        if (!resync || !runsCheck(had.config)) continue;
         try {
           await this.opts.plugins.check(had.config, targetOf(had, true), had.result);
           continue;
@@ -598,7 +598,7 @@ export class Reconciler {
   private async collectDelegated(work: readonly SandboxWork[]): Promise<void> {
     const lists = new Map<string, DelegatedConfig>();
     for (const config of [...work.flatMap((w) => w.desired.delegated.map((d) => d.config)), ...this.delegated.all().map((r) => r.config)]) {
-      if (speaksGc(config.cniVersion)) lists.set(JSON.stringify(config), config);
+      if (runsGc(config)) lists.set(JSON.stringify(config), config);
     }
     for (const config of lists.values()) {
       const valid = this.delegated

@@ -6,6 +6,9 @@ import type { Network } from '../protocol/validate.ts';
 /** The versions podnet runs plugins at: those whose result format it reads (0.3.0 on). */
 export const delegatedCniVersions = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
 
+/** The CNI spec's network name: plugins put it in file paths (host-local's dataDir/<name>). */
+const networkNamePattern = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,252}$/;
+
 /** A plugin binary's name: what a runtime looks up in its bin dirs, never a path. */
 const pluginTypePattern = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$/;
 
@@ -15,6 +18,9 @@ export interface DelegatedConfig {
   cniVersion: string;
   /** Each plugin's own keys (type and its settings), without name, cniVersion or prevResult. */
   plugins: Record<string, unknown>[];
+  /** The list's own opt-outs of CHECK (0.4.0) and GC (1.1.0). */
+  disableCheck?: boolean;
+  disableGC?: boolean;
 }
 
 /** What is wrong with a config: the field under spec.cni.config and why. */
@@ -39,12 +45,18 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
   }
   if (!isObject(config)) return { field: base, reason: 'a cni Network needs a CNI config (spec.cni.config) or a NetworkAttachmentDefinition (spec.cni.networkAttachmentDefinition)' };
   if (network.spec.ipam) return { field: 'spec.ipam', reason: "a cni Network's plugins do their own IPAM (an ipam key in the plugin config); podnet's ranges do not apply" };
-  const cniVersion = config['cniVersion'] ?? '1.0.0';
+  // Absent is the default; null is a value, and not a version.
+  const cniVersion = 'cniVersion' in config ? config['cniVersion'] : '1.0.0';
   if (typeof cniVersion !== 'string' || !(delegatedCniVersions as readonly string[]).includes(cniVersion)) {
     return { field: `${base}.cniVersion`, reason: `cniVersion ${JSON.stringify(cniVersion)} is not one podnet runs plugins at (${delegatedCniVersions.join(', ')})` };
   }
-  const name = config['name'] ?? network.metadata.name;
-  if (typeof name !== 'string' || name === '') return { field: `${base}.name`, reason: 'the network name must be a non-empty string' };
+  const name = 'name' in config ? config['name'] : network.metadata.name;
+  if (typeof name !== 'string' || !networkNamePattern.test(name)) {
+    return { field: `${base}.name`, reason: `name ${JSON.stringify(name)} is not a CNI network name (letters, digits, _ . -, starting with a letter or digit): plugins make paths of it` };
+  }
+  for (const flag of ['disableCheck', 'disableGC'] as const) {
+    if (flag in config && typeof config[flag] !== 'boolean') return { field: `${base}.${flag}`, reason: `${flag} must be true or false` };
+  }
   const list = 'plugins' in config;
   if (list && (!Array.isArray(config['plugins']) || config['plugins'].length === 0)) return { field: `${base}.plugins`, reason: 'plugins must be a list of at least one plugin config' };
   const given: unknown[] = list ? (config['plugins'] as unknown[]) : [config];
@@ -59,17 +71,17 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
     const { name: _n, cniVersion: _v, prevResult: _p, ...own } = plugin;
     plugins.push(own);
   }
-  return { name, cniVersion, plugins };
+  return { name, cniVersion, plugins, ...(config['disableCheck'] === true ? { disableCheck: true } : {}), ...(config['disableGC'] === true ? { disableGC: true } : {}) };
 }
 
-/** Whether plugins run at this version know GC (1.1.0 brought it). */
-export function speaksGc(cniVersion: string): boolean {
-  return cniVersion === '1.1.0';
+/** Whether a list gets GC: its version knows it (1.1.0 brought it) and it did not opt out. */
+export function runsGc(config: DelegatedConfig): boolean {
+  return config.cniVersion === '1.1.0' && !config.disableGC;
 }
 
-/** Whether plugins run at this version know CHECK (0.4.0 brought it). */
-export function speaksCheck(cniVersion: string): boolean {
-  return !['0.3.0', '0.3.1'].includes(cniVersion);
+/** Whether a list gets CHECK: its version knows it (0.4.0 brought it) and it did not opt out. */
+export function runsCheck(config: DelegatedConfig): boolean {
+  return !['0.3.0', '0.3.1'].includes(config.cniVersion) && !config.disableCheck;
 }
 
 export function isConfigProblem(value: DelegatedConfig | ConfigProblem): value is ConfigProblem {
