@@ -255,17 +255,18 @@ spec:
   await until("host-local's addresses released", async () => ((await allocations(ipam.path, 'mv')).length === 0 ? true : undefined));
 });
 
-t.test('a list at CNI 1.1 gets GC on resync, with the attachments podnet still has as the valid ones', { skip }, async (t) => {
+t.test('a list at CNI 1.1 gets GC on resync, with the attachments podnet still has as the valid ones; DEL after a restart gets the cached result', { skip }, async (t) => {
   const fakes = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-plugins-' });
   t.teardown(() => fakes.cleanup());
-  // A 1.1 plugin that makes nothing and notes each GC's stdin.
+  // A 1.1 plugin that makes nothing, answers ADD with an address of its own, and notes GC's and DEL's stdin.
   await writeFile(
     `${fakes.path}/gcnote`,
     `#!/bin/sh
 input=$(cat)
 case "$CNI_COMMAND" in
-  ADD) echo '{"cniVersion":"1.1.0","interfaces":[],"ips":[]}' ;;
+  ADD) echo '{"cniVersion":"1.1.0","interfaces":[],"ips":[{"address":"198.18.115.7/24"}]}' ;;
   GC) echo "$input" > ${fakes.path}/last-gc.json ;;
+  DEL) echo "$input" > ${fakes.path}/del-$CNI_CONTAINERID.json ;;
 esac
 exit 0
 `,
@@ -301,4 +302,11 @@ ${attachConfig('collected', 'net1', ['pod-g', 'pod-h'])}`;
     return stdin?.['cni.dev/valid-attachments'].length === 1 ? stdin : undefined;
   });
   t.same(after['cni.dev/valid-attachments'], [{ containerID: pods[1]!.att.containerId, ifname: 'net1' }]);
+
+  // The daemon restarts between attach and detach: DEL is given the result ADD answered.
+  await daemon.kill();
+  t.equal((await cli.delete('gc.yaml')).exitCode, 0);
+  await daemon.start();
+  const del = await until("pod-h's DEL", () => readFile(`${fakes.path}/del-${pods[1]!.att.containerId}.json`, 'utf8').then((text) => JSON.parse(text) as { prevResult?: unknown }, () => undefined));
+  t.same(del.prevResult, { cniVersion: '1.1.0', interfaces: [], ips: [{ address: '198.18.115.7/24' }] }, 'the cached result, as prevResult');
 });
