@@ -120,7 +120,10 @@ t.test('plugins that fail, are missing, print garbage or hang: told with what th
   };
   // Garbage on ADD; on DEL it notes that it ran (the failed ADD is taken back with DEL).
   await script('garbage', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then echo 'not json at all'; exit 0; fi; touch ${marks}/garbage-$CNI_COMMAND; exit 0`);
-  await script('hang', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then exec sleep 60; fi; touch ${marks}/hang-$CNI_COMMAND; exit 0`);
+  // Not exec: the shell waits on its child, which holds the pipes too; the timeout must end both.
+  await script('hang', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then sleep 60; fi; touch ${marks}/hang-$CNI_COMMAND; exit 0`);
+  // JSON, but not a CNI result: status is built from results, so it is refused like garbage.
+  await script('badshape', `cat >/dev/null; if [ "$CNI_COMMAND" = ADD ]; then echo '{"cniVersion":"1.0.0","ips":{"address":5}}'; fi; exit 0`);
   const daemon = await delegatingDaemon(t, fakes.path);
   const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
   t.teardown(() => ipam.cleanup());
@@ -152,6 +155,7 @@ spec: { type: bridge, bridge: { name: ${bridge} }, ipam: { ranges: [{ subnet: 19
     cniNetwork('missing', '{ type: nosuchplugin }') +
     cniNetwork('garbage', '{ type: garbage }') +
     cniNetwork('hang', '{ type: hang }') +
+    cniNetwork('badshape', '{ type: badshape }') +
     // Not valid CNI: refused before anything runs, naming the field.
     cniNetwork('notype', '{ ipam: { type: host-local } }') +
     `${header}
@@ -173,6 +177,7 @@ spec:
     - { network: hang, interface: net5 }
     - { network: notype, interface: net6 }
     - { network: badversion, interface: net7 }
+    - { network: badshape, interface: net8 }
 `;
   removeLinkAtTeardown(t, `${bridge}x`);
   const applied = await cli.apply('all.yaml', docs);
@@ -181,17 +186,18 @@ spec:
 
   const explained = await until('every failure is told', async () => {
     const out = (await cli.explain('default/pod-f')).stdout;
-    return ['spec.attachments[1]', 'spec.attachments[2]', 'spec.attachments[3]', 'spec.attachments[4]'].every((f) => out.includes(`PodNetworkConfig default/all ${f}: `)) ? out : undefined;
+    return ['spec.attachments[1]', 'spec.attachments[2]', 'spec.attachments[3]', 'spec.attachments[4]', 'spec.attachments[7]'].every((f) => out.includes(`PodNetworkConfig default/all ${f}: `)) ? out : undefined;
   }, 30_000);
   t.match(explained, /spec\.attachments\[1\]: Network refused: plugin (bridge|host-local) ADD: CNI error \d+( \([^)]*\))?: .+/, "the reference plugin's CNI error code and message");
   t.match(explained, /spec\.attachments\[2\]: Network missing: plugin nosuchplugin is not in the CNI bin dirs/);
   t.match(explained, /spec\.attachments\[3\]: Network garbage: plugin garbage ADD: succeeded but printed no JSON result: "not json at all"/);
   t.match(explained, /spec\.attachments\[4\]: Network hang: plugin hang ADD: no answer in 2 s; killed/);
   t.match(explained, /spec\.attachments\[5\]: Network notype: spec\.cni\.config\.plugins\[0\]\.type: every plugin config needs a type/);
+  t.match(explained, /spec\.attachments\[7\]: Network badshape: plugin badshape ADD: its result is not a CNI result \(ips is not a list of objects\)/);
   t.match(explained, /spec\.attachments\[6\]: Network badversion: spec\.cni\.config\.cniVersion: cniVersion "9\.9\.9" is not one podnet runs plugins at/);
   t.ok(existsSync(`${marks}/garbage-DEL`), 'the garbage ADD was taken back with DEL');
   t.ok(existsSync(`${marks}/hang-DEL`), 'the hung ADD was killed and taken back with DEL');
-  for (const ifname of ['net2', 'net3', 'net4', 'net5', 'net6', 'net7']) t.equal(await linkOf(pod.ns.name, ifname), undefined, `no ${ifname} is left in the pod`);
+  for (const ifname of ['net2', 'net3', 'net4', 'net5', 'net6', 'net7', 'net8']) t.equal(await linkOf(pod.ns.name, ifname), undefined, `no ${ifname} is left in the pod`);
   t.same(await allocations(ipam.path, 'refused'), [], 'no address is left taken');
   // A failing ADD is tried again with backoff, so its intent may be on file; never as made.
   const records = await Promise.all((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')).map(async (n) => JSON.parse(await readFile(`${daemon.stateDir}/delegated/${n}`, 'utf8')) as { result?: unknown }));

@@ -23,6 +23,7 @@ import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, Sandbox
 import { AppliedStore } from '../registry/applied.ts';
 import { removeTempFiles } from '../registry/atomic-file.ts';
 import { kernelStateDirs } from '../registry/boot.ts';
+import { stateLayout } from '../protocol/paths.ts';
 import type { Registry } from '../registry/registry.ts';
 import { withDocuments, type DesiredDocuments } from '../sources/config-dir.ts';
 import type { Logger } from '../log.ts';
@@ -223,7 +224,7 @@ export class Reconciler {
   /** Takes back the passes a crash cut short and the writes it cut short; before the daemon reports ready. */
   async recover(): Promise<void> {
     const { stateDir } = this.opts;
-    for (const dir of [stateDir, ...kernelStateDirs.map((d) => join(stateDir, d))]) {
+    for (const dir of [stateDir, ...[...kernelStateDirs, stateLayout.delegated].map((d) => join(stateDir, d))]) {
       const removed = removeTempFiles(dir);
       if (removed.length > 0) this.opts.log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
     }
@@ -497,21 +498,32 @@ export class Reconciler {
     const wanted = (r: DelegatedRecord) => desired.delegated.find((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
     let changed = false;
     let failed: PodnetError | undefined;
+    // Interfaces whose failed ADD was given up on in this pass: not tried again before the next.
+    const givenUp = new Set<string>();
     for (const had of this.delegated.of(cid)) {
       if (had.result && wanted(had)) {
         // A resync asks the plugins whether it is still as they made it; what is not is made again.
-        if (!resync || !runsCheck(had.config)) continue;
+        // Not an interface podnet tunes (its MAC would differ from the result's), nor on a failure
+        // that says to try again later (11, or no answer in time).
+        if (!resync || !runsCheck(had.config) || desired.tuning.some((t) => t.interface === had.interface)) continue;
         try {
           await this.opts.plugins.check(had.config, targetOf(had, true), had.result);
           continue;
         } catch (err) {
-          this.opts.log.warn('CHECK failed; attaching again', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface, error: toPodnetError(err).message });
+          const e = toPodnetError(err);
+          if (e.code === 'TRY_AGAIN_LATER' || e.details === '11') continue;
+          this.opts.log.warn('CHECK failed; attaching again', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface, error: e.message });
         }
       }
+      // Still asked, but its config cannot be had now (a NetworkAttachmentDefinition gone or broken):
+      // what is there stays; only a config that changed takes it down.
+      const asked = work.wanted.attachments.some((a) => a.interface === had.interface && a.network.metadata.name === had.network);
+      if (had.result && asked && !desired.delegated.some((d) => d.interface === had.interface)) continue;
       try {
         await this.opts.plugins.del(had.config, targetOf(had, true), had.result);
       } catch (err) {
-        if (!this.delDidNotTakeBack(had, err)) failed ??= toPodnetError(err);
+        if (this.delDidNotTakeBack(had, err)) givenUp.add(had.interface);
+        else failed ??= toPodnetError(err);
         continue;
       }
       this.delegated.remove(had);
@@ -520,7 +532,7 @@ export class Reconciler {
     }
     const args = cniArgsOf(record);
     for (const want of desired.delegated) {
-      if (this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
+      if (givenUp.has(want.interface) || this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
       const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
       const wantedBy = work.wanted.attachments.find((a) => a.interface === want.interface);
       const tell = (e: PodnetError) => {

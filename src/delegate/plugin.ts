@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
-import { pluginStdin, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
+import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC';
 
@@ -31,6 +31,9 @@ export interface PluginRunnerOptions {
   binDirs: readonly string[];
   timeoutMs: number;
 }
+
+/** The PATH a plugin gets: the system's folders, never the daemon's. */
+const systemPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** A plugin may print its result and its logs no longer than this. */
 const maxOutputBytes = 1 << 20;
@@ -116,33 +119,53 @@ export class PluginRunner {
       CNI_COMMAND: command,
       ...(target ? { CNI_CONTAINERID: target.containerId, CNI_NETNS: target.netns, CNI_IFNAME: target.ifname, CNI_ARGS: target.args } : {}),
       CNI_PATH: this.opts.binDirs.join(':'),
+      // Plugins run iptables, ip and the like (bridge's ipMasq, portmap): from the system's folders only.
+      PATH: systemPath,
     };
     const what = `Network ${network}: plugin ${type} ${command}`;
     return new Promise((resolve, reject) => {
       // No shell and no argv beyond the binary: the spec passes everything in env and on stdin.
-      const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      let timedOut = false;
+      // A process group of its own, so that a timeout kills what the plugin started too.
+      const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      let [outBytes, errBytes] = [0, 0];
+      let settled = false;
       const timer = setTimeout(() => {
-        timedOut = true;
-        child.kill('SIGKILL');
+        settled = true;
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // Gone already.
+        }
+        // A grandchild may still hold the pipes: the call ends now, not when they close.
+        child.stdout.destroy();
+        child.stderr.destroy();
+        reject(new PodnetError('TRY_AGAIN_LATER', `${what}: no answer in ${this.opts.timeoutMs / 1000} s; killed`));
       }, this.opts.timeoutMs);
-      const take = (into: 'out' | 'err') => (chunk: Buffer) => {
-        if (into === 'out' && stdout.length < maxOutputBytes) stdout += chunk.toString('utf8');
-        if (into === 'err' && stderr.length < 4096) stderr += chunk.toString('utf8');
-      };
-      child.stdout.on('data', take('out'));
-      child.stderr.on('data', take('err'));
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (outBytes < maxOutputBytes) out.push(chunk);
+        outBytes += chunk.length;
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        if (errBytes < 4096) err.push(chunk);
+        errBytes += chunk.length;
+      });
       // A plugin that exits without reading stdin closes the pipe: its exit says what happened.
       child.stdin.on('error', () => undefined);
-      child.on('error', (err) => {
+      child.on('error', (e) => {
         clearTimeout(timer);
-        reject(new PodnetError('NOT_AVAILABLE', `${what}: could not run ${file}: ${err.message}`));
+        if (settled) return;
+        settled = true;
+        reject(new PodnetError('NOT_AVAILABLE', `${what}: could not run ${file}: ${e.message}`));
       });
       child.on('close', (code, signal) => {
         clearTimeout(timer);
-        if (timedOut) return reject(new PodnetError('TRY_AGAIN_LATER', `${what}: no answer in ${this.opts.timeoutMs / 1000} s; killed`));
+        if (settled) return;
+        settled = true;
+        // Decoded whole: a chunk may end inside a character.
+        const stdout = Buffer.concat(out).toString('utf8');
+        const stderr = Buffer.concat(err).toString('utf8');
         if (code === 0) {
           try {
             return resolve(answerOf(command, stdout, what));
@@ -166,7 +189,8 @@ function answerOf(command: CniCommand, stdout: string, what: string): unknown {
   } catch {
     throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result: ${excerpt(stdout)}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PodnetError('DECODE_FAILURE', `${what}: its result is not a JSON object: ${excerpt(stdout)}`);
+  const wrong = resultShapeProblem(value);
+  if (wrong) throw new PodnetError('DECODE_FAILURE', `${what}: its result is not a CNI result (${wrong}): ${excerpt(stdout)}`);
   return value;
 }
 
@@ -180,14 +204,21 @@ function pluginError(what: string, stdout: string, stderr: string, how: string):
   }
   if (error && typeof error.code === 'number' && typeof error.msg === 'string') {
     const name = cniCodeNames[error.code];
-    const details = typeof error.details === 'string' && error.details !== '' ? ` (${error.details})` : '';
-    return new PodnetError('PLUGIN_FAILED', `${what}: CNI error ${error.code}${name ? ` (${name})` : ''}: ${error.msg}${details}`);
+    const details = typeof error.details === 'string' && error.details.trim() !== '' ? ` (${oneLine(error.details)})` : '';
+    // The code rides along in details: a caller tells a transient failure (11) from the others.
+    return new PodnetError('PLUGIN_FAILED', `${what}: CNI error ${error.code}${name ? ` (${name})` : ''}: ${oneLine(error.msg)}${details}`, String(error.code));
   }
   const printed = stdout.trim() !== '' ? stdout : stderr;
   return new PodnetError('PLUGIN_FAILED', `${what}: failed (${how}) without a CNI error object: ${excerpt(printed)}`);
 }
 
-/** Untrusted output in a message: one line, bounded. */
+/** A plugin's own words in a message: one line, bounded, as they are. */
+function oneLine(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > 300 ? `${line.slice(0, 300)}...` : line;
+}
+
+/** Untrusted output in a message: one line, bounded, quoted. */
 function excerpt(text: string): string {
   const line = text.replace(/\s+/g, ' ').trim();
   if (line === '') return '(nothing)';

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Network } from '../protocol/validate.ts';
-import { delegatedCniVersions, delegatedConfigOf, isConfigProblem, pluginStdin, resultFor, runsCheck, runsGc, type CniResult, type ConfigProblem, type DelegatedConfig } from './cni-config.ts';
+import { delegatedCniVersions, delegatedConfigOf, isConfigProblem, pluginStdin, resultFor, resultShapeProblem, runsCheck, runsGc, type CniResult, type ConfigProblem, type DelegatedConfig } from './cni-config.ts';
 
 /** A cni Network named `name` whose spec.cni.config is `config` (any value: bad ones too). */
 const cniNetwork = (config: unknown, name = 'plugged', spec: Partial<Network['spec']> = {}): Network => ({
@@ -291,4 +291,27 @@ t.test('a network name that is not the CNI spec\'s is refused: plugins make path
     t.match(delegatedConfigOf(cniNetwork({ name, type: 'bridge' })), { field: 'spec.cni.config.name', reason: /is not a CNI network name/ }, JSON.stringify(name));
   }
   t.match(delegatedConfigOf(cniNetwork({ name: 'Net_1.a-b', type: 'bridge' })), { name: 'Net_1.a-b' });
+});
+
+t.test('a single plugin\'s disableGC is the list\'s, not passed to the plugin', async (t) => {
+  const config = delegatedConfigOf(cniNetwork({ type: 'bridge', disableGC: true })) as DelegatedConfig;
+  t.equal(config.disableGC, true);
+  t.same(config.plugins, [{ type: 'bridge' }]);
+});
+
+t.test('an IPAM type with a path is refused like a plugin type', async (t) => {
+  t.same(delegatedConfigOf(cniNetwork({ type: 'bridge', ipam: { type: '../../bin/sh' } })), {
+    field: 'spec.cni.config.ipam.type',
+    reason: 'type "../../bin/sh" is not a plugin binary\'s name (letters, digits, _ . + -; no path)',
+  });
+  t.match(delegatedConfigOf(cniNetwork({ type: 'bridge', ipam: { type: 'host-local' } })), { plugins: [{ ipam: { type: 'host-local' } }] });
+});
+
+t.test('a result of the wrong shape is told, naming what is wrong; a good one passes', async (t) => {
+  t.equal(resultShapeProblem({ cniVersion: '1.0.0', interfaces: [{ name: 'net1', mac: '02:00:00:00:00:01', sandbox: '/run/netns/x' }], ips: [{ address: '198.18.5.2/24', gateway: '198.18.5.1', interface: 0 }], dns: { nameservers: ['198.18.5.1'] } }), undefined);
+  t.equal(resultShapeProblem([]), 'not a JSON object');
+  t.equal(resultShapeProblem({ ips: {} }), 'ips is not a list of objects');
+  t.equal(resultShapeProblem({ ips: [{ address: 5 }] }), 'an ip has a field of the wrong type or size');
+  t.equal(resultShapeProblem({ interfaces: [{ name: 'x'.repeat(16) }] }), 'an interface has a field of the wrong type or size');
+  t.equal(resultShapeProblem({ dns: { nameservers: 'one' } }), "dns is not of the spec's shape");
 });

@@ -68,7 +68,12 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
     if (typeof type !== 'string' || !pluginTypePattern.test(type)) {
       return { field: `${at}.type`, reason: type === undefined ? 'every plugin config needs a type: the plugin binary to run' : `type ${JSON.stringify(type)} is not a plugin binary's name (letters, digits, _ . + -; no path)` };
     }
-    const { name: _n, cniVersion: _v, prevResult: _p, ...own } = plugin;
+    // The plugin runs its IPAM plugin by type from the same bin dirs: the same rule.
+    const ipam = plugin['ipam'];
+    if (isObject(ipam) && ipam['type'] !== undefined && (typeof ipam['type'] !== 'string' || !pluginTypePattern.test(ipam['type']))) {
+      return { field: `${at}.ipam.type`, reason: `type ${JSON.stringify(ipam['type'])} is not a plugin binary's name (letters, digits, _ . + -; no path)` };
+    }
+    const { name: _n, cniVersion: _v, prevResult: _p, disableCheck: _c, disableGC: _g, ...own } = plugin;
     plugins.push(own);
   }
   return { name, cniVersion, plugins, ...(config['disableCheck'] === true ? { disableCheck: true } : {}), ...(config['disableGC'] === true ? { disableGC: true } : {}) };
@@ -99,6 +104,28 @@ export interface CniResult {
   interfaces?: { name?: string; mac?: string; mtu?: number; sandbox?: string }[];
   ips?: { address?: string; gateway?: string; interface?: number }[];
   dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
+}
+
+/**
+ * What keeps a plugin's answer from being a result podnet can read (interfaces, ips and dns of
+ * the shapes the spec gives, bounded strings), or undefined. Status is built from it.
+ */
+export function resultShapeProblem(value: unknown): string | undefined {
+  if (!isObject(value)) return 'not a JSON object';
+  const text = (v: unknown, max = 253) => v === undefined || (typeof v === 'string' && v.length <= max);
+  const texts = (v: unknown) => v === undefined || (Array.isArray(v) && v.length <= 32 && v.every((x) => typeof x === 'string' && x.length <= 253));
+  const list = (v: unknown) => v === undefined || (Array.isArray(v) && v.length <= 64 && v.every(isObject));
+  if (!list(value['interfaces'])) return 'interfaces is not a list of objects';
+  for (const i of (value['interfaces'] ?? []) as Record<string, unknown>[]) {
+    if (!text(i['name'], 15) || !text(i['mac'], 64) || !text(i['sandbox'], 4096) || !(i['mtu'] === undefined || Number.isInteger(i['mtu']))) return 'an interface has a field of the wrong type or size';
+  }
+  if (!list(value['ips'])) return 'ips is not a list of objects';
+  for (const ip of (value['ips'] ?? []) as Record<string, unknown>[]) {
+    if (!text(ip['address'], 64) || !text(ip['gateway'], 64) || !(ip['interface'] === undefined || Number.isInteger(ip['interface']))) return 'an ip has a field of the wrong type or size';
+  }
+  const dns = value['dns'];
+  if (dns !== undefined && (!isObject(dns) || !texts(dns['nameservers']) || !text(dns['domain']) || !texts(dns['search']) || !texts(dns['options']))) return 'dns is not of the spec\'s shape';
+  return undefined;
 }
 
 /** The addresses, MAC and gateways a result gives the pod's interface `ifname`. */

@@ -161,7 +161,8 @@ export class KubeSource {
       if (!reference) continue;
       const config = this.definitionConfig(reference.namespace, reference.name);
       if ('reason' in config) out.problems.push({ document: documentName(network), field: 'spec.cni.networkAttachmentDefinition', reason: config.reason });
-      else out.networks.set(name, { ...network, spec: { ...network.spec, cni: { ...network.spec.cni, config: config.config } } });
+      // A definition Multus may run too: a GC from podnet would take the attachments Multus made.
+      else out.networks.set(name, { ...network, spec: { ...network.spec, cni: { ...network.spec.cni, config: { ...config.config, disableGC: true } } } });
     }
     return out;
   }
