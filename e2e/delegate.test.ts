@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
+import { CniRuntime } from './lib/cni-runtime.ts';
 import { missingPrerequisite, referencePluginDir } from './lib/env.ts';
 import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
@@ -315,4 +316,44 @@ ${attachConfig('collected', 'net1', ['pod-g', 'pod-h'])}`;
   await daemon.start();
   const del = await until("pod-h's DEL", () => readFile(`${fakes.path}/del-${pods[1]!.att.containerId}.json`, 'utf8').then((text) => JSON.parse(text) as { prevResult?: unknown }, () => undefined));
   t.same(del.prevResult, { cniVersion: '1.1.0', interfaces: [], ips: [{ address: '198.18.115.7/24' }] }, 'the cached result, as prevResult');
+});
+
+t.test('the runtime\'s DEL waits for the delegated DELs while the netns is there: host-device gives its device back before the netns goes', { skip: skip ?? missingPrerequisite([`${referencePluginDir}/host-device`]) }, async (t) => {
+  // After host-device in the list, a plugin whose DEL (run first) takes a while: a DEL that did not
+  // wait for it would let the netns go, and the device with it, before host-device gives it back.
+  const fakes = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-plugins-' });
+  t.teardown(() => fakes.cleanup());
+  await writeFile(`${fakes.path}/slowdel`, `#!/bin/sh
+cat >/dev/null
+case "$CNI_COMMAND" in
+  ADD) echo '{"cniVersion":"0.4.0","interfaces":[],"ips":[]}' ;;
+  DEL) sleep 0.4 ;;
+esac
+exit 0
+`);
+  await chmod(`${fakes.path}/slowdel`, 0o755);
+  const daemon = await delegatingDaemon(t, fakes.path);
+  const [device, peer] = [uniqueName('pnhd'), uniqueName('pnhp')];
+  for (const name of [device, peer]) removeLinkAtTeardown(t, name);
+  await execa('ip', ['link', 'add', device, 'type', 'veth', 'peer', 'name', peer]);
+  const pod = await startPod(t, daemon, 'pod-d');
+  const cli = podnetCli(daemon);
+  const docs = `${header}
+kind: Network
+metadata: { name: hd }
+spec: { type: cni, ${everyPod}, cni: { config: { cniVersion: 0.4.0, plugins: [{ type: host-device, device: ${device} }, { type: slowdel }] } } }
+---
+${attachConfig('hd', 'net1', ['pod-d'])}`;
+  t.equal((await cli.apply('hd.yaml', docs)).exitCode, 0);
+  await until('the device is in the pod', async () => ((await linkOf(pod.ns.name, 'net1')) ? true : undefined));
+
+  // What a runtime does when the pod goes: DEL of its chain (podnet last), then the netns removed at once.
+  const runtime = new CniRuntime([daemon.binDir]);
+  const list = { cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'podnet', ...daemon.pluginSettings() }] };
+  const started = Date.now();
+  await runtime.del(list, pod.att);
+  const took = Date.now() - started;
+  await execa('ip', ['netns', 'del', pod.ns.name]);
+  t.ok(await linkOf(undefined, device), `the device is back on the host under its own name (the DEL took ${took} ms)`);
+  t.ok(took >= 400 && took < daemon.pluginSettings().timeoutMs + 500, 'it waited for the delegated DELs, within the plugin\'s timeout');
 });

@@ -51,7 +51,8 @@ type Call =
   | { op: 'del'; key: AttachmentKey }
   | { op: 'gc'; gc: GcRequest }
   | { op: 'find'; key: AttachmentKey }
-  | { op: 'ready' };
+  | { op: 'ready' }
+  | { op: 'delegatedGone'; containerId: string };
 
 interface FakeOptions {
   /** Paths the fake isNetworkNamespace calls network namespaces. */
@@ -91,6 +92,9 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
     async ready() {
       calls.push({ op: 'ready' });
       if (fake.failure) throw fake.failure;
+    },
+    async delegatedGone(containerId) {
+      calls.push({ op: 'delegatedGone', containerId });
     },
   };
   const out = await runPlugin({
@@ -305,7 +309,7 @@ t.test('DEL succeeds with empty stdout, netns or not', async (t) => {
       const out = await invoke(kubeletEnv('DEL', extra), config(v));
       t.equal(out.exitCode, 0, `${v} ${JSON.stringify(extra)}: exit 0`);
       t.equal(out.stdout, '', 'empty stdout');
-      t.strictSame(out.calls, [{ op: 'del', key }], 'the removal is recorded');
+      t.strictSame(out.calls, [{ op: 'del', key }, { op: 'delegatedGone', containerId: key.containerId }], 'the removal is recorded, then the delegated DELs are waited for');
     }
   }
 });

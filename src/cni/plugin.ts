@@ -167,7 +167,12 @@ async function add(inv: Invocation): Promise<PluginOutput> {
 
 async function del(inv: Invocation): Promise<PluginOutput> {
   // Idempotent: a missing record, netns or daemon is fine; the removal itself is never lost.
-  await inv.recorder.del(attachmentKey(inv.ctx));
+  const key = attachmentKey(inv.ctx);
+  await inv.recorder.del(key);
+  // Delegated plugins undo best while the netns is still there (host-device gives its device back
+  // to the host then; after, it would go with the netns), and the runtime removes the netns once
+  // DEL returns: wait for the daemon's DELs, at most the plugin's timeout (none when there are none).
+  await inv.recorder.delegatedGone(key.containerId);
   return success();
 }
 

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { dir } from 'tmp-promise';
@@ -202,4 +202,26 @@ t.test('ready', async (t) => {
     t.ok(err instanceof PodnetError, 'a PodnetError');
     t.match(err, { code: 'NOT_AVAILABLE', cniCode: 50, message: /^podnet cannot record attachments: the spool .*not-a-dir\/state\/spool is not writable/ });
   });
+});
+
+t.test('DEL waits for a container\'s delegated attachments to be taken back, at most its timeout', async (t) => {
+  const n = await node(t);
+  const delegated = join(n.stateDir, 'delegated');
+  await mkdir(delegated, { recursive: true });
+  await writeFile(join(delegated, 'other@net1.json'), '{}');
+  let started = Date.now();
+  await n.recorder(5000).delegatedGone('c1');
+  t.ok(Date.now() - started < 1000, 'no wait when the container has none (another container\'s does not count)');
+
+  await writeFile(join(delegated, 'c1@net1.json'), '{}');
+  setTimeout(() => void rm(join(delegated, 'c1@net1.json')), 150);
+  started = Date.now();
+  await n.recorder(5000).delegatedGone('c1');
+  const waited = Date.now() - started;
+  t.ok(waited >= 100 && waited < 2000, `it waits until the daemon removed it (${waited} ms)`);
+
+  await writeFile(join(delegated, 'c1@net2.json'), '{}');
+  started = Date.now();
+  await n.recorder(300).delegatedGone('c1');
+  t.ok(Date.now() - started >= 280, 'and gives up after its timeout, without an error');
 });

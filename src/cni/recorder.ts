@@ -1,8 +1,10 @@
 // How the plugin tells the daemon about attachments (docs/adr/0003): every change goes into the
 // spool, the daemon's durable inbox, and is on disk before the plugin reports success. Nothing on
 // the ADD/DEL path waits for the daemon, so a daemon that is down, slow or restarting never slows
-// or fails a pod. Only CHECK asks the daemon, and answers from disk when it cannot.
-import { readFile } from 'node:fs/promises';
+// or fails a pod; one exception, bounded: a DEL of a container with delegated attachments waits
+// for their plugins' DEL (see plugin.ts). Only CHECK asks the daemon, and answers from disk when
+// it cannot.
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { callDaemon } from '../protocol/client.ts';
@@ -25,6 +27,11 @@ export interface Recorder {
   find(key: AttachmentKey): Promise<AttachmentRecord | undefined>;
   /** Resolves when podnet can record changes now; throws NOT_AVAILABLE otherwise. */
   ready(): Promise<void>;
+  /**
+   * Resolves once the container has no delegated attachment on file (the daemon ran their
+   * plugins' DEL), or after the timeout: never an error.
+   */
+  delegatedGone(containerId: string): Promise<void>;
 }
 
 export function spoolRecorder(settings: RecorderSettings): Recorder {
@@ -49,6 +56,14 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
         if (!(err instanceof PodnetError) || err.code !== 'NOT_AVAILABLE') throw err;
         return findOnDisk(settings.stateDir, key);
       }
+    },
+
+    async delegatedGone(containerId) {
+      const dir = join(settings.stateDir, stateLayout.delegated);
+      const prefix = `${recordFileName({ containerId, ifname: '' })}`.replace(/\.json$/, '');
+      const left = async () => (await readdir(dir).catch(() => [] as string[])).some((n) => n.startsWith(prefix));
+      const deadline = Date.now() + settings.timeoutMs;
+      while ((await left()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     },
 
     async ready() {
