@@ -189,6 +189,8 @@ export class Reconciler {
   private readonly opts: ReconcilerOptions;
   private readonly applied: AppliedStore;
   private readonly delegated: DelegatedStore;
+  /** Gone sandboxes' delegated DELs that failed: when each is tried again (the same backoff as a sandbox's). */
+  private readonly delRetries = new Map<string, { failures: number; retryAt: number }>();
   private readonly tracks = new Map<string, SandboxTrack>();
   /** Passes, one at a time; requests during a pass merge into one more pass. */
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
@@ -208,7 +210,9 @@ export class Reconciler {
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
     this.applied = new AppliedStore(opts.stateDir);
-    this.delegated = new DelegatedStore(opts.stateDir);
+    this.delegated = new DelegatedStore(opts.stateDir, (file, quarantinedAs, reason) =>
+      opts.log.warn('set aside a delegated record that cannot be read; what its plugins made is not taken back', { file, quarantinedAs, reason }),
+    );
   }
 
   /** Every sandbox's report, for `podnet explain`. */
@@ -588,14 +592,22 @@ export class Reconciler {
   /** Delegated attachments of sandboxes that are gone: DEL, without the netns when it went with them. */
   private async forgetDelegated(live: ReadonlyMap<string, LiveSandbox>): Promise<void> {
     const isNetworkNamespace = networkNamespaceCheck();
+    const now = Date.now();
     for (const record of this.delegated.all()) {
       if (live.has(record.containerId)) continue;
+      // A DEL that keeps failing (its plugin hangs or is gone) must not hold up every pass.
+      const key = `${record.containerId}@${record.interface}`;
+      const retry = this.delRetries.get(key);
+      if (retry && now < retry.retryAt) continue;
       try {
         await this.opts.plugins.del(record.config, targetOf(record, isNetworkNamespace(record.netns)), record.result);
       } catch (err) {
-        this.delDidNotTakeBack(record, err);
+        const failures = (retry?.failures ?? 0) + 1;
+        if (this.delDidNotTakeBack(record, err)) this.delRetries.delete(key);
+        else this.delRetries.set(key, { failures, retryAt: Date.now() + Math.min(retryFirstMs * 2 ** (failures - 1), retryCapMs) });
         continue;
       }
+      this.delRetries.delete(key);
       this.delegated.remove(record);
       this.opts.log.info('took back a gone sandbox\'s delegated attachment', { containerId: record.containerId, network: record.network, interface: record.interface });
     }

@@ -2,7 +2,8 @@
 // plugin's ADD ran with, what it was run for, and its result, which DEL and CHECK are given. A
 // record is written before the ADD runs and again with its result: one without a result is an ADD
 // a crash may have cut short, taken back with DEL. Durable, and kept across boots (docs/adr/0011).
-import { readFileSync } from 'node:fs';
+import { readFileSync, renameSync } from 'node:fs';
+import { quarantinedName } from '../registry/registry.ts';
 import { join } from 'node:path';
 import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
 import { recordFileName, stateLayout } from '../protocol/paths.ts';
@@ -25,11 +26,16 @@ export interface DelegatedRecord {
 
 export class DelegatedStore {
   private readonly dir: string;
+  private readonly quarantineDir: string;
+  private readonly onCorrupt: (file: string, quarantinedAs: string, reason: string) => void;
   /** Every record, read once: only this daemon writes them. */
   private cache: Map<string, DelegatedRecord> | undefined;
 
-  constructor(stateDir: string) {
+  /** onCorrupt: told of a record that cannot be read, set aside in quarantine/ (not lost, not in the way). */
+  constructor(stateDir: string, onCorrupt: (file: string, quarantinedAs: string, reason: string) => void) {
     this.dir = join(stateDir, stateLayout.delegated);
+    this.quarantineDir = join(stateDir, stateLayout.quarantine);
+    this.onCorrupt = onCorrupt;
     ensurePrivateDir(this.dir);
   }
 
@@ -54,11 +60,21 @@ export class DelegatedStore {
   }
 
   private records(): Map<string, DelegatedRecord> {
-    this.cache ??= new Map(
-      namesIn(this.dir)
-        .filter((n) => n.endsWith('.json') && !n.startsWith('.'))
-        .map((n) => [n, JSON.parse(readFileSync(join(this.dir, n), 'utf8')) as DelegatedRecord]),
-    );
+    if (this.cache) return this.cache;
+    this.cache = new Map();
+    for (const name of namesIn(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
+      const path = join(this.dir, name);
+      try {
+        const record = JSON.parse(readFileSync(path, 'utf8')) as DelegatedRecord;
+        if (typeof record.containerId !== 'string' || typeof record.interface !== 'string' || typeof record.config?.name !== 'string' || !Array.isArray(record.config.plugins)) throw new Error('not a delegated record');
+        this.cache.set(name, record);
+      } catch (err) {
+        const quarantinedAs = quarantinedName(path);
+        ensurePrivateDir(this.quarantineDir);
+        renameSync(path, join(this.quarantineDir, quarantinedAs));
+        this.onCorrupt(path, quarantinedAs, (err as Error).message);
+      }
+    }
     return this.cache;
   }
 }

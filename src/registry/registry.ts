@@ -171,10 +171,14 @@ export class Registry {
 
   /** Moves a corrupt file out of the way, keeping it for a human, and remembers why. */
   private async quarantine(path: string, reason: string): Promise<void> {
-    // The clock's nanoseconds keep two files of one name set aside in one millisecond apart.
-    const name = `${Date.now()}-${process.hrtime.bigint()}-${path.split('/').pop() ?? 'file'}`;
+    const name = quarantinedName(path);
     await rename(path, join(this.stateDir, stateLayout.quarantine, name));
     this.quarantinedFiles.push({ file: name, reason });
     this.log.warn('set aside a corrupt file', { file: path, quarantinedAs: name, reason });
   }
+}
+
+/** The name a corrupt file is set aside under in quarantine/: the clock's nanoseconds keep two of one name apart. */
+export function quarantinedName(path: string): string {
+  return `${Date.now()}-${process.hrtime.bigint()}-${path.split('/').pop() ?? 'file'}`;
 }
