@@ -691,6 +691,7 @@ export class Reconciler {
         const config = delegatedConfigOf(want.network);
         if (isConfigProblem(config)) problems.push({ document: want.from, field: want.field, reason: `Network ${want.network.metadata.name}: ${config.field}: ${config.reason}` });
         else if (want.bandwidth) problems.push({ document: want.from, field: `${want.field}.bandwidth`, reason: `rate limits need a bridge Network: Network ${want.network.metadata.name}'s plugins make its link (a bandwidth plugin in its list can shape it)` });
+        else if (want.ips) problems.push({ document: want.from, field: `${want.field}.ips`, reason: `Network ${want.network.metadata.name}'s plugins choose its addresses (their ipam config); podnet does not pass static ones to them` });
         else delegated.push({ interface: want.interface, network: want.network.metadata.name, config });
         continue;
       }
