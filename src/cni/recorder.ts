@@ -4,6 +4,7 @@
 // or fails a pod; one exception, bounded: a DEL of a container with delegated attachments waits
 // for their plugins' DEL (see plugin.ts). Only CHECK asks the daemon, and answers from disk when
 // it cannot.
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
@@ -35,9 +36,12 @@ export interface Recorder {
 }
 
 export function spoolRecorder(settings: RecorderSettings): Recorder {
+  /** The spool file of this invocation's removal, until the daemon takes it in. */
+  let spooledDel: string | undefined;
   const record = async (entry: SpoolEntry) => {
     try {
-      writeSpoolEntry(settings.stateDir, entry);
+      const path = writeSpoolEntry(settings.stateDir, entry);
+      if (entry.op === 'del') spooledDel = path;
     } catch (err) {
       throw new PodnetError('IO_FAILURE', `podnet could not record the ${entry.op} in ${spoolDir(settings.stateDir)}: ${(err as Error).message}`);
     }
@@ -61,9 +65,13 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
     async delegatedGone(containerId) {
       const dir = join(settings.stateDir, stateLayout.delegated);
       const prefix = `${recordFileName({ containerId, ifname: '' })}`.replace(/\.json$/, '');
-      const left = async () => (await readdir(dir).catch(() => [] as string[])).some((n) => n.startsWith(prefix));
+      const hasRecords = async () => (await readdir(dir).catch(() => [] as string[])).some((n) => n.startsWith(prefix));
+      // None: nothing to wait for (the common DEL). Else done once the daemon has taken the removal
+      // in (from then on it starts nothing new for the container) and no record of it is left.
+      if (!(await hasRecords())) return;
+      const taken = () => spooledDel === undefined || !existsSync(spooledDel);
       const deadline = Date.now() + settings.timeoutMs;
-      while ((await left()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (Date.now() < deadline && (!taken() || (await hasRecords()))) await new Promise((r) => setTimeout(r, 20));
     },
 
     async ready() {

@@ -537,6 +537,9 @@ export class Reconciler {
     const args = cniArgsOf(record);
     for (const want of desired.delegated) {
       if (givenUp.has(want.interface) || this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
+      // The runtime's DEL may have come in during this pass: nothing new for a sandbox that is going
+      // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
+      if (!this.opts.registry.list().some((r) => r.containerId === cid)) break;
       const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
       const wantedBy = work.wanted.attachments.find((a) => a.interface === want.interface);
       const tell = (e: PodnetError) => {
