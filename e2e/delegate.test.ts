@@ -106,7 +106,8 @@ spec:
   for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
   // The bridge plugin removes the link before it has host-local release the address.
   await until("host-local's addresses released by DEL with the cached result", async () => ((await allocations(ipam.path, 'plugged')).length === 0 ? true : undefined));
-  t.same((await readdir(`${daemon.stateDir}/delegated`)).filter((n) => n.endsWith('.json')), [], 'no delegated record is left');
+  // The record goes once the DEL has answered, a moment after host-local released.
+  await until('no delegated record is left', async () => ((await readdir(`${daemon.stateDir}/delegated`)).some((n) => n.endsWith('.json')) ? undefined : true));
   t.equal((await linkOf(pods[0]!.ns.name, 'eth0'))?.mtu, 1500, 'eth0 was never touched');
 });
 
