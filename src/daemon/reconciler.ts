@@ -85,6 +85,7 @@ const hostJournalKey = '@host';
 /** The wait before a failed sandbox is tried again: doubling from the first, up to the cap. */
 const retryFirstMs = 500;
 const retryCapMs = 30_000;
+const retryWaitMs = (failures: number) => Math.min(retryFirstMs * 2 ** (failures - 1), retryCapMs);
 
 /** What the reconciler keeps of a sandbox between passes, to tell whether the next pass needs it. */
 interface SandboxTrack {
@@ -484,7 +485,7 @@ export class Reconciler {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
       track.failures = (previous?.failures ?? 0) + 1;
-      track.retryAt = Date.now() + Math.min(retryFirstMs * 2 ** (track.failures - 1), retryCapMs);
+      track.retryAt = Date.now() + retryWaitMs(track.failures);
       log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - Date.now() });
     }
   }
@@ -499,6 +500,7 @@ export class Reconciler {
   private async delegate(work: SandboxWork, report: SandboxReport, track: SandboxTrack, resync: boolean): Promise<{ changed: boolean; failed?: PodnetError }> {
     const { record, desired } = work;
     const cid = record.containerId;
+    const pod = `${work.identity.namespace}/${work.identity.name}`;
     const wanted = (r: DelegatedRecord) => desired.delegated.find((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
     let changed = false;
     let failed: PodnetError | undefined;
@@ -516,7 +518,7 @@ export class Reconciler {
         } catch (err) {
           const e = toPodnetError(err);
           if (e.code === 'TRY_AGAIN_LATER' || e.details === '11') continue;
-          this.opts.log.warn('CHECK failed; attaching again', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface, error: e.message });
+          this.opts.log.warn('CHECK failed; attaching again', { pod, network: had.network, interface: had.interface, error: e.message });
         }
       }
       // Still asked, but its config cannot be had now (a NetworkAttachmentDefinition gone or broken):
@@ -532,7 +534,7 @@ export class Reconciler {
       }
       this.delegated.remove(had);
       changed = true;
-      this.opts.log.info('detached through the Network\'s plugins', { pod: `${work.identity.namespace}/${work.identity.name}`, network: had.network, interface: had.interface });
+      this.opts.log.info('detached through the Network\'s plugins', { pod, network: had.network, interface: had.interface });
     }
     const args = cniArgsOf(record);
     for (const want of desired.delegated) {
@@ -549,8 +551,8 @@ export class Reconciler {
         failed ??= e;
       };
       try {
-        // Before anything runs: a list with a missing plugin is not started at all.
-        for (const plugin of want.config.plugins) this.opts.plugins.binaryOf(String(plugin['type']), want.config.name);
+        // Before the record and the ADD: a list with a missing plugin is not started at all.
+        this.opts.plugins.requirePlugins(want.config);
       } catch (err) {
         tell(toPodnetError(err));
         continue;
@@ -559,7 +561,7 @@ export class Reconciler {
       changed = true;
       try {
         this.delegated.put({ ...attempt, result: await this.opts.plugins.add(want.config, targetOf(attempt, true)) });
-        this.opts.log.info('attached through the Network\'s plugins', { pod: `${work.identity.namespace}/${work.identity.name}`, network: want.network, interface: want.interface });
+        this.opts.log.info('attached through the Network\'s plugins', { pod, network: want.network, interface: want.interface });
       } catch (err) {
         tell(toPodnetError(err));
         // What the failed ADD left: the spec has DEL clean up after it.
@@ -607,7 +609,7 @@ export class Reconciler {
       } catch (err) {
         const failures = (retry?.failures ?? 0) + 1;
         if (this.delDidNotTakeBack(record, err)) this.delRetries.delete(key);
-        else this.delRetries.set(key, { failures, retryAt: Date.now() + Math.min(retryFirstMs * 2 ** (failures - 1), retryCapMs) });
+        else this.delRetries.set(key, { failures, retryAt: Date.now() + retryWaitMs(failures) });
         continue;
       }
       this.delRetries.delete(key);

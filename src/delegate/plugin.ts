@@ -60,11 +60,15 @@ export class PluginRunner {
   }
 
   /**
-   * ADD every plugin of the list in order; the last one's result is the list's. Every binary is
-   * looked up first: a list with one missing runs nothing, so there is nothing for DEL to undo.
+   * Throws NOT_AVAILABLE naming the first plugin of the list that is not in the bin dirs. Before
+   * an ADD: a list with one missing is not started, so there is nothing for DEL to undo.
    */
-  async add(config: DelegatedConfig, target: PluginTarget): Promise<CniResult> {
+  requirePlugins(config: DelegatedConfig): void {
     for (const plugin of config.plugins) this.binaryOf(String(plugin['type']), config.name);
+  }
+
+  /** ADD every plugin of the list in order; the last one's result is the list's. */
+  async add(config: DelegatedConfig, target: PluginTarget): Promise<CniResult> {
     let result: CniResult | undefined;
     for (const [i, plugin] of config.plugins.entries()) {
       result = (await this.run(String(plugin['type']), 'ADD', pluginStdin(config, i, result), target, config.name)) as CniResult;
