@@ -14,7 +14,7 @@ import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/stor
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
-import { networkNamespaceCheck } from '../netns/probe.ts';
+import { networkNamespaceSight } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
@@ -73,8 +73,15 @@ export function hostInterfaceName(containerId: string, podInterface: string, pre
   return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }
 
-/** DELs tried for a delegated ADD that did not answer before podnet gives up on it. */
+/**
+ * DELs tried for a delegated ADD that did not answer before podnet gives up on it. Its record is
+ * then held: no ADD again for that interface until its config changes or it is no longer asked
+ * for, so a plugin whose DEL cannot take back its failed ADD does not leak once per retry.
+ */
 const maxFailedDels = 3;
+
+/** A record of a failed ADD whose DEL podnet gave up on (see maxFailedDels). */
+const isGivenUp = (r: DelegatedRecord) => r.result === undefined && (r.failedDels ?? 0) >= maxFailedDels;
 
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
 const sandboxConcurrency = 8;
@@ -258,17 +265,24 @@ export class Reconciler {
   /**
    * The recorded sandboxes whose netns is still there, one record each: the latest live ADD's (the
    * registry lists records oldest first), which names the netns as the runtime last made it; with
-   * the key of all the sandbox's records.
+   * the key of all the sandbox's records. And those whose netns could not be looked at: neither
+   * reconciled nor taken back by this pass.
    */
-  private liveSandboxes(): Map<string, LiveSandbox> {
+  private liveSandboxes(): { live: Map<string, LiveSandbox>; unsure: Set<string> } {
     const latest = new Map<string, AttachmentRecord>();
     const all = new Map<string, AttachmentRecord[]>();
-    const isNetworkNamespace = networkNamespaceCheck();
+    const unsure = new Set<string>();
+    const sight = networkNamespaceSight();
     for (const record of this.opts.registry.list()) {
-      if (isNetworkNamespace(record.netns)) latest.set(record.containerId, record);
+      const seen = sight(record.netns);
+      if (seen === 'net') latest.set(record.containerId, record);
+      else if (seen === 'unsure') unsure.add(record.containerId);
       all.set(record.containerId, [...(all.get(record.containerId) ?? []), record]);
     }
-    return new Map([...latest].map(([cid, record]) => [cid, { record, records: recordsKey(all.get(cid)!) }]));
+    for (const cid of latest.keys()) unsure.delete(cid);
+    if (unsure.size > 0) this.opts.log.warn('cannot tell whether these sandboxes\' netns are there; they are left as they are until a look succeeds', { containerIds: [...unsure] });
+    const live = new Map([...latest].map(([cid, record]) => [cid, { record, records: recordsKey(all.get(cid)!) }]));
+    return { live, unsure };
   }
 
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
@@ -289,7 +303,7 @@ export class Reconciler {
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.documents(), extra);
-    const work = [...this.liveSandboxes().values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview'));
+    const work = [...this.liveSandboxes().live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview'));
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
     const { steps: hostSteps } = planBridges(attachments, hostView.links);
@@ -322,7 +336,7 @@ export class Reconciler {
     this.resyncNext = false;
     const docs = this.opts.documents();
     this.documentProblems = docs.problems;
-    const live = this.liveSandboxes();
+    const { live, unsure } = this.liveSandboxes();
     const work = [...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate'));
     const now = Date.now();
     const due: SandboxWork[] = [];
@@ -341,11 +355,12 @@ export class Reconciler {
     const readBack = due.length <= sandboxConcurrency;
     await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
     const hostView = await host;
-    for (const state of this.applied.all()) if (!live.has(state.containerId)) await this.forget(state, hostView);
-    await this.forgetDelegated(live);
+    const gone = (cid: string) => !live.has(cid) && !unsure.has(cid);
+    for (const state of this.applied.all()) if (gone(state.containerId)) await this.forget(state, hostView);
+    await this.forgetDelegated(gone);
     if (resync) await this.collectDelegated(work);
-    for (const cid of [...this.reports.keys()]) if (!live.has(cid)) this.reports.delete(cid);
-    for (const cid of [...this.tracks.keys()]) if (!live.has(cid)) this.tracks.delete(cid);
+    for (const cid of [...this.reports.keys()]) if (gone(cid)) this.reports.delete(cid);
+    for (const cid of [...this.tracks.keys()]) if (gone(cid)) this.tracks.delete(cid);
     this.sweepAddresses();
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
@@ -504,9 +519,23 @@ export class Reconciler {
     const wanted = (r: DelegatedRecord) => desired.delegated.find((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
     let changed = false;
     let failed: PodnetError | undefined;
-    // Interfaces whose failed ADD was given up on in this pass: not tried again before the next.
-    const givenUp = new Set<string>();
+    const tell = (want: { interface: string; network: string }, reason: string) => {
+      const wantedBy = work.wanted.attachments.find((a) => a.interface === want.interface);
+      const problem = { document: wantedBy?.from ?? `Network ${want.network}`, field: wantedBy?.field ?? 'spec.cni', reason };
+      track.delegateProblems.push(problem);
+      report.problems.push(problem);
+    };
+    const held = (r: DelegatedRecord) => tell(r, `${r.addError ?? 'its ADD did not answer'}; its DEL failed ${maxFailedDels} times, so it is not tried again until the Network's config changes`);
     for (const had of this.delegated.of(cid)) {
+      if (isGivenUp(had)) {
+        // Held while asked for as it was; once not, it goes without a DEL (three failed already).
+        if (wanted(had)) held(had);
+        else {
+          this.delegated.remove(had);
+          changed = true;
+        }
+        continue;
+      }
       if (had.result && wanted(had)) {
         // A resync asks the plugins whether it is still as they made it; what is not is made again.
         // Not an interface podnet tunes (its MAC would differ from the result's), nor on a failure
@@ -528,8 +557,14 @@ export class Reconciler {
       try {
         await this.opts.plugins.del(had.config, targetOf(had, true), had.result);
       } catch (err) {
-        if (this.delDidNotTakeBack(had, err)) givenUp.add(had.interface);
-        else failed ??= toPodnetError(err);
+        const e = toPodnetError(err);
+        const givenUp = this.delDidNotTakeBack(had, e);
+        if (!givenUp) failed ??= e;
+        // A failed ADD still asked for stays told while its DEL is tried again, and once held.
+        if (had.result === undefined && wanted(had)) {
+          if (givenUp) held(had);
+          else tell(had, `${had.addError ?? 'its ADD did not answer'}; its DEL failed too (${e.message}) and is tried again`);
+        }
         continue;
       }
       this.delegated.remove(had);
@@ -538,23 +573,20 @@ export class Reconciler {
     }
     const args = cniArgsOf(record);
     for (const want of desired.delegated) {
-      if (givenUp.has(want.interface) || this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
+      if (this.delegated.of(cid).some((r) => r.interface === want.interface)) continue;
       // The runtime's DEL may have come in during this pass: nothing new for a sandbox that is going
       // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
       if (!this.opts.registry.list().some((r) => r.containerId === cid)) break;
       const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
-      const wantedBy = work.wanted.attachments.find((a) => a.interface === want.interface);
-      const tell = (e: PodnetError) => {
-        const problem = { document: wantedBy?.from ?? `Network ${want.network}`, field: wantedBy?.field ?? 'spec.cni', reason: e.message };
-        track.delegateProblems.push(problem);
-        report.problems.push(problem);
+      const fail = (e: PodnetError) => {
+        tell(want, e.message);
         failed ??= e;
       };
       try {
         // Before the record and the ADD: a list with a missing plugin is not started at all.
         this.opts.plugins.requirePlugins(want.config);
       } catch (err) {
-        tell(toPodnetError(err));
+        fail(toPodnetError(err));
         continue;
       }
       this.delegated.put(attempt);
@@ -563,11 +595,13 @@ export class Reconciler {
         this.delegated.put({ ...attempt, result: await this.opts.plugins.add(want.config, targetOf(attempt, true)) });
         this.opts.log.info('attached through the Network\'s plugins', { pod, network: want.network, interface: want.interface });
       } catch (err) {
-        tell(toPodnetError(err));
+        const e = toPodnetError(err);
+        fail(e);
         // What the failed ADD left: the spec has DEL clean up after it.
-        await this.opts.plugins.del(want.config, targetOf(attempt, true), undefined).then(
-          () => this.delegated.remove(attempt),
-          (undo: unknown) => this.delDidNotTakeBack(attempt, undo),
+        const failedAdd = { ...attempt, addError: e.message };
+        await this.opts.plugins.del(want.config, targetOf(failedAdd, true), undefined).then(
+          () => this.delegated.remove(failedAdd),
+          (undo: unknown) => this.delDidNotTakeBack(failedAdd, undo),
         );
       }
     }
@@ -577,39 +611,52 @@ export class Reconciler {
 
   /**
    * A DEL failed. For an ADD that answered, its record stays and DEL is tried again next pass (the
-   * attachment is there). For one that did not, a few tries, then podnet gives up: such a DEL often
-   * fails for the same reason the ADD did (a config the plugin refuses), and would hold the record,
-   * and the interface name, for ever. Whether it gave up.
+   * attachment is there). For one that did not, a few tries, then podnet gives up and holds the
+   * record (isGivenUp): such a DEL often fails for the same reason the ADD did, and an ADD tried
+   * again would leave as much behind each time. Whether it gave up.
    */
   private delDidNotTakeBack(record: DelegatedRecord, err: unknown): boolean {
     const error = toPodnetError(err).message;
-    const failedDels = (record.failedDels ?? 0) + 1;
-    if (record.result !== undefined || failedDels < maxFailedDels) {
-      if (record.result === undefined) this.delegated.put({ ...record, failedDels });
+    const failedDels = record.result === undefined ? (record.failedDels ?? 0) + 1 : undefined;
+    if (failedDels !== undefined) this.delegated.put({ ...record, failedDels });
+    if (failedDels === undefined || failedDels < maxFailedDels) {
       this.opts.log.warn('DEL failed; trying again next pass', { containerId: record.containerId, network: record.network, interface: record.interface, error });
       return false;
     }
-    this.delegated.remove(record);
-    this.opts.log.warn('gave up taking back a failed ADD: DEL failed each time; what the plugins made of it, if anything, is left', { containerId: record.containerId, network: record.network, interface: record.interface, error });
+    this.opts.log.warn('gave up taking back a failed ADD: DEL failed each time; what the plugins made of it, if anything, is left', {
+      containerId: record.containerId,
+      network: record.network,
+      interface: record.interface,
+      error,
+    });
     return true;
   }
 
   /** Delegated attachments of sandboxes that are gone: DEL, without the netns when it went with them. */
-  private async forgetDelegated(live: ReadonlyMap<string, LiveSandbox>): Promise<void> {
-    const isNetworkNamespace = networkNamespaceCheck();
+  private async forgetDelegated(gone: (containerId: string) => boolean): Promise<void> {
+    const sight = networkNamespaceSight();
     const now = Date.now();
     for (const record of this.delegated.all()) {
-      if (live.has(record.containerId)) continue;
+      if (!gone(record.containerId)) continue;
+      if (isGivenUp(record)) {
+        this.delegated.remove(record);
+        continue;
+      }
+      // Its DEL gets the netns while it is there (host-device gives its device back from it).
+      const netns = sight(record.netns);
+      if (netns === 'unsure') continue;
       // A DEL that keeps failing (its plugin hangs or is gone) must not hold up every pass.
       const key = `${record.containerId}@${record.interface}`;
       const retry = this.delRetries.get(key);
       if (retry && now < retry.retryAt) continue;
       try {
-        await this.opts.plugins.del(record.config, targetOf(record, isNetworkNamespace(record.netns)), record.result);
+        await this.opts.plugins.del(record.config, targetOf(record, netns === 'net'), record.result);
       } catch (err) {
         const failures = (retry?.failures ?? 0) + 1;
-        if (this.delDidNotTakeBack(record, err)) this.delRetries.delete(key);
-        else this.delRetries.set(key, { failures, retryAt: Date.now() + retryWaitMs(failures) });
+        if (this.delDidNotTakeBack(record, err)) {
+          this.delRetries.delete(key);
+          this.delegated.remove(record);
+        } else this.delRetries.set(key, { failures, retryAt: Date.now() + retryWaitMs(failures) });
         continue;
       }
       this.delRetries.delete(key);
@@ -622,7 +669,8 @@ export class Reconciler {
    * On a resync, GC for each delegated list at CNI 1.1 (the current Networks' and the recorded
    * ones): its plugins drop what they hold for attachments podnet has no record of, the leftovers
    * of a DEL given up on or of state podnet lost. Every record of the network counts as valid,
-   * also one whose ADD has not answered: GC must never take what an ADD may be making.
+   * also one whose ADD has not answered (GC must never take what an ADD may be making), but not
+   * one given up on: what its failed ADD left is GC's to take.
    */
   private async collectDelegated(work: readonly SandboxWork[]): Promise<void> {
     const lists = new Map<string, DelegatedConfig>();
@@ -632,7 +680,7 @@ export class Reconciler {
     for (const config of lists.values()) {
       const valid = this.delegated
         .all()
-        .filter((r) => r.config.name === config.name)
+        .filter((r) => r.config.name === config.name && !isGivenUp(r))
         .map((r) => ({ containerID: r.containerId, ifname: r.interface }));
       await this.opts.plugins.gc(config, valid).catch((err: unknown) => this.opts.log.warn('GC of a delegated network failed; trying again at the next resync', { network: config.name, error: toPodnetError(err).message }));
     }

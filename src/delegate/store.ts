@@ -22,6 +22,8 @@ export interface DelegatedRecord {
   result?: CniResult;
   /** DELs that failed for an ADD that did not answer; podnet gives up on it after a few (see delegate). */
   failedDels?: number;
+  /** Why the ADD did not answer, when it failed: told for as long as the record is held. */
+  addError?: string;
 }
 
 export class DelegatedStore {

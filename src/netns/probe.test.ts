@@ -1,6 +1,6 @@
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { isNamespaceFile, isNetworkNamespace } from './probe.ts';
+import { isNamespaceFile, isNetworkNamespace, networkNamespaceSight } from './probe.ts';
 
 t.test('a network namespace file is one; other namespace types and plain files are not', async (t) => {
   t.equal(isNetworkNamespace('/proc/self/ns/net'), true, '/proc/self/ns/net');
@@ -40,4 +40,20 @@ t.test('a FIFO is refused without being opened', async (t) => {
   // Opening a FIFO for reading would block until a writer comes: returning at all is the test.
   t.equal(isNetworkNamespace(fifo), false);
   t.equal(isNamespaceFile(fifo), false);
+});
+
+t.test('a path that cannot be looked at is unsure, not gone: the daemon takes back only what is gone', async (t) => {
+  const loop = `/tmp/pnprobe-loop-${process.pid}`;
+  // Two symlinks naming each other: every look at the path fails with ELOOP.
+  execFileSync('ln', ['-s', `${loop}-b`, `${loop}-a`]);
+  execFileSync('ln', ['-s', `${loop}-a`, `${loop}-b`]);
+  t.teardown(() => execFileSync('rm', ['-f', `${loop}-a`, `${loop}-b`]));
+  const sight = networkNamespaceSight();
+  t.equal(sight(`${loop}-a`), 'unsure', 'ELOOP');
+  t.equal(sight('/nonexistent/netns'), 'not-net', 'a missing path');
+  t.equal(sight('/etc/hostname/x'), 'not-net', 'under a file (ENOTDIR)');
+  t.equal(sight('/etc/hostname'), 'not-net', 'a plain file');
+  t.equal(sight('/proc/self/ns/uts'), 'not-net', 'another namespace type');
+  t.equal(sight('/proc/self/ns/net'), 'net');
+  t.equal(isNetworkNamespace(`${loop}-a`), false, 'the yes-or-no check says no');
 });

@@ -24,19 +24,33 @@ export function isNetworkNamespace(path: string): boolean {
 }
 
 /**
+ * What a look at a path told: a network namespace; something else or nothing (the namespace is
+ * gone); or nothing certain, when the kernel refused a read (out of file descriptors, mountinfo
+ * unreadable). The daemon takes back a sandbox only on the second: what a pod has must not go
+ * because a look failed.
+ */
+export type NamespaceSight = 'net' | 'not-net' | 'unsure';
+
+/**
  * isNetworkNamespace for many paths at once (every sandbox of a pass): mountinfo, which grows
  * with the node's mounts, is read once, by the first path that needs it.
  */
 export function networkNamespaceCheck(): (path: string) => boolean {
+  const sight = networkNamespaceSight();
+  return (path) => sight(path) === 'net';
+}
+
+/** networkNamespaceCheck, telling a namespace that is not there from one that could not be looked at. */
+export function networkNamespaceSight(): (path: string) => NamespaceSight {
   let mountinfo: string | undefined;
   return (path) => {
     try {
       const type = linkedType(path);
-      if (type !== undefined) return type === 'net';
+      if (type !== undefined) return type === 'net' ? 'net' : 'not-net';
       mountinfo ??= readFileSync('/proc/self/mountinfo', 'utf8');
-      return mountedNamespaceType(path, mountinfo) === 'net';
-    } catch {
-      return false;
+      return mountedNamespaceType(path, mountinfo) === 'net' ? 'net' : 'not-net';
+    } catch (err) {
+      return err instanceof NotOnNsfs || isAbsence(err) ? 'not-net' : 'unsure';
     }
   };
 }
@@ -54,9 +68,18 @@ export function isNamespaceFile(path: string): boolean {
   }
 }
 
+/** A path that is there but is no namespace file. */
+class NotOnNsfs extends Error {}
+
+/** Errors that say the path is not there: the namespace's mount and file are gone. */
+function isAbsence(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
 /** The type the fd link names, undefined for a bind mount; throws when `path` is not on nsfs. */
 function linkedType(path: string): string | undefined {
-  if (statfsSync(path).type !== NSFS_MAGIC) throw new Error(`${path} is not on nsfs`);
+  if (statfsSync(path).type !== NSFS_MAGIC) throw new NotOnNsfs(`${path} is not on nsfs`);
   const fd = openSync(path, 'r');
   try {
     return namespaceType.exec(readlinkSync(`/proc/self/fd/${fd}`))?.[1];
