@@ -5,7 +5,7 @@
 // leaving nothing behind and the pod's other networking as it was.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
-import { chmod, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
@@ -13,20 +13,29 @@ import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
 import { CniRuntime } from './lib/cni-runtime.ts';
 import { missingPrerequisite, referencePluginDir } from './lib/env.ts';
 import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { ensureReferencePlugins, findGo } from './cluster/binaries.ts';
 
 const skip = missingPrerequisite(['/bin/busybox', `${referencePluginDir}/bridge`, `${referencePluginDir}/host-local`, `${referencePluginDir}/tuning`]);
+
+/** The reference plugins at a 1.1 release are built with Go once per machine (e2e/cluster/binaries.ts). */
+function referencePluginsSkip(): string | undefined {
+  return findGo() || process.env['CI'] ? undefined : 'needs Go to build the reference plugins at a release that speaks CNI 1.1';
+}
 
 const header = 'apiVersion: podnetwork.opdev.io/v1alpha1';
 const everyPod = 'namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }';
 
 /**
- * A daemon that finds plugins in the reference plugins' dir and in `extraBinDir`. The plugin
+ * A daemon that finds plugins in `binDirs` (Debian's reference plugins) and in `extraBinDir`. The plugin
  * timeout is generous unless a test waits for it: under CI's load a reference plugin has taken
  * more than 2 s, and its killed ADD then looked like a flaky attachment.
  */
-async function delegatingDaemon(t: Test, { extraBinDir, pluginTimeoutSeconds = 20 }: { extraBinDir?: string; pluginTimeoutSeconds?: number } = {}): Promise<DaemonSandbox> {
-  const binDirs = [referencePluginDir, ...(extraBinDir ? [extraBinDir] : [])].join(':');
-  const daemon = await daemonSandbox(t, { standalone: true, args: ['--cni-bin-dir', binDirs, '--plugin-timeout-seconds', String(pluginTimeoutSeconds)] });
+async function delegatingDaemon(
+  t: Test,
+  { binDirs = [referencePluginDir], extraBinDir, pluginTimeoutSeconds = 20 }: { binDirs?: string[]; extraBinDir?: string; pluginTimeoutSeconds?: number } = {},
+): Promise<DaemonSandbox> {
+  const path = [...binDirs, ...(extraBinDir ? [extraBinDir] : [])].join(':');
+  const daemon = await daemonSandbox(t, { standalone: true, args: ['--cni-bin-dir', path, '--plugin-timeout-seconds', String(pluginTimeoutSeconds)] });
   await daemon.start();
   t.teardown(() => {
     if (!t.passing()) process.stderr.write(`--- the daemon's log (test failed) ---\n${daemon.log().trimEnd().split('\n').slice(-30).join('\n')}\n`);
@@ -317,7 +326,7 @@ ${attachConfig('leaky', 'net1', ['pod-l'])}`;
   t.equal(await linkOf(pod.ns.name, 'net1'), undefined);
 });
 
-t.test('a list at CNI 1.1 gets GC on resync, with the attachments podnet still has as the valid ones; DEL after a restart gets the cached result', { skip }, async (t) => {
+t.test('a list at CNI 1.1 (chosen from cniVersions): no ADD while STATUS fails; GC on resync with the attachments podnet still has as the valid ones; DEL after a restart gets the cached result', { skip }, async (t) => {
   const fakes = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-plugins-' });
   t.teardown(() => fakes.cleanup());
   // A 1.1 plugin that makes nothing, answers ADD with an address of its own, and notes GC's and DEL's stdin.
@@ -326,7 +335,8 @@ t.test('a list at CNI 1.1 gets GC on resync, with the attachments podnet still h
     `#!/bin/sh
 input=$(cat)
 case "$CNI_COMMAND" in
-  ADD) echo '{"cniVersion":"1.1.0","interfaces":[],"ips":[{"address":"198.18.115.7/24"}]}' ;;
+  STATUS) if [ -e ${fakes.path}/not-ready ]; then echo '{"cniVersion":"1.1.0","code":50,"msg":"waiting for its agent"}'; exit 1; fi ;;
+  ADD) touch ${fakes.path}/added-$CNI_CONTAINERID; echo '{"cniVersion":"1.1.0","interfaces":[],"ips":[{"address":"198.18.115.7/24"}]}' ;;
   GC) echo "$input" > ${fakes.path}/last-gc.json ;;
   DEL) echo "$input" > ${fakes.path}/del-$CNI_CONTAINERID.json ;;
 esac
@@ -334,16 +344,26 @@ exit 0
 `,
   );
   await chmod(`${fakes.path}/gcnote`, 0o755);
+  await writeFile(`${fakes.path}/not-ready`, '');
   const daemon = await delegatingDaemon(t, { extraBinDir: fakes.path });
   const pods = [await startPod(t, daemon, 'pod-g'), await startPod(t, daemon, 'pod-h')];
   const cli = podnetCli(daemon);
+  // cniVersions: the list says it runs at 1.0.0 and at 1.1.0; podnet runs it at 1.1.0.
   const docs = `${header}
 kind: Network
 metadata: { name: collected }
-spec: { type: cni, ${everyPod}, cni: { config: { cniVersion: 1.1.0, type: gcnote } } }
+spec: { type: cni, ${everyPod}, cni: { config: { cniVersion: 1.0.0, cniVersions: [1.0.0, 1.1.0], type: gcnote } } }
 ---
 ${attachConfig('collected', 'net1', ['pod-g', 'pod-h'])}`;
   t.equal((await cli.apply('gc.yaml', docs)).exitCode, 0);
+  // STATUS says the plugin is not ready: no ADD runs, and the pod is told why.
+  const waiting = await until('STATUS told', async () => {
+    const out = (await cli.explain('default/pod-g')).stdout;
+    return out.includes('CNI error 50') ? out : undefined;
+  });
+  t.match(waiting, /Network collected: plugin gcnote STATUS: CNI error 50 \(plugin not available\): waiting for its agent/);
+  t.same((await readdir(fakes.path)).filter((n) => n.startsWith('added-')), [], 'no ADD ran while STATUS failed');
+  await rm(`${fakes.path}/not-ready`);
   const valid = async () => {
     const text = await readFile(`${fakes.path}/last-gc.json`, 'utf8').catch(() => undefined);
     if (!text) return undefined;
@@ -371,6 +391,42 @@ ${attachConfig('collected', 'net1', ['pod-g', 'pod-h'])}`;
   await daemon.start();
   const del = await until("pod-h's DEL", () => readFile(`${fakes.path}/del-${pods[1]!.att.containerId}.json`, 'utf8').then((text) => JSON.parse(text) as { prevResult?: unknown }, () => undefined));
   t.same(del.prevResult, { cniVersion: '1.1.0', interfaces: [], ips: [{ address: '198.18.115.7/24' }] }, 'the cached result, as prevResult');
+});
+
+t.test('the reference plugins of a release that speaks 1.1 (bridge, host-local): STATUS, ADD, CHECK, GC and DEL on the real kernel', { skip: skip ?? referencePluginsSkip() }, async (t) => {
+  const pluginDir = await ensureReferencePlugins();
+  const daemon = await delegatingDaemon(t, { binDirs: [pluginDir] });
+  const bridge = uniqueName('cn11');
+  removeLinkAtTeardown(t, bridge);
+  const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
+  t.teardown(() => ipam.cleanup());
+  const pods = [await startPod(t, daemon, 'pod-m'), await startPod(t, daemon, 'pod-n')];
+  const cli = podnetCli(daemon);
+  const docs = `${header}
+kind: Network
+metadata: { name: current }
+spec:
+  type: cni
+  ${everyPod}
+  cni:
+    config:
+      cniVersion: 1.1.0
+      plugins:
+        - { type: bridge, bridge: ${bridge}, ipam: { type: host-local, ranges: [[{ subnet: 198.18.116.0/24 }]], dataDir: ${ipam.path} } }
+---
+${attachConfig('current', 'net1', ['pod-m', 'pod-n'])}`;
+  t.equal((await cli.apply('current.yaml', docs)).exitCode, 0);
+  const addresses = [];
+  for (const pod of pods) addresses.push((await net1Address(pod, '198.18.116.')).split('/')[0]!);
+  const ping = await execa('ip', ['netns', 'exec', pods[0]!.ns.name, 'busybox', 'ping', '-c', '1', '-W', '2', addresses[1]!], { reject: false });
+  t.equal(ping.exitCode, 0, 'pod-m reaches pod-n');
+  // Resyncs come every second, each with CHECK and GC: after a few, nothing has moved or failed.
+  await new Promise((r) => setTimeout(r, 2500));
+  t.same((await allocations(ipam.path, 'current')).sort(), [...addresses].sort(), "host-local's addresses are the pods' still");
+  t.notMatch(daemon.log(), /CHECK failed|GC of a delegated network failed|"level":"warn"/, 'CHECK and GC passed on every resync');
+  t.equal((await cli.delete('current.yaml')).exitCode, 0);
+  for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
+  await until("host-local's addresses released", async () => ((await allocations(ipam.path, 'current')).length === 0 ? true : undefined));
 });
 
 t.test('the runtime\'s DEL waits for the delegated DELs while the netns is there: host-device gives its device back before the netns goes', { skip: skip ?? missingPrerequisite([`${referencePluginDir}/host-device`]) }, async (t) => {

@@ -1,10 +1,12 @@
-// kube-apiserver and etcd for the e2e control plane, built with Go from the module proxy once per
-// version and cached outside the repo. Run it by hand (`node e2e/cluster/binaries.ts`) to fill the
-// cache before a test run: a cold build takes minutes.
+// Binaries the e2e builds with Go from the module proxy once per version and caches outside the
+// repo: kube-apiserver and etcd for the control plane, and the reference CNI plugins at a release
+// that speaks CNI 1.1 (Debian's speak at most 1.0.0, so GC would go untested against a real
+// plugin). Run it by hand (`node e2e/cluster/binaries.ts`) to fill the cache before a test run: a
+// cold build takes minutes.
 import { execa } from 'execa';
 import { accessSync, constants, statSync } from 'node:fs';
 import { access, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 
 /**
  * The newest Kubernetes release whose module the proxy serves in full and that builds with the
@@ -17,6 +19,18 @@ export const kubernetesVersion = '1.37.1';
  * apiserver links the 3.7.0 client. 3.7.3 is that line's newest patch on the proxy.
  */
 export const etcdVersion = '3.7.3';
+
+/**
+ * The reference plugins' release the CNI 1.1 tests run (GC); its plugins are built one by one,
+ * only those the tests name, about 20 s each.
+ */
+export const referencePluginsVersion = '1.9.1';
+
+/** The reference plugins built, by binary name, and the package each is built from. */
+const referencePluginPackages = {
+  bridge: 'github.com/containernetworking/plugins/plugins/main/bridge',
+  'host-local': 'github.com/containernetworking/plugins/plugins/ipam/host-local',
+} as const;
 
 export interface ClusterBinaries {
   kubeApiserver: string;
@@ -48,6 +62,14 @@ const etcdSpec: BinarySpec = {
   versionText: `etcd Version: ${etcdVersion}`,
   build: buildEtcd,
 };
+
+const referencePluginSpecs: BinarySpec[] = Object.entries(referencePluginPackages).map(([binary, pkg]) => ({
+  component: 'cni-plugins',
+  version: `v${referencePluginsVersion}`,
+  binary,
+  versionText: `CNI ${binary} plugin v${referencePluginsVersion}`,
+  build: (go, work, out) => buildReferencePlugin(go, work, out, pkg),
+}));
 
 /**
  * An argv prefix that makes the kernel SIGKILL the command when this process dies (setpriv's
@@ -96,6 +118,18 @@ export function ensureClusterBinaries(): Promise<ClusterBinaries> {
   return ensuring;
 }
 
+/** The folder of the reference plugins at referencePluginsVersion, built first when missing (needs Go). */
+export async function ensureReferencePlugins(): Promise<string> {
+  for (const spec of referencePluginSpecs) await ensureBinary(spec);
+  return dirname(binaryPath(referencePluginSpecs[0]!));
+}
+
+/** That folder when every plugin is cached already. */
+export async function cachedReferencePlugins(): Promise<string | undefined> {
+  for (const spec of referencePluginSpecs) if (!(await isExecutable(binaryPath(spec)))) return undefined;
+  return dirname(binaryPath(referencePluginSpecs[0]!));
+}
+
 async function ensureBinary(spec: BinarySpec): Promise<string> {
   const final = binaryPath(spec);
   if (await isExecutable(final)) return final;
@@ -116,8 +150,9 @@ async function ensureBinary(spec: BinarySpec): Promise<string> {
     const heartbeat = setInterval(() => log(`still building ${spec.component} ${spec.version}: ${minutesSince(started)} so far`), 60_000);
     try {
       await spec.build(go, work, partial);
-      const { stdout } = await execa(partial, ['--version']);
-      if (!stdout.includes(spec.versionText)) throw new Error(`${spec.component} built, but --version says ${JSON.stringify(stdout)}, not ${spec.versionText}`);
+      // CNI plugins tell their version on stderr.
+      const { all } = await execa(partial, ['--version'], { all: true });
+      if (!all.includes(spec.versionText)) throw new Error(`${spec.component} built, but --version says ${JSON.stringify(all)}, not ${spec.versionText}`);
       await rename(partial, final);
       log(`built ${spec.component} ${spec.version} in ${minutesSince(started)}`);
       return final;
@@ -159,6 +194,13 @@ async function buildEtcd(go: string, work: string, out: string): Promise<void> {
   await runGo(go, work, ['mod', 'init', 'podnet.local/build/etcd']);
   await runGo(go, work, ['get', `go.etcd.io/etcd/server/v3@v${etcdVersion}`]);
   await goBuild(go, work, out, 'go.etcd.io/etcd/server/v3', []);
+}
+
+/** A reference plugin, stamped with its release as the project's own build does. */
+async function buildReferencePlugin(go: string, work: string, out: string, pkg: string): Promise<void> {
+  await runGo(go, work, ['mod', 'init', 'podnet.local/build/cni-plugins']);
+  await runGo(go, work, ['get', `github.com/containernetworking/plugins@v${referencePluginsVersion}`]);
+  await goBuild(go, work, out, pkg, [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=v${referencePluginsVersion}`]);
 }
 
 function goBuild(go: string, work: string, out: string, pkg: string, ldflags: string[]) {
@@ -257,5 +299,6 @@ function log(message: string): void {
 
 if (import.meta.main) {
   const binaries = await ensureClusterBinaries();
-  process.stdout.write(`${JSON.stringify(binaries, null, 2)}\n`);
+  const referencePlugins = await ensureReferencePlugins();
+  process.stdout.write(`${JSON.stringify({ ...binaries, referencePlugins }, null, 2)}\n`);
 }

@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { delegatedConfigOf, isConfigProblem, runsCheck, runsGc, type DelegatedConfig } from '../model/cni-config.ts';
+import { delegatedConfigOf, isConfigProblem, runsCheck, runsGc, runsStatus, type DelegatedConfig } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -583,8 +583,10 @@ export class Reconciler {
         failed ??= e;
       };
       try {
-        // Before the record and the ADD: a list with a missing plugin is not started at all.
+        // Before the record and the ADD: a list with a missing plugin, or one whose plugins say
+        // they are not ready (STATUS, 1.1), is not started at all.
         this.opts.plugins.requirePlugins(want.config);
+        if (runsStatus(want.config)) await this.opts.plugins.status(want.config);
       } catch (err) {
         fail(toPodnetError(err));
         continue;

@@ -1,15 +1,16 @@
 // Runs CNI plugins the way a runtime does: the binary found in the node's CNI bin dirs by its
 // type, the CNI_* environment (and nothing else of the daemon's), the config on stdin, a time
-// limit; the answer read as a result (ADD), nothing (DEL, CHECK) or a CNI error object. A list
-// is run by the chaining rules of the CNI spec: ADD in order, each plugin given the result so
-// far; DEL in reverse and CHECK in order, each given the list's cached result.
+// limit; the answer read as a result (ADD), nothing (DEL, CHECK, GC, STATUS) or a CNI error
+// object. A list is run by the chaining rules of the CNI spec: ADD in order, each plugin given the
+// result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
+// STATUS (1.1) for every plugin, for the network as a whole.
 import { spawn } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 
-export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC';
+export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
 
 /** An attachment a GC must leave alone (the spec's cni.dev/valid-attachments). */
 export interface ValidAttachment {
@@ -101,6 +102,14 @@ export class PluginRunner {
     if (failed) throw failed;
   }
 
+  /**
+   * STATUS every plugin of the list (CNI 1.1): whether each is ready for ADD. The first that is
+   * not is thrown (its CNI error, typically 50 or 51), and the list is not started.
+   */
+  async status(config: DelegatedConfig): Promise<void> {
+    for (const [i, plugin] of config.plugins.entries()) await this.run(String(plugin['type']), 'STATUS', pluginStdin(config, i), undefined, config.name);
+  }
+
   /** The binary a type names: the first bin dir that has it, executable. */
   binaryOf(type: string, network: string): string {
     for (const dir of this.opts.binDirs) {
@@ -116,7 +125,7 @@ export class PluginRunner {
     throw new PodnetError('NOT_AVAILABLE', `Network ${network}: plugin ${type} is not in the CNI bin dirs (${this.opts.binDirs.join(', ')})`);
   }
 
-  /** One plugin, for one attachment (`target`), or for its whole network (GC: none). */
+  /** One plugin, for one attachment (`target`), or for its whole network (GC, STATUS: none). */
   private run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget | undefined, network: string): Promise<unknown> {
     const file = this.binaryOf(type, network);
     const env: Record<string, string> = {

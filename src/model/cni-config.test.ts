@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Network } from '../protocol/validate.ts';
-import { delegatedCniVersions, delegatedConfigOf, isConfigProblem, pluginStdin, resultFor, resultShapeProblem, runsCheck, runsGc, type CniResult, type ConfigProblem, type DelegatedConfig } from './cni-config.ts';
+import { delegatedCniVersions, delegatedConfigOf, isConfigProblem, pluginStdin, resultFor, resultShapeProblem, runsCheck, runsGc, runsStatus, type CniResult, type ConfigProblem, type DelegatedConfig } from './cni-config.ts';
 
 /** A cni Network named `name` whose spec.cni.config is `config` (any value: bad ones too). */
 const cniNetwork = (config: unknown, name = 'plugged', spec: Partial<Network['spec']> = {}): Network => ({
@@ -113,6 +113,22 @@ t.test('a cniVersion podnet does not run plugins at is a problem listing the one
       t.equal(problem.field, 'spec.cni.config.cniVersion', String(cniVersion));
       t.equal(problem.reason, `cniVersion ${shown} is not one podnet runs plugins at ${supported}`, String(cniVersion));
     }
+  }
+});
+
+t.test('cniVersions (1.1): the highest version listed that podnet runs, as libcni picks; else cniVersion', async (t) => {
+  const versionOf = (config: Record<string, unknown>) => configOf(cniNetwork({ ...config, type: 'bridge' })).cniVersion;
+  t.equal(versionOf({ cniVersion: '1.0.0', cniVersions: ['1.0.0', '1.1.0'] }), '1.1.0', 'the highest listed');
+  t.equal(versionOf({ cniVersions: ['1.1.0', '0.4.0'] }), '1.1.0', 'in any order, without cniVersion');
+  t.equal(versionOf({ cniVersion: '1.0.0', cniVersions: ['1.0.0', '1.2.0'] }), '1.0.0', 'a version podnet does not run is passed over');
+  t.equal(versionOf({ cniVersion: '0.4.0', cniVersions: ['7.0.0'] }), '0.4.0', 'none listed that podnet runs: cniVersion');
+  t.equal(versionOf({ cniVersions: [] }), '1.0.0', 'an empty list: the default');
+  const stdin = pluginStdin(configOf(cniNetwork({ cniVersions: ['1.1.0'], plugins: [{ type: 'bridge', cniVersions: ['0.4.0'] }] })), 0);
+  t.strictSame(stdin, { type: 'bridge', name: 'plugged', cniVersion: '1.1.0' }, 'the plugin is told the chosen version, and no list of versions');
+  const none = problemOf(cniNetwork({ cniVersion: '9.0.0', cniVersions: ['9.0.0'], type: 'bridge' }));
+  t.strictSame(none, { field: 'spec.cni.config.cniVersion', reason: `cniVersion "9.0.0" is not one podnet runs plugins at ${supported} nor is any of cniVersions ["9.0.0"]` });
+  for (const bad of ['1.1.0', ['1.1.0', 1], { v: '1.1.0' }, null]) {
+    t.strictSame(problemOf(cniNetwork({ cniVersions: bad, type: 'bridge' })), { field: 'spec.cni.config.cniVersions', reason: 'cniVersions must be a list of versions' }, JSON.stringify(bad));
   }
 });
 
@@ -275,6 +291,7 @@ t.test('CHECK is known from 0.4.0 on, GC only at 1.1.0; a list may opt out of ei
   const at = (cniVersion: string, flags: object = {}) => ({ name: 'n', cniVersion, plugins: [{ type: 'x' }], ...flags });
   t.strictSame(delegatedCniVersions.map((v) => runsCheck(at(v))), [false, false, true, true, true]);
   t.strictSame(delegatedCniVersions.map((v) => runsGc(at(v))), [false, false, false, false, true]);
+  t.strictSame(delegatedCniVersions.map((v) => runsStatus(at(v))), [false, false, false, false, true]);
   t.equal(runsCheck(at('1.1.0', { disableCheck: true })), false);
   t.equal(runsGc(at('1.1.0', { disableGC: true })), false);
 });

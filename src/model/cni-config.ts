@@ -45,11 +45,8 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
   }
   if (!isObject(config)) return { field: base, reason: 'a cni Network needs a CNI config (spec.cni.config) or a NetworkAttachmentDefinition (spec.cni.networkAttachmentDefinition)' };
   if (network.spec.ipam) return { field: 'spec.ipam', reason: "a cni Network's plugins do their own IPAM (an ipam key in the plugin config); podnet's ranges do not apply" };
-  // Absent is the default; null is a value, and not a version.
-  const cniVersion = 'cniVersion' in config ? config['cniVersion'] : '1.0.0';
-  if (typeof cniVersion !== 'string' || !(delegatedCniVersions as readonly string[]).includes(cniVersion)) {
-    return { field: `${base}.cniVersion`, reason: `cniVersion ${JSON.stringify(cniVersion)} is not one podnet runs plugins at (${delegatedCniVersions.join(', ')})` };
-  }
+  const cniVersion = versionOf(config);
+  if (typeof cniVersion !== 'string') return cniVersion;
   const name = 'name' in config ? config['name'] : network.metadata.name;
   if (typeof name !== 'string' || !networkNamePattern.test(name)) {
     return { field: `${base}.name`, reason: `name ${JSON.stringify(name)} is not a CNI network name (letters, digits, _ . -, starting with a letter or digit): plugins make paths of it` };
@@ -73,10 +70,36 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
     if (isObject(ipam) && ipam['type'] !== undefined && (typeof ipam['type'] !== 'string' || !pluginTypePattern.test(ipam['type']))) {
       return { field: `${at}.ipam.type`, reason: `type ${JSON.stringify(ipam['type'])} is not a plugin binary's name (letters, digits, _ . + -; no path)` };
     }
-    const { name: _n, cniVersion: _v, prevResult: _p, disableCheck: _c, disableGC: _g, ...own } = plugin;
+    const { name: _n, cniVersion: _v, cniVersions: _vs, prevResult: _p, disableCheck: _c, disableGC: _g, ...own } = plugin;
     plugins.push(own);
   }
   return { name, cniVersion, plugins, ...(config['disableCheck'] === true ? { disableCheck: true } : {}), ...(config['disableGC'] === true ? { disableGC: true } : {}) };
+}
+
+/**
+ * The version a list is run at. With cniVersions (1.1), the highest of them podnet runs, as
+ * libcni picks, else cniVersion; without, cniVersion, 1.0.0 when absent.
+ */
+function versionOf(config: Record<string, unknown>): string | ConfigProblem {
+  const base = 'spec.cni.config';
+  const runs = (v: unknown): v is string => typeof v === 'string' && (delegatedCniVersions as readonly string[]).includes(v);
+  if ('cniVersions' in config) {
+    const listed = config['cniVersions'];
+    if (!Array.isArray(listed) || !listed.every((v) => typeof v === 'string')) return { field: `${base}.cniVersions`, reason: 'cniVersions must be a list of versions' };
+    // delegatedCniVersions is in order: the last one listed is the highest.
+    const highest = [...delegatedCniVersions].reverse().find((v) => listed.includes(v));
+    if (highest) return highest;
+  }
+  // Absent is the default; null is a value, and not a version.
+  const cniVersion = 'cniVersion' in config ? config['cniVersion'] : '1.0.0';
+  if (runs(cniVersion)) return cniVersion;
+  const listed = 'cniVersions' in config ? ` nor is any of cniVersions ${JSON.stringify(config['cniVersions'])}` : '';
+  return { field: `${base}.cniVersion`, reason: `cniVersion ${JSON.stringify(cniVersion)} is not one podnet runs plugins at (${delegatedCniVersions.join(', ')})${listed}` };
+}
+
+/** Whether a list gets STATUS before its ADD: its version knows it (1.1.0 brought it). */
+export function runsStatus(config: DelegatedConfig): boolean {
+  return config.cniVersion === '1.1.0';
 }
 
 /** Whether a list gets GC: its version knows it (1.1.0 brought it) and it did not opt out. */
