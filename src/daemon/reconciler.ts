@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
-import { delegatedConfigOf, isConfigProblem, runsCheck, runsGc, runsStatus, type DelegatedConfig } from '../model/cni-config.ts';
+import { delegatedConfigOf, isConfigProblem, resultFor, runsCheck, runsGc, runsStatus, type DelegatedConfig } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
@@ -199,6 +199,8 @@ export class Reconciler {
   private readonly delegated: DelegatedStore;
   /** Gone sandboxes' delegated DELs that failed: when each is tried again (the same backoff as a sandbox's). */
   private readonly delRetries = new Map<string, { failures: number; retryAt: number }>();
+  /** Delegated attachments (container@interface) kept after a failed CHECK, with what CHECK said: told once. */
+  private readonly checkOverruled = new Map<string, string>();
   private readonly tracks = new Map<string, SandboxTrack>();
   /** Passes, one at a time; requests during a pass merge into one more pass. */
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
@@ -361,6 +363,7 @@ export class Reconciler {
     if (resync) await this.collectDelegated(work);
     for (const cid of [...this.reports.keys()]) if (gone(cid)) this.reports.delete(cid);
     for (const cid of [...this.tracks.keys()]) if (gone(cid)) this.tracks.delete(cid);
+    for (const key of [...this.checkOverruled.keys()]) if (gone(key.slice(0, key.lastIndexOf('@')))) this.checkOverruled.delete(key);
     this.sweepAddresses();
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
@@ -547,6 +550,15 @@ export class Reconciler {
         } catch (err) {
           const e = toPodnetError(err);
           if (e.code === 'TRY_AGAIN_LATER' || e.details === '11') continue;
+          // A CHECK can fail on what is not the pod's: the reference bridge compares the bridge's
+          // MAC, which follows its ports when the plugin did not set one. The pod's interface as the
+          // result made it is what a tenant has; remaking it would change its address for nothing.
+          if (await this.podInterfaceAsMade(had)) {
+            const key = `${cid}@${had.interface}`;
+            if (this.checkOverruled.get(key) !== e.message) this.opts.log.warn("CHECK failed, but the pod's interface is as the plugins made it; kept", { pod, network: had.network, interface: had.interface, error: e.message });
+            this.checkOverruled.set(key, e.message);
+            continue;
+          }
           this.opts.log.warn('CHECK failed; attaching again', { pod, network: had.network, interface: had.interface, error: e.message });
         }
       }
@@ -609,6 +621,21 @@ export class Reconciler {
     }
     report.delegated = this.delegated.of(cid).filter((r) => r.result !== undefined);
     return failed ? { changed, failed } : { changed };
+  }
+
+  /**
+   * Whether the pod's interface of a delegated attachment is as its result says: there, with the
+   * result's MAC and addresses. A netns that cannot be read counts as yes: a look that failed is
+   * no reason to take an attachment down.
+   */
+  private async podInterfaceAsMade(record: DelegatedRecord): Promise<boolean> {
+    const links = await observeLinks(this.opts.run, { netns: record.netns }).catch(() => undefined);
+    if (!links) return true;
+    const link = links.get(record.interface);
+    if (!link) return false;
+    const made = resultFor(record.result, record.interface);
+    if (made.mac && made.mac.toLowerCase() !== link.mac?.toLowerCase()) return false;
+    return made.ips.every((address) => link.addresses.includes(address));
   }
 
   /**
