@@ -168,6 +168,12 @@ function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeed
   return { families, paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]) };
 }
 
+/** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
+function asksThePlanner(desired: Resolved, applied: AppliedState | undefined): boolean {
+  const wanted = desired.attachments.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
+  return wanted > 0 || (applied !== undefined && !isEmptyApplied(applied));
+}
+
 function covers(sight: PodSight, needs: PodNeeds): boolean {
   return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p));
 }
@@ -482,6 +488,13 @@ export class Reconciler {
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
       const delegation = await this.delegate(work, report, track, pass.resync);
+      if (!asksThePlanner(desired, report.applied)) {
+        // Most pods on a node: nothing of podnet's own wanted or there, so nothing to read or plan.
+        report.problems = [...work.problems, ...track.delegateProblems];
+        report.lastSteps = [];
+        if (delegation.failed) throw delegation.failed;
+        return;
+      }
       const needs = podNeeds(desired, report.applied);
       const last = previous?.sight;
       const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
