@@ -75,7 +75,12 @@ t.test('a NetworkAttachmentDefinition run for annotated pods; its result in netw
   const bridge = uniqueName('cnin');
   removeLinkAtTeardown(t, bridge);
   await definitionsServed(admin);
-  const config = { cniVersion: '1.0.0', name: 'nadnet', plugins: [{ type: 'bridge', bridge, isGateway: true, ipam: { type: 'host-local', ranges: [[{ subnet: '198.18.113.0/24' }]], dataDir: ipam.path } }] };
+  // The spec's dns key: the bridge plugin returns it in its result.
+  const config = {
+    cniVersion: '1.0.0',
+    name: 'nadnet',
+    plugins: [{ type: 'bridge', bridge, isGateway: true, dns: { nameservers: ['198.18.113.53'], search: ['cnf.example'] }, ipam: { type: 'host-local', ranges: [[{ subnet: '198.18.113.0/24' }]], dataDir: ipam.path } }],
+  };
   await admin.objects.create({ apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'bridge-conf', namespace: tenantNamespace }, spec: { config: JSON.stringify(config) } } as never);
   await admin.objects.create(cniNetwork('nad', { networkAttachmentDefinition: { namespace: tenantNamespace, name: 'bridge-conf' } }));
   const brokenBridge = `${bridge}x`;
@@ -93,6 +98,7 @@ t.test('a NetworkAttachmentDefinition run for annotated pods; its result in netw
     t.equal(net1.name, 'nad', `${pod.name}: net1 is on Network nad, named by podnet`);
     t.same(net1.ips, [addresses.at(-1)], `${pod.name}: the address host-local gave`);
     t.same(net1.gateway, ['198.18.113.1'], `${pod.name}: the gateway from the plugin's result`);
+    t.match(net1.dns, { nameservers: ['198.18.113.53'], search: ['cnf.example'] }, `${pod.name}: the DNS from the plugin's result`);
     t.match(net1.mac, /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
   }
   const ping = await execa('ip', ['netns', 'exec', pods[0]!.netns, '/bin/busybox', 'ping', '-c', '1', '-W', '2', addresses[1]!], { reject: false });
