@@ -94,6 +94,8 @@ interface Wanted {
 export class NodeIpam {
   private readonly dir: string;
   private readonly networks = new Map<string, NetworkState>();
+  /** The network each state file is of (a long name's file name is shortened): read once, as only this daemon writes them. */
+  private readonly networkOfFile = new Map<string, string>();
 
   private constructor(stateDir: string) {
     this.dir = join(stateDir, stateLayout.ipam);
@@ -164,8 +166,9 @@ export class NodeIpam {
     const out: { network: string; owner: string }[] = [];
     for (const file of namesIn(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
       // The file names the network inside; its name may be a shortened one.
-      const network = (JSON.parse(readFileSync(join(this.dir, file), 'utf8')) as { network?: unknown }).network;
+      const network = this.networkOfFile.get(file) ?? (JSON.parse(readFileSync(join(this.dir, file), 'utf8')) as { network?: unknown }).network;
       if (typeof network !== 'string') continue;
+      this.networkOfFile.set(file, network);
       for (const owner of this.load(network).owners.keys()) out.push({ network, owner });
     }
     return out;
