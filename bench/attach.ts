@@ -18,7 +18,7 @@ import { execa, type ResultPromise } from 'execa';
 import { mkdirSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { countArgument, median, now, onCleanup, percentile, runBenchmark, suffix, until } from './lib/harness.ts';
+import { alternating, countArgument, median, now, onCleanup, percentile, runBenchmark, suffix, until } from './lib/harness.ts';
 import {
   daemonLogFile,
   deleteLinksAtCleanup,
@@ -236,18 +236,8 @@ await runBenchmark(async () => {
     return ms;
   };
 
-  const podnet: number[] = [];
-  const reference: number[] = [];
-  for (let i = -warmups; i < runs; i++) {
-    const p = await podnetAttach();
-    const r = await referenceAttach(i + warmups);
-    if (i < 0) {
-      referenceReady.pop();
-      continue;
-    }
-    podnet.push(p);
-    reference.push(r);
-  }
+  const [podnet, reference] = await alternating(runs, warmups, podnetAttach, referenceAttach);
+  referenceReady.splice(0, warmups);
 
   const [mp, mr] = [median(podnet), median(reference)];
   const ratio = mp / mr;

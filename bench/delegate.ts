@@ -16,7 +16,7 @@ import { execa } from 'execa';
 import { mkdirSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { countArgument, median, now, onCleanup, percentile, pool, runBenchmark, suffix, until } from './lib/harness.ts';
+import { alternating, countArgument, median, now, onCleanup, percentile, pool, runBenchmark, suffix, until } from './lib/harness.ts';
 import { daemonLogFile, deleteLinksAtCleanup, ipv4Of, isUp, linksIn, makeNetns, podnetBinary, prepareFile, recordSandbox, sandboxes, startDaemon } from './lib/podnet.ts';
 
 const target = 1.5;
@@ -109,15 +109,7 @@ spec:
     return ms;
   };
 
-  const podnet: number[] = [];
-  const reference: number[] = [];
-  for (let i = -warmups; i < runs; i++) {
-    const p = await podnetAttach();
-    const r = await referenceAttach(i + warmups);
-    if (i < 0) continue;
-    podnet.push(p);
-    reference.push(r);
-  }
+  const [podnet, reference] = await alternating(runs, warmups, podnetAttach, referenceAttach);
 
   const [mp, mr] = [median(podnet), median(reference)];
   const ratio = mp / mr;

@@ -65,6 +65,21 @@ export const suffix = (): string => randomBytes(3).toString('hex');
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Runs each side once per round, A then B, `warmups` rounds first whose timings are dropped;
+ * each side's timings of the counted rounds. `round` counts from 0, warm-ups included.
+ */
+export async function alternating(runs: number, warmups: number, a: (round: number) => Promise<number>, b: (round: number) => Promise<number>): Promise<[number[], number[]]> {
+  const [as, bs]: [number[], number[]] = [[], []];
+  for (let round = 0; round < warmups + runs; round++) {
+    const [x, y] = [await a(round), await b(round)];
+    if (round < warmups) continue;
+    as.push(x);
+    bs.push(y);
+  }
+  return [as, bs];
+}
+
 /** Milliseconds on the monotonic clock. */
 export const now = (): number => Number(process.hrtime.bigint()) / 1e6;
 
