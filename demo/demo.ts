@@ -16,7 +16,7 @@ import { parse } from 'yaml';
 import { CniError, CniRuntime, type Attachment, type Conflist } from '../e2e/lib/cni-runtime.ts';
 import { podnetBinary, referencePluginDir, repoRoot } from '../e2e/lib/env.ts';
 import { explainText } from '../src/cli/explain.ts';
-import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+import { hostInterfaceName } from '../src/model/host-links.ts';
 import { bridgeNameOf } from '../src/model/network.ts';
 import { PodnetError } from '../src/errors.ts';
 import type { AppliedState, ObservedLink, ObservedRoute, ObservedRule } from '../src/model/state.ts';

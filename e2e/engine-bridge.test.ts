@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { readdir, writeFile } from 'node:fs/promises';
 import { hostLinkNames, linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { daemonSandbox } from './lib/daemon.ts';
-import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+import { hostInterfaceName } from '../src/model/host-links.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { addressesIn, linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 

@@ -8,7 +8,7 @@ import { daemonSandbox } from './lib/daemon.ts';
 import { hostLinkNames, linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { addressesIn, linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
-import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+import { hostInterfaceName } from '../src/model/host-links.ts';
 
 const skip = missingPrerequisite();
 

@@ -7,7 +7,7 @@ import { daemonSandbox } from './lib/daemon.ts';
 import { hostLinkNames, podnetCli, startPod, until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
-import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+import { hostInterfaceName } from '../src/model/host-links.ts';
 
 const skip = missingPrerequisite();
 

@@ -5,7 +5,7 @@ import t from 'tap';
 import { execa } from 'execa';
 import { hostLinkNames, linkOf, podnetCli, startPod, until } from './lib/engine.ts';
 import { daemonSandbox } from './lib/daemon.ts';
-import { hostInterfaceName } from '../src/daemon/reconciler.ts';
+import { hostInterfaceName } from '../src/model/host-links.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 

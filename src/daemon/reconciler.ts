@@ -2,16 +2,17 @@
 // takes back what podnet did to sandboxes that are gone, and removes bridges podnet made that
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { bridgeNameOf, sharedBridgeReason } from '../model/network.ts';
+import { hasPodnetPrefix, hostInterfaceName } from '../model/host-links.ts';
 import { delegatedConfigOf, isConfigProblem, resultFor, runsCheck, runsGc, runsStatus, type DelegatedConfig } from '../model/cni-config.ts';
 import type { PluginRunner } from '../delegate/plugin.ts';
 import { DelegatedStore, targetOf, type DelegatedRecord } from '../delegate/store.ts';
-import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment, type Step } from '../model/state.ts';
+import { isEmptyApplied, type ResolvedDelegated, type AppliedState, type Family, type LinkSpec, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
+import type { Step } from '../model/step.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../netns/observe.ts';
 import { networkNamespaceSight } from '../netns/probe.ts';
@@ -66,11 +67,6 @@ export interface ReconcilerOptions {
   afterPass?: () => void;
   /** Whether the source's desired state is complete; a pass before would take back what it still asks. */
   ready?: () => boolean;
-}
-
-/** A host link of one pod's attachment: a prefix (pnv: veth end, pnb: ifb) and a hash of (container, interface), 13 characters. */
-export function hostInterfaceName(containerId: string, podInterface: string, prefix: 'pnv' | 'pnb' = 'pnv'): string {
-  return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }
 
 /**
@@ -195,7 +191,7 @@ interface HostView {
 }
 
 function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>, shaped: boolean): HostView {
-  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => name.startsWith('pn'))), names: new Set(links.keys()), qdiscs };
+  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs };
 }
 
 export class Reconciler {

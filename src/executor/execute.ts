@@ -7,8 +7,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import type { Step } from '../model/state.ts';
-import { sameWhere, type BatchResult, type Command, type NetnsRunner, type Tool, type Where } from '../netns/runner.ts';
+import { sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
+import type { BatchResult, NetnsRunner } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 

@@ -1,6 +1,5 @@
 // The state the planner compares: what should be (resolved, with addresses), what is (observed
 // with ip -json, tc -json and /proc/sys), and what podnet did before (applied, kept in the state dir).
-import type { Command } from '../netns/runner.ts';
 import type { DelegatedConfig } from './cni-config.ts';
 
 /** The interface settings podnet can tune, each remembered and restored on its own. */
@@ -186,9 +185,4 @@ export function emptyApplied(containerId: string, netns: string): AppliedState {
 
 export function isEmptyApplied(state: AppliedState): boolean {
   return state.attachments.length + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length === 0;
-}
-
-/** One command and, where one exists, the command that takes it back. */
-export interface Step extends Command {
-  undo?: Command;
 }

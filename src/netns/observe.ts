@@ -1,7 +1,9 @@
 // What is there now, read with ip -json, tc -json and /proc/sys: links with their settings and
 // addresses, routes and rules of one address family, the qdiscs on podnet's host links.
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
-import type { NetnsRunner, Where } from './runner.ts';
+import type { Where } from '../model/step.ts';
+import { hasPodnetPrefix } from '../model/host-links.ts';
+import type { NetnsRunner } from './runner.ts';
 
 interface IpAddrEntry {
   ifname: string;
@@ -118,7 +120,7 @@ export async function observeQdiscs(run: NetnsRunner): Promise<Map<string, { roo
   const [entries] = (await run.query('host', 'tc', [], ['qdisc show'])) as [TcQdiscEntry[]];
   const out = new Map<string, { root?: string; ingress: boolean }>();
   for (const q of entries) {
-    if (!q.dev.startsWith('pn')) continue;
+    if (!hasPodnetPrefix(q.dev)) continue;
     const entry = out.get(q.dev) ?? { ingress: false };
     if (q.root) entry.root = q.kind;
     if (q.kind === 'ingress') entry.ingress = true;

@@ -7,22 +7,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
-
-/** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
-export type Where = 'host' | { netns: string };
-
-/**
- * ip and tc take batches; ip6 is `ip -6`, for the commands whose words do not say the family (an
- * IPv6 rule that names no address); a sysctl line is `path=value`, path under /proc/sys
- * (net/ipv4/ip_forward).
- */
-export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl';
-
-export interface Command {
-  where: Where;
-  tool: Tool;
-  line: string;
-}
+import { describeWhere, type Tool, type Where } from '../model/step.ts';
 
 export interface BatchResult {
   /** How many lines succeeded, in order. */
@@ -141,14 +126,6 @@ function argv(where: Where, file: string, args: readonly string[]): [string, str
   const name = namedNetns.exec(where.netns)?.[1];
   if (name !== undefined && (file === 'ip' || file === 'tc')) return [file, ['-n', name, ...args]];
   return ['nsenter', [`--net=${where.netns}`, '--', file, ...args]];
-}
-
-export function describeWhere(where: Where): string {
-  return where === 'host' ? 'host' : `netns ${where.netns}`;
-}
-
-export function sameWhere(a: Where, b: Where): boolean {
-  return a === 'host' ? b === 'host' : b !== 'host' && a.netns === b.netns;
 }
 
 /**

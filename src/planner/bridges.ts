@@ -1,8 +1,8 @@
 // The host bridges a pass needs, planned once for every sandbox before any of them: a bridge is
 // shared, so making it is not any one sandbox's step, and sandboxes can then be planned and
 // applied side by side.
-import type { ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
-import { host } from './part.ts';
+import type { ObservedLink, ResolvedAttachment } from '../model/state.ts';
+import { host, type Step } from '../model/step.ts';
 
 /** The steps, and the bridges they create: podnet removes only bridges it made, once nothing uses them. */
 export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): { steps: Step[]; created: string[] } {

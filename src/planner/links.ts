@@ -2,8 +2,9 @@
 // bridge (made before, see bridges.ts) and its rate limits. A macvlan, vlan or vxlan link is
 // created from the host, where its parent or underlay is, directly inside the pod (ip's
 // `netns PATH`), so there is never a moment it exists on the host under the pod's name.
-import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment, Step } from '../model/state.ts';
-import { emptyPart, host, podProblem, type Part, type PlanContext } from './part.ts';
+import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
+import { host, type Step } from '../model/step.ts';
+import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 type BridgeSpec = Extract<LinkSpec, { kind: 'bridge' }>;
 

@@ -2,8 +2,8 @@
 // plan puts every part's take-back steps before any part's apply steps, so that names and
 // addresses are free before they are used again.
 import type { Problem } from '../model/desired.ts';
-import type { AppliedState, Observed, Resolved, Step } from '../model/state.ts';
-import type { Where } from '../netns/runner.ts';
+import type { AppliedState, Observed, Resolved } from '../model/state.ts';
+import type { Step, Where } from '../model/step.ts';
 
 export interface PlanContext {
   pod: Where;
@@ -30,7 +30,6 @@ export function emptyPart<T>(): Part<T> {
   return { takeBack: [], apply: [], next: [], problems: [], deferred: false };
 }
 
-export const host: Where = 'host';
 
 /** The problem's document for what the planner finds in the pod, not in a document. */
 export function podProblem(what: string, field: string, reason: string): Problem {

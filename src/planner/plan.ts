@@ -4,7 +4,8 @@
 // tuning, then links, which frees names and addresses); then apply in the reverse order: links,
 // tuning, sysctls, routes (which may leave by a link made just before), rules.
 import type { Problem } from '../model/desired.ts';
-import { emptyApplied, type AppliedState, type Observed, type Resolved, type Step } from '../model/state.ts';
+import { emptyApplied, type AppliedState, type Observed, type Resolved } from '../model/state.ts';
+import type { Step } from '../model/step.ts';
 import { planLinks } from './links.ts';
 import type { Part, PlanContext } from './part.ts';
 import { planRoutes, planRules } from './routes.ts';

@@ -2,7 +2,8 @@
 // the request changes, puts back one that drifted, and deletes only the ones it added. A route or
 // rule already there that podnet did not add is never taken over: that is a problem to report.
 import { routeKey, ruleKey } from '../model/desired.ts';
-import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule, Step } from '../model/state.ts';
+import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule } from '../model/state.ts';
+import type { Step } from '../model/step.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 /** `route add|replace|del` of a route: every part of it has passed the schema and resolution. */

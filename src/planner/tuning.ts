@@ -1,8 +1,8 @@
 // Interface tuning: MTU, txqueuelen, MAC, up/down, promisc of an interface in the pod (eth0 or
 // one podnet attached). Each original value is the one before podnet's first change, kept across
 // passes, and restored once no request asks for that setting.
-import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink, type Step } from '../model/state.ts';
-import type { Where } from '../netns/runner.ts';
+import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink } from '../model/state.ts';
+import type { Step, Where } from '../model/step.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
