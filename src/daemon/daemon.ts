@@ -7,11 +7,11 @@ import { dropStateOfEarlierBoot } from '../registry/boot.ts';
 import { spoolDir } from '../registry/spool.ts';
 import { startServer, type RunningServer } from './server.ts';
 import { acquireStateLock } from './lock.ts';
-import { Reconciler } from './reconciler.ts';
+import type { Reconciler } from './reconciler.ts';
+import { wireReconciler } from './wire.ts';
 import { coalesce } from './coalesce.ts';
-import { configDirReader, watchConfigDir } from '../sources/config-dir.ts';
-import { NodeIpam } from '../ipam/ipam.ts';
-import { netnsRunner } from '../netns/runner.ts';
+import { ConfigDirSource } from '../sources/config-dir.ts';
+import type { DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';
 import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
@@ -22,7 +22,7 @@ import { KubeApi } from '../kube/api.ts';
 import { KubeSource } from '../sources/kube.ts';
 import { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
-import { PluginRunner, type PluginRunnerOptions } from '../delegate/plugin.ts';
+import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -64,7 +64,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let server: RunningServer;
   // Standalone mode only; the socket answers /v1/sandboxes from it.
   let reconciler: Reconciler | undefined;
-  let source: KubeSource | undefined;
+  let source: DesiredSource | undefined;
   let publisher: StatusPublisher | undefined;
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
   // It goes into the pods' field selector and every status this node writes.
@@ -76,32 +76,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
     if (opts.kube) {
       const api = KubeApi.load(opts.kube.kubeconfig);
-      const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, onChange: () => void reconciler?.schedule() });
+      const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
       source = kubeSource;
-      reconciler = new Reconciler({
-        stateDir: opts.stateDir,
-        registry,
-        documents: () => kubeSource.documents(),
-        identity: (record) => kubeSource.identity(record),
-        // Until every informer has listed, a pass would take back what the API still asks for.
-        ready: () => kubeSource.synced,
-        afterPass: () => void publisher?.publish(),
-        run: netnsRunner,
-        ipam: NodeIpam.open(opts.stateDir),
-        plugins: new PluginRunner(opts.plugins),
-        log,
-      });
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log, afterPass: () => void publisher?.publish() });
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, registry, log });
     } else if (opts.configDir) {
-      reconciler = new Reconciler({
-        stateDir: opts.stateDir,
-        registry,
-        documents: configDirReader(opts.configDir),
-        run: netnsRunner,
-        ipam: NodeIpam.open(opts.stateDir),
-        plugins: new PluginRunner(opts.plugins),
-        log,
-      });
+      source = new ConfigDirSource(opts.configDir);
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log });
     }
     await reconciler?.recover();
     server = await startServer({
@@ -151,17 +132,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   }
   const timer = setInterval(() => void drain(), opts.spoolIntervalMs ?? 2000);
 
-  let configWatch: FSWatcher | undefined;
   let resync: NodeJS.Timeout | undefined;
-  if (reconciler) {
+  if (reconciler && source) {
     const r = reconciler;
-    if (opts.configDir) {
-      void r.schedule('resync');
-      configWatch = watchConfigDir(opts.configDir, () => void r.schedule());
-      log.info('following documents', { configDir: opts.configDir });
-    }
-    // The first pass follows the first list of every resource; the API server may be down now.
-    if (source) void source.start().then(() => r.schedule('resync'));
+    // The first pass follows the source's first whole view; the API server may be down now.
+    void source.start(() => void r.schedule()).then(() => r.schedule('resync'));
+    if (opts.configDir) log.info('following documents', { configDir: opts.configDir });
     resync = setInterval(() => void r.schedule('resync'), opts.resyncMs ?? 10_000);
   }
 
@@ -174,7 +150,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       clearInterval(timer);
       clearInterval(resync);
       chaining?.stop();
-      configWatch?.close();
       watcher?.close();
       await source?.stop();
       await reconciler?.close();

@@ -3,13 +3,12 @@
 // route, rule, sysctl and rate limit podnet applied, then the bridges it made.
 import { Registry } from '../registry/registry.ts';
 import { dropStateOfEarlierBoot } from '../registry/boot.ts';
-import { Reconciler } from './reconciler.ts';
+import { wireReconciler } from './wire.ts';
+import { noDocuments } from '../sources/source.ts';
 import { acquireStateLock } from './lock.ts';
-import { NodeIpam } from '../ipam/ipam.ts';
-import { netnsRunner } from '../netns/runner.ts';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
-import { PluginRunner, type PluginRunnerOptions } from '../delegate/plugin.ts';
+import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 
 export interface TakeBackOutcome {
   /** Sandboxes whose changes were taken back. */
@@ -26,15 +25,7 @@ export async function takeBackEverything(stateDir: string, log: Logger, plugins:
   try {
     dropStateOfEarlierBoot(stateDir);
     const registry = await Registry.open(stateDir, log);
-    const reconciler = new Reconciler({
-      stateDir,
-      registry,
-      documents: () => ({ networks: new Map(), configs: [], problems: [] }),
-      run: netnsRunner,
-      ipam: NodeIpam.open(stateDir),
-      plugins: new PluginRunner(plugins),
-      log,
-    });
+    const reconciler = wireReconciler({ stateDir, registry, source: noDocuments, plugins, log });
     await reconciler.recover();
     await reconciler.schedule('resync');
     await reconciler.close();

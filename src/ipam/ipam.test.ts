@@ -3,7 +3,8 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, wr
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
-import { NodeIpam, type IpRange } from './ipam.ts';
+import { NodeIpam } from './ipam.ts';
+import type { IpRange } from '../protocol/validate.ts';
 
 /** A fresh state directory, removed when the test ends however it ends. */
 async function stateDir(t: Test): Promise<string> {

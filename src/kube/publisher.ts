@@ -15,7 +15,7 @@ import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, net
 import type { KubeApi } from './api.ts';
 import { networkSpecProblems } from '../model/network.ts';
 import { coalesce } from '../daemon/coalesce.ts';
-import type { DesiredDocuments } from '../sources/config-dir.ts';
+import type { DesiredDocuments } from '../sources/source.ts';
 
 /** How long a failed write waits for a pass before it is tried again on its own. */
 const retryMs = 5000;

@@ -298,3 +298,31 @@ t.test('an attachment at the pod\'s primary interface is refused naming its fiel
   t.same(d.problems.map((p) => `${p.field}: ${p.reason}`), ["spec.attachments[0].interface: net1 is the pod's primary interface, made by its primary CNI plugin; attach under another name"]);
   t.same(byInterface(d), { net2: 'green' });
 });
+
+t.test("what a Network's type cannot give is refused naming the field, and nothing of that attachment applies", async (t) => {
+  const open = { matchLabels: {} };
+  const typed = (name: string, spec: Partial<Network['spec']>): Network => ({ ...network(name), spec: { ...network(name).spec, namespaceSelector: open, ...spec } as Network['spec'] });
+  const kinds = new Map([
+    ['mac', typed('mac', { type: 'macvlan', macvlan: { parent: 'eth9' } })],
+    ['plugins', typed('plugins', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }] } } })],
+    ['blue', typed('blue', {})],
+  ]);
+  const bandwidth = { ingressRate: 1_000_000, ingressBurst: 100_000 };
+  const d = desiredFor(pod, kinds, [
+    config('shaped', {
+      podSelector: all,
+      attachments: [
+        { network: 'mac', interface: 'net1', bandwidth },
+        { network: 'plugins', interface: 'net2', bandwidth },
+        { network: 'plugins', interface: 'net3', ips: ['198.18.7.2/24'] },
+        { network: 'blue', interface: 'net4', bandwidth },
+      ],
+    }),
+  ]);
+  t.same(d.attachments.map((a) => a.interface), ['net4'], 'only the bridge attachment with its rate limit is wanted');
+  t.same(d.problems.map((p) => `${p.field}: ${p.reason}`), [
+    'spec.attachments[0].bandwidth: rate limits need a bridge Network: podnet shapes on its host end of a veth, and a macvlan link has none',
+    "spec.attachments[1].bandwidth: rate limits need a bridge Network: Network plugins's plugins make its link (a bandwidth plugin in its list can shape it)",
+    "spec.attachments[2].ips: Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them",
+  ]);
+});

@@ -157,7 +157,7 @@ export function desiredFor(
     (config.spec.attachments ?? []).forEach((a, i) => {
       const field = `spec.attachments[${i}]`;
       const network = reachable(a.network, from, `${field}.network`);
-      if (!network) return;
+      if (!network || !attachable(network, a, from, field, out.problems)) return;
       const at = { network, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
       // Without an interface it is named with the annotation's unnamed ones, once every named one is known.
       if (a.interface === undefined) unnamed.push({ at, field });
@@ -208,6 +208,26 @@ export function desiredFor(
 
 type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
 
+/**
+ * Whether what an attachment asks can be had on its Network's type; else a problem naming the
+ * field. Rate limits are shaped on the host end of a veth, which only a bridge Network has (a cni
+ * Network's list may hold the bandwidth plugin); a cni Network's plugins choose its addresses.
+ */
+function attachable(network: Network, asked: { ips?: readonly string[]; bandwidth?: Bandwidth }, from: string, field: string, problems: Problem[]): boolean {
+  const name = network.metadata.name;
+  const type = network.spec.type;
+  if (asked.bandwidth && type !== 'bridge') {
+    const why = type === 'cni' ? `Network ${name}'s plugins make its link (a bandwidth plugin in its list can shape it)` : `podnet shapes on its host end of a veth, and a ${type} link has none`;
+    problems.push({ document: from, field: `${field}.bandwidth`, reason: `rate limits need a bridge Network: ${why}` });
+    return false;
+  }
+  if (asked.ips && type === 'cni') {
+    problems.push({ document: from, field: `${field}.ips`, reason: `Network ${name}'s plugins choose its addresses (their ipam config); podnet does not pass static ones to them` });
+    return false;
+  }
+  return true;
+}
+
 /** The MAC an annotation entry asks for its interface. */
 interface AnnotationMac {
   interface: string;
@@ -247,7 +267,7 @@ function annotationAttachments(
   request.selections.forEach((selection: NetworkSelection, i) => {
     const field = `${base}[${i}]`;
     const network = reachable(selection.name, from, `${field}.name`);
-    if (!network) return;
+    if (!network || !attachable(network, selection, from, field, problems)) return;
     const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };
     if (selection.interface === undefined) return void unnamed.push({ at, field, ...(selection.mac ? { mac: selection.mac } : {}) });
     attach({ ...at, interface: selection.interface }, field);

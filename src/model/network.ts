@@ -1,6 +1,6 @@
 // What is wrong with a Network whatever node or pod it serves: the checks an attachment would meet
 // later, made on the spec alone so that its status can say so before any pod asks. Pure.
-import { rangesProblem } from '../ipam/ipam.ts';
+import { rangesProblem } from '../ipam/pools.ts';
 import type { Network } from '../protocol/validate.ts';
 import { documentName, type Problem } from './desired.ts';
 import { delegatedConfigOf, isConfigProblem } from './cni-config.ts';

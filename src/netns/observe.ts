@@ -128,3 +128,23 @@ export async function observeQdiscs(run: NetnsRunner): Promise<Map<string, { roo
   }
   return out;
 }
+
+/** What a pass reads of the kernel, on the host and in pods' netns. */
+export interface NetnsObserver {
+  links(where: Where): Promise<Map<string, ObservedLink>>;
+  routing(where: Where, family: Family): Promise<{ routes: ObservedRoute[]; rules: ObservedRule[] }>;
+  /** The root qdisc kind and whether an ingress qdisc is there, for each host link named pn*. */
+  qdiscs(): Promise<Map<string, { root?: string; ingress: boolean }>>;
+  /** The values of sysctls by path under /proc/sys; a path that does not exist is left out. */
+  sysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
+}
+
+/** The kernel as `run`'s ip, tc and /proc/sys show it. */
+export function netnsObserver(run: NetnsRunner): NetnsObserver {
+  return {
+    links: (where) => observeLinks(run, where),
+    routing: (where, family) => observeRouting(run, where, family),
+    qdiscs: () => observeQdiscs(run),
+    sysctls: (where, paths) => run.readSysctls(where, paths),
+  };
+}

@@ -68,11 +68,6 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       if (mine) part.next.push(mine);
       continue;
     }
-    if (want.bandwidth && want.link.kind !== 'bridge') {
-      part.problems.push(podProblem(`Network ${want.network}`, 'bandwidth', `rate limits need a bridge Network: podnet shapes on its host end of a veth, and a ${want.link.kind} link has none`));
-      if (mine) part.next.push(mine);
-      continue;
-    }
     let fresh: boolean;
     if (want.link.kind === 'bridge') {
       // Bridges are the pass's, made before any sandbox is planned (planBridges).

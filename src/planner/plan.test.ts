@@ -153,8 +153,6 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
   const detached = plan(input({}, { observed: shaped, applied: p.next }));
   t.same(detached.steps.map((s) => s.line), ['link del pnv0123456789', 'link del pnb0123456789'], 'detaching takes the ifb too');
 
-  const macvlan = plan(input({ attachments: [{ ...blue, link: { kind: 'macvlan', parent: 'eth0', mode: 'bridge' }, bandwidth }] }));
-  t.match(macvlan.problems, [{ field: 'bandwidth', reason: /need a bridge Network/ }]);
 });
 
 t.test('tuning remembers each original and restores it', async (t) => {

@@ -2,16 +2,10 @@
 // changes. A PodNetworkConfig without a namespace is in `default`.
 import { readdirSync, readFileSync, watch, type FSWatcher } from 'node:fs';
 import { join } from 'node:path';
-import { documentName, type Problem } from '../model/desired.ts';
-import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { documentName, identityOf } from '../model/desired.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import { parseDocuments, type ParsedDocuments } from './documents.ts';
-
-export interface DesiredDocuments {
-  networks: Map<string, Network>;
-  configs: PodNetworkConfig[];
-  problems: Problem[];
-}
+import type { DesiredDocuments, DesiredSource } from './source.ts';
 
 export const documentFile = /\.(ya?ml|json)$/;
 
@@ -50,24 +44,32 @@ export function configDirReader(dir: string): () => DesiredDocuments {
   };
 }
 
-/** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */
-export function withDocuments(docs: DesiredDocuments, extra: readonly (Network | PodNetworkConfig)[]): DesiredDocuments {
-  const replaced = new Set(extra.map(documentName));
-  const out: DesiredDocuments = { networks: new Map(docs.networks), configs: docs.configs.filter((c) => !replaced.has(documentName(c))), problems: [...docs.problems] };
-  for (const doc of extra) {
-    if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
-    else out.configs.push(doc);
-  }
-  return out;
-}
-
 /**
- * Calls `onChange` on every change of the directory's files, at once: a burst of events (an
- * atomic write is a create and a rename) costs no more than one extra pass, since the reconciler
- * coalesces requests that arrive during a pass. Returns the watcher.
+ * The documents of a directory, followed: every change of its files calls `changed` at once; a
+ * burst of events (an atomic write is a create and a rename) costs no more than one extra pass,
+ * since the reconciler coalesces requests that arrive during a pass. A sandbox is who its
+ * runtime recorded (labels from its CNI identity).
  */
-export function watchConfigDir(dir: string, onChange: () => void): FSWatcher {
-  return watch(dir, (_event, file) => {
-    if (file === null || !file.startsWith('.')) onChange();
-  });
+export class ConfigDirSource implements DesiredSource {
+  readonly documents: () => DesiredDocuments;
+  readonly identity = identityOf;
+  readonly synced = true;
+  private readonly dir: string;
+  private watcher: FSWatcher | undefined;
+
+  constructor(dir: string) {
+    this.dir = dir;
+    this.documents = configDirReader(dir);
+  }
+
+  async start(changed: () => void): Promise<void> {
+    ensurePrivateDir(this.dir);
+    this.watcher = watch(this.dir, (_event, file) => {
+      if (file === null || !file.startsWith('.')) changed();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.watcher?.close();
+  }
 }

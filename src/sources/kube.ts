@@ -6,11 +6,12 @@
 import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
+import { retryWaitMs } from '../retry.ts';
 import { documentName, identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from '../kube/api.ts';
-import type { DesiredDocuments } from './config-dir.ts';
+import type { DesiredDocuments, DesiredSource } from './source.ts';
 
 export const apiGroup = 'podnetwork.opdev.io';
 export const apiVersion = 'v1alpha1';
@@ -37,10 +38,6 @@ type DefinitionObject = KubernetesObject & { metadata: { name: string; namespace
 /** A Network or PodNetworkConfig as the API server holds it, status included. */
 export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number }; status?: Record<string, unknown> };
 
-/** Restarts of a failed watch: the wait doubles from the first to the cap. */
-const restartFirstMs = 500;
-const restartCapMs = 30_000;
-
 interface Informer<T extends KubernetesObject> {
   cache: ListWatch<T>;
   synced: boolean;
@@ -48,11 +45,12 @@ interface Informer<T extends KubernetesObject> {
   unserved?: boolean;
 }
 
-export class KubeSource {
+export class KubeSource implements DesiredSource {
   readonly nodeName: string;
   private readonly api: KubeApi;
   private readonly log: Logger;
-  private readonly onChange: () => void;
+  /** Told of every list and event (start gives it). */
+  private changed: () => void = () => undefined;
   private readonly informers: {
     pods: Informer<PodObject>;
     namespaces: Informer<KubernetesObject>;
@@ -65,11 +63,10 @@ export class KubeSource {
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
   private readonly parsed = new Map<string, { version: string | undefined; result: Network | PodNetworkConfig | Problem }>();
 
-  constructor(opts: { api: KubeApi; nodeName: string; log: Logger; onChange: () => void }) {
+  constructor(opts: { api: KubeApi; nodeName: string; log: Logger }) {
     this.api = opts.api;
     this.nodeName = opts.nodeName;
     this.log = opts.log;
-    this.onChange = opts.onChange;
     /** optional: a resource the cluster may not serve (404): it counts as listed, and empty, until it does. */
     const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string, optional = false): Informer<T> => {
       const list = () => {
@@ -86,7 +83,7 @@ export class KubeSource {
       let failures = 0;
       let failedAt = 0;
       // Every list and every event: a pass follows (the reconciler merges a burst into one).
-      cache.on('change', () => this.onChange());
+      cache.on('change', () => this.changed());
       cache.on('error', (err: unknown) => {
         if (this.stopped) return;
         // A resource the cluster does not serve (no such CRD) is looked for again, quietly.
@@ -97,10 +94,10 @@ export class KubeSource {
           this.log.info('the API server does not serve this resource; what names one is refused until it does', { resource: name });
         }
         // A watch that ran a good while before failing starts over from the first wait.
-        if (Date.now() - failedAt > 2 * restartCapMs) failures = 0;
+        if (Date.now() - failedAt > 2 * retryWaitMs(Infinity)) failures = 0;
         failedAt = Date.now();
         failures++;
-        const waitMs = Math.min(restartFirstMs * 2 ** (failures - 1), restartCapMs);
+        const waitMs = retryWaitMs(failures);
         if (!unserved) this.log.warn('a watch of the API server failed; the last state seen stays in force', { resource: name, error: describe(err), retryInMs: waitMs });
         this.later(waitMs, () => void this.startInformer(name, entry));
       });
@@ -120,7 +117,8 @@ export class KubeSource {
    * and document (a pass before would take back what a config still asks). A list that fails is
    * tried again with backoff, as a failed watch is.
    */
-  async start(): Promise<void> {
+  async start(changed: () => void): Promise<void> {
+    this.changed = changed;
     for (const [name, entry] of Object.entries(this.informers)) void this.startInformer(name, entry as Informer<KubernetesObject>);
     while (!this.stopped && !this.synced) await new Promise((resolve) => this.later(100, () => resolve(undefined)));
     this.log.info('listed the API server', { node: this.nodeName, pods: this.informers.pods.cache.list().length, networks: this.informers.networks.cache.list().length, configs: this.informers.configs.cache.list().length });

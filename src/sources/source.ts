@@ -1,0 +1,51 @@
+// Where the desired state comes from: the documents (Networks and PodNetworkConfigs) and who each
+// recorded sandbox is. Two sources implement it: a directory of documents (standalone) and the
+// Kubernetes API; the reconciler reads only this interface (docs/adr/0012).
+import { documentName, identityOf, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
+
+export interface DesiredDocuments {
+  networks: Map<string, Network>;
+  configs: PodNetworkConfig[];
+  /** Documents that cannot be read, each naming the document and the field. */
+  problems: Problem[];
+}
+
+export interface DesiredSource {
+  /** The documents in force now: read at the start of every pass. */
+  documents(): DesiredDocuments;
+  /**
+   * Who a recorded sandbox is: its labels, its namespace's labels and its annotation. Undefined
+   * when the source knows no such pod (Kubernetes: not on this node, or another incarnation of
+   * the name): such a sandbox gets nothing of podnet's.
+   */
+  identity(record: AttachmentRecord): SandboxIdentity | undefined;
+  /** Whether the source has its first whole view: a pass before it would take back what is still asked. */
+  readonly synced: boolean;
+  /** Starts following; `changed` is called on every change. Resolves once synced. */
+  start(changed: () => void): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * No documents at all, sandboxes known by what their runtime recorded: a pass against it takes
+ * back everything podnet applied (`podnet uninstall`).
+ */
+export const noDocuments: DesiredSource = {
+  documents: () => ({ networks: new Map(), configs: [], problems: [] }),
+  identity: identityOf,
+  synced: true,
+  start: async () => undefined,
+  stop: async () => undefined,
+};
+
+/** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */
+export function withDocuments(docs: DesiredDocuments, extra: readonly (Network | PodNetworkConfig)[]): DesiredDocuments {
+  const replaced = new Set(extra.map(documentName));
+  const out: DesiredDocuments = { networks: new Map(docs.networks), configs: docs.configs.filter((c) => !replaced.has(documentName(c))), problems: [...docs.problems] };
+  for (const doc of extra) {
+    if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
+    else out.configs.push(doc);
+  }
+  return out;
+}
