@@ -14,3 +14,12 @@ const capMs = 30_000;
 export function retryWaitMs(failures: number): number {
   return Math.min(firstMs * 2 ** (Math.max(failures, 1) - 1), capMs);
 }
+
+/** Runs `run` once after `ms`, without keeping the process alive for it; the function returned cancels it. */
+export type Timer = (ms: number, run: () => void) => () => void;
+
+export const systemTimer: Timer = (ms, run) => {
+  const handle = setTimeout(run, ms);
+  handle.unref();
+  return () => clearTimeout(handle);
+};

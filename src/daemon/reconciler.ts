@@ -21,7 +21,7 @@ import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, Sandbox
 import type { AppliedStore } from '../registry/applied.ts';
 import { withDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';
-import { retryWaitMs, type Clock } from '../retry.ts';
+import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
 
@@ -64,6 +64,8 @@ export interface ReconcilerOptions {
   /** Attachments of cni Networks, run through their plugins. */
   delegated: DelegatedLifecycle;
   clock: Clock;
+  /** Sets the timer of the next retry. */
+  timer: Timer;
   log: Logger;
   /** Called after every pass, with the reports of that pass: where the status is published from. */
   afterPass?: () => void;
@@ -187,7 +189,7 @@ export class Reconciler {
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
   /** Whether the next pass takes every sandbox (a resync), not only those whose desired state changed. */
   private resyncNext = false;
-  private retryTimer: NodeJS.Timeout | undefined;
+  private cancelRetry: () => void = () => undefined;
   /**
    * The host as the last pass left it: read after that pass's host changes, or the view it used
    * when it made none. Only podnet changes its own host links, so a pass that is not a resync
@@ -231,9 +233,9 @@ export class Reconciler {
 
   /** Waits for the pass under way; no retry runs after. */
   async close(): Promise<void> {
-    clearTimeout(this.retryTimer);
+    this.cancelRetry();
     await this.passes.idle();
-    clearTimeout(this.retryTimer);
+    this.cancelRetry();
   }
 
   /**
@@ -366,12 +368,11 @@ export class Reconciler {
 
   /** One timer, for the failed sandbox whose retry is due first. */
   private scheduleRetry(): void {
-    clearTimeout(this.retryTimer);
+    this.cancelRetry();
     const next = Math.min(...[...this.tracks.values()].filter((t) => t.failures > 0).map((t) => t.retryAt));
     if (next === Infinity) return;
     // A few ms late rather than early: the pass checks the time against retryAt.
-    this.retryTimer = setTimeout(() => void this.passes(), Math.max(0, next - this.opts.clock()) + 5);
-    this.retryTimer.unref();
+    this.cancelRetry = this.opts.timer(Math.max(0, next - this.opts.clock()) + 5, () => void this.passes());
   }
 
   /**

@@ -15,7 +15,7 @@ import { AppliedStore } from '../registry/applied.ts';
 import { removeTempFiles } from '../registry/atomic-file.ts';
 import { kernelStateDirs } from '../registry/boot.ts';
 import type { Registry } from '../registry/registry.ts';
-import { systemClock } from '../retry.ts';
+import { systemClock, systemTimer } from '../retry.ts';
 import type { DesiredSource } from '../sources/source.ts';
 import { Reconciler } from './reconciler.ts';
 
@@ -59,6 +59,7 @@ export function wireReconciler({ stateDir, registry, source, plugins, log, after
     ipam: NodeIpam.open(stateDir),
     delegated,
     clock: systemClock,
+    timer: systemTimer,
     log,
     ...(afterPass ? { afterPass } : {}),
   });

@@ -1,0 +1,278 @@
+// The reconciler's rules with fakes for every side effect: a runner that records batches, a kernel
+// the test describes (FakeObserver), a clock and timers the test moves. What it asserts is what an
+// operator would see: the commands podnet ran, what it recorded, what `podnet explain` reports.
+import t, { type Test } from 'tap';
+import { dir } from 'tmp-promise';
+import { PodnetError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { DelegatedLifecycle, maxFailedDels } from '../delegate/lifecycle.ts';
+import { NodeIpam } from '../ipam/ipam.ts';
+import { identityOf, podNameLabel } from '../model/desired.ts';
+import { hostInterfaceName } from '../model/host-links.ts';
+import type { NamespaceSight } from '../netns/probe.ts';
+import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
+import type { DesiredDocuments } from '../sources/source.ts';
+import { fakeClock, fakeSight, FakeObserver, MemoryApplied, MemoryDelegatedRecords, RecordingPlugins, RecordingRunner } from '../testing/fakes.ts';
+import { Reconciler } from './reconciler.ts';
+
+const netns = '/run/netns/pod-a';
+const record: AttachmentRecord = { containerId: 'c1', ifname: 'eth0', network: 'k8s', netns, cniVersion: '1.0.0', createdAt: '2026-01-01T00:00:00Z', pod: { namespace: 'default', name: 'pod-a' } };
+const hostEnd = hostInterfaceName('c1', 'net1');
+
+const blue: Network = {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name: 'blue' },
+  spec: { type: 'bridge', bridge: { name: 'pnbr-blue' }, ipam: { ranges: [{ subnet: '198.18.20.0/24' }] }, namespaceSelector: {} },
+};
+const plugged: Network = {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name: 'plugged' },
+  spec: { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }] } }, namespaceSelector: {} },
+};
+const config = (spec: Partial<PodNetworkConfig['spec']>): PodNetworkConfig => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'PodNetworkConfig',
+  metadata: { name: 'cfg', namespace: 'default' },
+  spec: { podSelector: { matchLabels: { [podNameLabel]: 'pod-a' } }, ...spec },
+});
+const onBlue = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1400 }] });
+
+async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue]) {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const docs: DesiredDocuments = { networks: new Map([['blue', blue], ['plugged', plugged]]), configs, problems: [] };
+  const records = [record];
+  const run = new RecordingRunner();
+  const observe = new FakeObserver();
+  observe.hostLinks.set('pnbr-blue', FakeObserver.link('pnbr-blue', { kind: 'bridge' }));
+  observe.pod(netns).set('eth0', FakeObserver.link('eth0'));
+  const sight = new Map<string, NamespaceSight>();
+  const clock = fakeClock();
+  const applied = new MemoryApplied();
+  const ipam = NodeIpam.open(tmp.path);
+  const plugins = new RecordingPlugins();
+  const warnings: string[] = [];
+  const log: Logger = { info: () => undefined, warn: (msg) => void warnings.push(msg), error: (msg) => void warnings.push(msg) };
+  const delegated = new DelegatedLifecycle({
+    records: new MemoryDelegatedRecords(),
+    plugins,
+    sight: fakeSight(sight),
+    podLinks: (path) => observe.links({ netns: path }),
+    recorded: (cid) => records.some((r) => r.containerId === cid),
+    clock: clock.now,
+    log,
+  });
+  const reconciler = new Reconciler({
+    stateDir: tmp.path,
+    records: { list: () => records },
+    source: { documents: () => docs, identity: identityOf, synced: true },
+    run,
+    observe,
+    sight: fakeSight(sight),
+    applied,
+    ipam,
+    delegated,
+    clock: clock.now,
+    timer: clock.timer,
+    log,
+  });
+  t.teardown(() => reconciler.close());
+  /** Puts in the fake kernel what the first pass's steps made. */
+  const madeByFirstPass = () => {
+    observe.hostLinks.set(hostEnd, FakeObserver.link(hostEnd, { master: 'pnbr-blue' }));
+    observe.pod(netns).set('net1', FakeObserver.link('net1', { addresses: ['198.18.20.2/24'] }));
+    observe.pod(netns).set('eth0', FakeObserver.link('eth0', { mtu: 1400 }));
+  };
+  const report = () => reconciler.list().items.find((i) => i.containerId === 'c1');
+  return { docs, records, run, observe, sight, clock, applied, ipam, plugins, warnings, reconciler, madeByFirstPass, report };
+}
+
+const attachLines = [
+  `host ip link add ${hostEnd} master pnbr-blue up type veth peer name net1 netns ${netns}`,
+  `netns ${netns} ip link set net1 up`,
+  `netns ${netns} ip addr add 198.18.20.2/24 dev net1`,
+  `netns ${netns} ip link set eth0 mtu 1400`,
+];
+
+t.test('a pass applies what the documents ask, records it and its address, and does nothing more while nothing changes', async (t) => {
+  const { run, applied, ipam, reconciler, madeByFirstPass, report } = await setup(t);
+  await reconciler.schedule('resync');
+  t.same(run.lines(), attachLines);
+  t.same(applied.get('c1')?.attachments.map((a) => [a.interface, a.hostIf, a.addresses]), [['net1', hostEnd, ['198.18.20.2/24']]]);
+  t.same(ipam.holders(), [{ network: 'blue', owner: 'c1/net1' }]);
+  t.same(report()?.lastSteps.length, 4, 'explain shows the steps of the last pass');
+  madeByFirstPass();
+  await reconciler.schedule('resync');
+  await reconciler.schedule();
+  t.same(run.lines(), attachLines, 'a resync that finds everything in place changes nothing');
+});
+
+t.test('a failed pass is taken back whole and retried with backoff: 0.5 s, then 1 s, on the clock', async (t) => {
+  const { run, applied, clock, reconciler, report, warnings } = await setup(t);
+  run.failing = (line) => line.startsWith('addr add');
+  await reconciler.schedule('resync');
+  t.same(run.lines(), [...attachLines.slice(0, 3), `host ip link del ${hostEnd}`], 'the veth made before the failing step is deleted again');
+  t.equal(applied.get('c1'), undefined, 'nothing is recorded as applied');
+  t.match(report()?.lastError, /addr add 198\.18\.20\.2\/24 dev net1 .*Operation not permitted/);
+  t.ok(warnings.includes('reconcile failed; what this pass took was undone'));
+  t.same(clock.timers.map((x) => x.at - clock.now()), [505], 'one timer, for the retry');
+
+  const tries = () => run.ran.filter((b) => b.lines.some((l) => l.startsWith('link add'))).length;
+  await reconciler.schedule();
+  t.equal(tries(), 1, 'not before its wait is over');
+  clock.advance(500);
+  await reconciler.schedule();
+  t.equal(tries(), 2, 'tried again after 0.5 s');
+  clock.advance(999);
+  await reconciler.schedule();
+  t.equal(tries(), 2, 'the second wait is 1 s');
+  clock.advance(1);
+  run.failing = () => false;
+  await reconciler.schedule();
+  t.equal(tries(), 3);
+  t.equal(report()?.lastError, undefined, 'a pass that succeeds clears the error');
+  t.ok(applied.get('c1'));
+  t.same(clock.timers.length, 0, 'no retry is left pending');
+});
+
+t.test('the timer runs the retry: no pass is needed from outside', async (t) => {
+  const { run, clock, reconciler } = await setup(t);
+  run.failing = (line) => line.startsWith('addr add');
+  await reconciler.schedule('resync');
+  run.failing = () => false;
+  clock.advance(505);
+  clock.timers.shift()!.run();
+  await reconciler.close();
+  t.equal(run.ran.filter((b) => b.lines.some((l) => l.startsWith('link add'))).length, 2);
+});
+
+t.test('a resync repairs drift the kernel shows: a pod end deleted by hand is made again, with its host end', async (t) => {
+  const { run, observe, reconciler, madeByFirstPass } = await setup(t);
+  await reconciler.schedule('resync');
+  madeByFirstPass();
+  observe.pod(netns).delete('net1');
+  const before = run.lines().length;
+  await reconciler.schedule();
+  t.equal(run.lines().length, before, 'a pass that is not a resync plans from the view it kept, and sees no drift');
+  await reconciler.schedule('resync');
+  t.same(run.lines().slice(before), [`host ip link del ${hostEnd}`, attachLines[0], attachLines[1], attachLines[2]]);
+});
+
+t.test('the view a pass left is reused by the next request and read again when a plan from it fails', async (t) => {
+  const { run, observe, reconciler, madeByFirstPass, docs, warnings } = await setup(t);
+  await reconciler.schedule('resync');
+  madeByFirstPass();
+  await reconciler.schedule('resync');
+  const reads = observe.readsOf(netns);
+  const hostReads = observe.readsOf('host');
+
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1300 }] })];
+  await reconciler.schedule();
+  t.same(run.lines().at(-1), `netns ${netns} ip link set eth0 mtu 1300`);
+  t.equal(observe.readsOf(netns), reads + 1, 'planned from the kept view: the one read is the read back after the change');
+  t.equal(observe.readsOf('host'), hostReads, 'the host view is kept too');
+  observe.pod(netns).set('eth0', FakeObserver.link('eth0', { mtu: 1300 }));
+
+  // Someone changed eth0 behind podnet's back: the kept view is wrong, and the step fails.
+  let failures = 0;
+  run.failing = (line) => line === 'link set eth0 mtu 1200' && failures++ === 0;
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1200 }] })];
+  await reconciler.schedule();
+  t.ok(warnings.includes('a plan from the view the last pass left failed; planning again from the netns and host as they are'));
+  t.equal(observe.readsOf(netns), reads + 3, 'read again before the second plan, and read back after it');
+  t.equal(observe.readsOf('host'), hostReads + 2, 'the host is read again too, for the plan and for the next pass to start from');
+  t.same(run.lines().slice(-2), [`netns ${netns} ip link set eth0 mtu 1200`, `netns ${netns} ip link set eth0 mtu 1200`]);
+});
+
+t.test('a gone sandbox is taken back: its host end deleted, its address released, its record dropped; an unsure netns is left alone', async (t) => {
+  const { run, sight, applied, ipam, reconciler, madeByFirstPass, report, warnings } = await setup(t);
+  await reconciler.schedule('resync');
+  madeByFirstPass();
+  await reconciler.schedule('resync');
+  const before = run.lines().length;
+
+  sight.set(netns, 'unsure');
+  await reconciler.schedule('resync');
+  t.equal(run.lines().length, before, 'a netns that cannot be looked at is neither reconciled nor taken back');
+  t.ok(applied.get('c1'));
+  t.ok(warnings.some((w) => w.startsWith("cannot tell whether these sandboxes' netns are there")));
+
+  sight.set(netns, 'not-net');
+  run.failing = (line) => line === `link del ${hostEnd}`;
+  await reconciler.schedule();
+  t.ok(applied.get('c1'), 'a host end that could not be deleted keeps the record, for the next pass');
+  run.failing = () => false;
+  await reconciler.schedule();
+  t.same(run.lines().slice(before), [`host ip link del ${hostEnd}`, `host ip link del ${hostEnd}`]);
+  t.equal(applied.get('c1'), undefined);
+  t.same(ipam.holders(), [], 'its address is free again');
+  t.equal(report(), undefined, 'explain no longer lists it');
+});
+
+t.test('podnet deletes on the host only links it names: a gone record naming a foreign link deletes nothing', async (t) => {
+  const { run, sight, applied, observe, reconciler } = await setup(t);
+  observe.hostLinks.set('eth0', FakeObserver.link('eth0'));
+  applied.put({ containerId: 'c1', netns, attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge', bridge: 'pnbr-blue', hostIf: 'eth0', addresses: [] }], tuning: [], routes: [], rules: [], sysctls: [] });
+  sight.set(netns, 'not-net');
+  await reconciler.schedule('resync');
+  t.same(run.lines(), [], 'the host\'s eth0 is not podnet\'s');
+  t.equal(applied.get('c1'), undefined);
+});
+
+t.test('unused bridges podnet made go through a journaled pass once nothing uses them; one it did not make stays', async (t) => {
+  const { run, applied, observe, reconciler } = await setup(t, []);
+  observe.hostLinks.set('pnbr-old', FakeObserver.link('pnbr-old', { kind: 'bridge' }));
+  applied.setBridges(['pnbr-old']);
+  await reconciler.schedule('resync');
+  t.same(run.lines(), ['host ip link del pnbr-old'], 'pnbr-blue, which podnet did not make, stays');
+  t.same(applied.bridges(), []);
+  t.ok(applied.hostPass(), 'the pass is on record: a crash after it is not undone at start');
+});
+
+t.test('a delegated ADD whose DEL keeps failing is held: told on the sandbox, no retry timer, no more plugin calls', async (t) => {
+  const { plugins, clock, reconciler, report } = await setup(t, [config({ attachments: [{ network: 'plugged', interface: 'net1' }] })]);
+  plugins.answers.ADD = new PodnetError('IO_FAILURE', 'ADD broke');
+  plugins.answers.DEL = new PodnetError('IO_FAILURE', 'DEL broke');
+  await reconciler.schedule('resync');
+  t.match(report()?.problems, [{ document: 'PodNetworkConfig default/cfg', field: 'spec.attachments[0]', reason: 'ADD broke' }]);
+  t.equal(report()?.lastError, 'ADD broke');
+  for (let i = 0; i < 6; i++) {
+    clock.advance(60_000);
+    await reconciler.schedule('resync');
+  }
+  t.same(plugins.commands(), ['ADD plugged c1/net1', ...Array<string>(maxFailedDels).fill('DEL plugged c1/net1')]);
+  t.match(report()?.problems, [{ reason: /its DEL failed 3 times, so it is not tried again/ }]);
+  t.equal(report()?.lastError, undefined, 'held is not failing: the sandbox is not retried');
+  t.same(clock.timers.length, 0);
+});
+
+t.test('a source that has not synced gets no pass: nothing is taken back on a partial view', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const run = new RecordingRunner();
+  const applied = new MemoryApplied();
+  applied.put({ containerId: 'c1', netns, attachments: [], tuning: [{ interface: 'eth0', original: { mtu: 1500 } }], routes: [], rules: [], sysctls: [] });
+  const clock = fakeClock();
+  const observe = new FakeObserver();
+  observe.pod(netns).set('eth0', FakeObserver.link('eth0', { mtu: 1400 }));
+  const reconciler = new Reconciler({
+    stateDir: tmp.path,
+    records: { list: () => [record] },
+    source: { documents: () => ({ networks: new Map(), configs: [], problems: [] }), identity: () => undefined, synced: false },
+    run,
+    observe,
+    sight: fakeSight(new Map()),
+    applied,
+    ipam: NodeIpam.open(tmp.path),
+    delegated: new DelegatedLifecycle({ records: new MemoryDelegatedRecords(), plugins: new RecordingPlugins(), sight: fakeSight(new Map()), podLinks: async () => new Map(), recorded: () => true, clock: clock.now, log: { info() {}, warn() {}, error() {} } }),
+    clock: clock.now,
+    timer: clock.timer,
+    log: { info() {}, warn() {}, error() {} },
+  });
+  await reconciler.schedule('resync');
+  await reconciler.close();
+  t.same(run.lines(), []);
+  t.ok(applied.get('c1'), 'the tuning stays applied');
+});

@@ -1,0 +1,235 @@
+// Fakes of the side-effect interfaces the reconciler and the delegated lifecycle are given, for
+// unit tests of their rules without root: each records what it received. The real parts are
+// tested on the real kernel in e2e/. Test code only: nothing in src/ outside tests imports this.
+import { PodnetError } from '../errors.ts';
+import type { DelegatedPlugins, DelegatedRecords } from '../delegate/lifecycle.ts';
+import type { PluginTarget, ValidAttachment } from '../delegate/plugin.ts';
+import type { DelegatedRecord } from '../delegate/store.ts';
+import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
+import type { AppliedState, Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
+import { describeWhere, type Tool, type Where } from '../model/step.ts';
+import type { NetnsObserver } from '../netns/observe.ts';
+import type { NamespaceSight } from '../netns/probe.ts';
+import type { BatchResult, NetnsRunner, StartedBatch } from '../netns/runner.ts';
+import type { Timer } from '../retry.ts';
+
+/** A clock tests move by hand, and timers that run only when a test says: each set one is kept, with when it is due. */
+export function fakeClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void; timer: Timer; timers: { at: number; run: () => void }[] } {
+  let at = start;
+  const timers: { at: number; run: () => void }[] = [];
+  const timer: Timer = (ms, run) => {
+    const entry = { at: at + ms, run };
+    timers.push(entry);
+    return () => {
+      const i = timers.indexOf(entry);
+      if (i >= 0) timers.splice(i, 1);
+    };
+  };
+  return { now: () => at, advance: (ms) => void (at += ms), timer, timers };
+}
+
+export interface RanBatch {
+  where: string;
+  tool: Tool;
+  lines: string[];
+}
+
+/**
+ * A runner that runs nothing: it records every batch (where, tool, lines) and succeeds, except a
+ * line `failing` matches, which fails as ip would (the lines before it done).
+ */
+export class RecordingRunner implements NetnsRunner {
+  readonly ran: RanBatch[] = [];
+  failing: (line: string) => boolean = () => false;
+
+  lines(): string[] {
+    return this.ran.flatMap((b) => b.lines.map((l) => `${b.where} ${b.tool} ${l}`));
+  }
+
+  async query(): Promise<unknown[]> {
+    throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
+  }
+
+  async batch(where: Where, tool: Tool, lines: readonly string[]): Promise<BatchResult> {
+    return lines.length === 0 ? { done: 0 } : this.start(where, tool).run(lines);
+  }
+
+  start(where: Where, tool: Tool): StartedBatch {
+    return {
+      run: async (lines) => {
+        const failed = lines.findIndex((l) => this.failing(l));
+        const done = failed < 0 ? lines.length : failed;
+        this.ran.push({ where: describeWhere(where), tool, lines: lines.slice(0, failed < 0 ? lines.length : failed + 1) });
+        return failed < 0 ? { done } : { done, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed]} in ${describeWhere(where)}: RTNETLINK answers: Operation not permitted`) };
+      },
+      cancel: () => undefined,
+    };
+  }
+
+  async readSysctls(): Promise<Map<string, string>> {
+    throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
+  }
+}
+
+/** The kernel as a test says it is: links of the host and of each netns, counted reads. */
+export class FakeObserver implements NetnsObserver {
+  readonly hostLinks = new Map<string, ObservedLink>();
+  readonly podLinks = new Map<string, Map<string, ObservedLink>>();
+  /** Reads of links, by where ("host" or the netns path). */
+  readonly reads = new Map<string, number>();
+
+  /** A link as ip shows one: up, MTU 1500, no addresses unless given. */
+  static link(name: string, more: Partial<ObservedLink> = {}): ObservedLink {
+    return { name, mtu: 1500, up: true, addresses: [], ...more };
+  }
+
+  pod(netns: string): Map<string, ObservedLink> {
+    let links = this.podLinks.get(netns);
+    if (!links) this.podLinks.set(netns, (links = new Map()));
+    return links;
+  }
+
+  readsOf(where: string): number {
+    return this.reads.get(where) ?? 0;
+  }
+
+  async links(where: Where): Promise<Map<string, ObservedLink>> {
+    const key = where === 'host' ? 'host' : where.netns;
+    this.reads.set(key, this.readsOf(key) + 1);
+    return new Map(where === 'host' ? this.hostLinks : this.pod(where.netns));
+  }
+
+  async routing(_where: Where, _family: Family): Promise<{ routes: ObservedRoute[]; rules: ObservedRule[] }> {
+    return { routes: [], rules: [] };
+  }
+
+  async qdiscs(): Promise<Map<string, { root?: string; ingress: boolean }>> {
+    return new Map();
+  }
+
+  async sysctls(): Promise<Map<string, string>> {
+    return new Map();
+  }
+}
+
+/** A probe whose answers a test sets: every path is a network namespace unless said otherwise. */
+export function fakeSight(answers: Map<string, NamespaceSight>): () => (path: string) => NamespaceSight {
+  return () => (path) => answers.get(path) ?? 'net';
+}
+
+/** Applied states and host bridges in memory. */
+export class MemoryApplied {
+  readonly states = new Map<string, AppliedState>();
+  private hostObjects: { bridges: string[]; pass?: string } = { bridges: [] };
+
+  get(containerId: string): AppliedState | undefined {
+    return this.states.get(containerId);
+  }
+
+  all(): AppliedState[] {
+    return [...this.states.values()];
+  }
+
+  put(state: AppliedState): void {
+    this.states.set(state.containerId, state);
+  }
+
+  remove(containerId: string): void {
+    this.states.delete(containerId);
+  }
+
+  bridges(): string[] {
+    return this.hostObjects.bridges;
+  }
+
+  hostPass(): string | undefined {
+    return this.hostObjects.pass;
+  }
+
+  setBridges(bridges: readonly string[], pass = this.hostPass()): void {
+    this.hostObjects = { bridges: [...new Set(bridges)].sort(), ...(pass ? { pass } : {}) };
+  }
+}
+
+/** Delegated records in memory, by container and interface. */
+export class MemoryDelegatedRecords implements DelegatedRecords {
+  readonly records = new Map<string, DelegatedRecord>();
+
+  all(): DelegatedRecord[] {
+    return [...this.records.values()];
+  }
+
+  of(containerId: string): DelegatedRecord[] {
+    return this.all().filter((r) => r.containerId === containerId);
+  }
+
+  put(record: DelegatedRecord): void {
+    this.records.set(`${record.containerId}@${record.interface}`, record);
+  }
+
+  remove(record: DelegatedRecord): void {
+    this.records.delete(`${record.containerId}@${record.interface}`);
+  }
+}
+
+export interface PluginCall {
+  command: 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
+  network: string;
+  /** container/ifname for ADD, DEL and CHECK; netns empty when it was gone. */
+  target?: string;
+  netns?: string;
+  valid?: ValidAttachment[];
+}
+
+/**
+ * A list's plugins that record every call. Each command answers with `answers[command]`: nothing
+ * (success; ADD then returns a result with one address), or the error to throw.
+ */
+export class RecordingPlugins implements DelegatedPlugins {
+  readonly calls: PluginCall[] = [];
+  readonly answers: Partial<Record<PluginCall['command'], PodnetError>> = {};
+  /** Plugin types requirePlugins finds missing. */
+  readonly missing = new Set<string>();
+
+  commands(): string[] {
+    return this.calls.map((c) => `${c.command} ${c.network}${c.target ? ` ${c.target}` : ''}`);
+  }
+
+  requirePlugins(config: DelegatedConfig): void {
+    const type = config.plugins.map((p) => String(p['type'])).find((t) => this.missing.has(t));
+    if (type) throw new PodnetError('NOT_AVAILABLE', `plugin ${type} is not in the CNI bin dirs`);
+  }
+
+  async add(config: DelegatedConfig, target: PluginTarget): Promise<CniResult> {
+    this.record('ADD', config, target);
+    return { cniVersion: config.cniVersion, interfaces: [{ name: target.ifname, mac: '02:00:00:00:00:01', sandbox: target.netns }], ips: [{ address: '198.18.9.2/24', interface: 0 }] };
+  }
+
+  async del(config: DelegatedConfig, target: PluginTarget): Promise<void> {
+    this.record('DEL', config, target);
+  }
+
+  async check(config: DelegatedConfig, target: PluginTarget): Promise<void> {
+    this.record('CHECK', config, target);
+  }
+
+  async gc(config: DelegatedConfig, valid: readonly ValidAttachment[]): Promise<void> {
+    this.calls.push({ command: 'GC', network: config.name, valid: [...valid] });
+    this.throwIfAsked('GC');
+  }
+
+  async status(config: DelegatedConfig): Promise<void> {
+    this.calls.push({ command: 'STATUS', network: config.name });
+    this.throwIfAsked('STATUS');
+  }
+
+  private record(command: PluginCall['command'], config: DelegatedConfig, target: PluginTarget): void {
+    this.calls.push({ command, network: config.name, target: `${target.containerId}/${target.ifname}`, netns: target.netns });
+    this.throwIfAsked(command);
+  }
+
+  private throwIfAsked(command: PluginCall['command']): void {
+    const error = this.answers[command];
+    if (error) throw error;
+  }
+}
