@@ -79,7 +79,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
       source = kubeSource;
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log, afterPass: () => void publisher?.publish() });
-      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, registry, log });
+      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, log });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log });

@@ -21,11 +21,15 @@ import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, Sandbox
 import type { AppliedStore } from '../registry/applied.ts';
 import { withDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';
+import type { SandboxFacts } from '../status/status.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
 
-export interface SandboxReport {
+/** What the last pass made of one sandbox: what `podnet explain` shows (SandboxOutcome on the wire), and what status is published from. */
+interface SandboxOutcome {
+  /** The record the pass worked from. */
+  record: AttachmentRecord;
   containerId: string;
   namespace: string;
   name: string;
@@ -182,7 +186,7 @@ function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMa
 }
 
 export class Reconciler {
-  readonly reports = new Map<string, SandboxReport>();
+  private readonly reports = new Map<string, SandboxOutcome>();
   private readonly opts: ReconcilerOptions;
   private readonly tracks = new Map<string, SandboxTrack>();
   /** Passes, one at a time; requests during a pass merge into one more pass. */
@@ -206,12 +210,25 @@ export class Reconciler {
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {
-    return { documentProblems: this.documentProblems, items: [...this.reports.values()].map(({ wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
+    return { documentProblems: this.documentProblems, items: [...this.reports.values()].map(({ record: _r, wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
   }
 
-  /** The pod's links as its last pass read them (MAC, MTU, addresses); none when the pass did not read back. */
-  podLinks(containerId: string): ReadonlyMap<string, ObservedLink> | undefined {
-    return this.tracks.get(containerId)?.sight?.view.pod;
+  /** The sandboxes whose pod the source knows, as the last pass left them: what their status is made from. */
+  facts(): SandboxFacts[] {
+    return [...this.reports.values()]
+      .filter((report) => report.known)
+      .map((report) => ({
+        record: report.record,
+        namespace: report.namespace,
+        name: report.name,
+        wanted: report.wanted,
+        applied: report.applied,
+        delegated: report.delegated,
+        problems: report.problems,
+        ...(report.lastError ? { lastError: report.lastError } : {}),
+        // The pod's links as its last pass read them (MAC, MTU, addresses); none when it did not read back.
+        links: this.tracks.get(report.containerId)?.sight?.view.pod,
+      }));
   }
 
   /** Takes back the passes a crash cut short; before the first pass. */
@@ -436,7 +453,8 @@ export class Reconciler {
   private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>, pass: { resync: boolean; readBack: boolean }): Promise<void> {
     const { log } = this.opts;
     const { record, identity, desired, problems } = work;
-    const report: SandboxReport = {
+    const report: SandboxOutcome = {
+      record,
       containerId: record.containerId,
       namespace: identity.namespace,
       name: identity.name,
@@ -502,7 +520,7 @@ export class Reconciler {
    */
   private async planAndApply(
     work: SandboxWork,
-    report: SandboxReport,
+    report: SandboxOutcome,
     track: SandboxTrack,
     sight: PodSight | Promise<PodSight>,
     host: Promise<HostView>,

@@ -7,9 +7,8 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName, namespaceNameLabel } from '../model/desired.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
-import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, AttachmentRecord } from '../protocol/validate.ts';
+import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
-import type { Registry } from '../registry/registry.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
 import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
@@ -23,8 +22,8 @@ const retryMs = 5000;
 export interface PublisherOptions {
   api: KubeApi;
   source: KubeSource;
-  reconciler: Reconciler;
-  registry: Registry;
+  /** The sandboxes whose pod is on this node, as the last pass left them. */
+  reconciler: Pick<Reconciler, 'facts'>;
   log: Logger;
 }
 
@@ -69,7 +68,7 @@ export class StatusPublisher {
   private async run(): Promise<void> {
     const { source } = this.opts;
     if (!source.synced) return;
-    const facts = this.sandboxFacts();
+    const facts = this.opts.reconciler.facts();
     // One view of the documents and one time for every status of this round.
     const configs = new Map(source.objects('PodNetworkConfig').map((o) => [documentName({ kind: 'PodNetworkConfig', metadata: o.metadata }), o]));
     const round: Round = { docs: source.documents(), configs, now: new Date().toISOString() };
@@ -84,29 +83,6 @@ export class StatusPublisher {
     clearTimeout(this.retry);
     this.retry = setTimeout(() => void this.publish(), retryMs);
     this.retry.unref();
-  }
-
-  /** The sandboxes whose pod the API server has on this node, as the last pass left them. */
-  private sandboxFacts(): SandboxFacts[] {
-    const records = new Map<string, AttachmentRecord>();
-    for (const record of this.opts.registry.list()) records.set(record.containerId, record);
-    const out: SandboxFacts[] = [];
-    for (const report of this.opts.reconciler.reports.values()) {
-      const record = records.get(report.containerId);
-      if (!report.known || !record) continue;
-      out.push({
-        record,
-        namespace: report.namespace,
-        name: report.name,
-        wanted: report.wanted,
-        applied: report.applied,
-        delegated: report.delegated,
-        problems: report.problems,
-        ...(report.lastError ? { lastError: report.lastError } : {}),
-        links: this.opts.reconciler.podLinks(report.containerId),
-      });
-    }
-    return out;
   }
 
   private async publishPod(facts: SandboxFacts, round: Round): Promise<void> {
