@@ -2,15 +2,9 @@ import { Command } from 'commander';
 import { startDaemon } from '../daemon/daemon.ts';
 import { jsonLogger } from '../log.ts';
 import { podnetVersion } from '../version.ts';
-import { defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
+import { defaultCniBinDir, defaultPluginTimeoutMs, defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
-import { defaultCniBinDir } from './install.ts';
 
-/**
- * How long a delegated plugin may take: longer than any reference plugin (DHCP's first lease
- * takes seconds), short enough that a hung one does not hold its sandbox for long.
- */
-export const pluginTimeoutMs = 30_000;
 
 export function daemonCommand(): Command {
   return new Command('daemon')
@@ -24,7 +18,7 @@ export function daemonCommand(): Command {
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
     .option('--cni-bin-dir <dirs>', "where cni Networks' plugins are found, as CNI_PATH: dirs separated by ':'", defaultCniBinDir)
-    .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(pluginTimeoutMs / 1000))
+    .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
     .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');

@@ -3,9 +3,8 @@ import { isSea } from 'node:sea';
 import { install } from '../install/install.ts';
 import { podnetEntry } from '../install/conflist.ts';
 import { PodnetError } from '../errors.ts';
+import { defaultCniBinDir, defaultCniConfDir } from '../protocol/paths.ts';
 
-export const defaultCniBinDir = '/opt/cni/bin';
-export const defaultCniConfDir = '/etc/cni/net.d';
 
 interface InstallFlags {
   cniBinDir: string;

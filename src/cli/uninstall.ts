@@ -3,9 +3,7 @@ import { uninstallFromDirs } from '../install/install.ts';
 import { takeBackEverything } from '../daemon/take-back.ts';
 import { acquireStateLock } from '../daemon/lock.ts';
 import { jsonLogger } from '../log.ts';
-import { defaultStateDir } from '../protocol/paths.ts';
-import { defaultCniBinDir, defaultCniConfDir } from './install.ts';
-import { pluginTimeoutMs } from './daemon.ts';
+import { defaultCniBinDir, defaultCniConfDir, defaultPluginTimeoutMs, defaultStateDir } from '../protocol/paths.ts';
 import { existsSync } from 'node:fs';
 
 interface UninstallFlags {
@@ -37,7 +35,7 @@ export function uninstallCommand(): Command {
       process.stdout.write(`${lines.join('\n')}\n`);
       if (!takeBack) return;
       // Delegated Networks' plugins are run where the runtime finds them, DEL taking their part back.
-      const { sandboxes } = await takeBackEverything(flags.stateDir, jsonLogger(), { binDirs: [flags.cniBinDir], timeoutMs: pluginTimeoutMs });
+      const { sandboxes } = await takeBackEverything(flags.stateDir, jsonLogger(), { binDirs: [flags.cniBinDir], timeoutMs: defaultPluginTimeoutMs });
       process.stdout.write(`took back podnet's changes in ${sandboxes} pod sandbox${sandboxes === 1 ? '' : 'es'}\n`);
     });
 }

@@ -6,6 +6,14 @@ export const defaultStateDir = '/var/lib/podnet';
 export const defaultTimeoutMs = 1000;
 /** Standalone mode's documents: what `podnet apply` writes and `podnet daemon --config-dir` follows. */
 export const defaultConfigDir = '/etc/podnet/config.d';
+/** The runtime's CNI dirs, where `podnet install` puts podnet and cni Networks' plugins are found. */
+export const defaultCniBinDir = '/opt/cni/bin';
+export const defaultCniConfDir = '/etc/cni/net.d';
+/**
+ * How long a cni Network's plugin may take: longer than any reference plugin (DHCP's first lease
+ * takes seconds), short enough that a hung one does not hold its sandbox for long.
+ */
+export const defaultPluginTimeoutMs = 30_000;
 
 /** The socket's routes. Versioned so a newer daemon can keep answering an older plugin. */
 export const routes = {
