@@ -26,7 +26,7 @@ import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
 
-/** What the last pass made of one sandbox: what `podnet explain` shows (SandboxOutcome on the wire), and what status is published from. */
+/** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
 interface SandboxOutcome {
   /** The record the pass worked from. */
   record: AttachmentRecord;
@@ -412,8 +412,8 @@ export class Reconciler {
    */
   private sweepAddresses(): void {
     const keep = new Set<string>();
-    for (const report of this.reports.values()) for (const a of report.desired.attachments) keep.add(`${a.network} ${report.containerId}/${a.interface}`);
-    for (const state of this.opts.applied.all()) for (const a of state.attachments) keep.add(`${a.network} ${state.containerId}/${a.interface}`);
+    for (const report of this.reports.values()) for (const a of report.desired.attachments) keep.add(`${a.network} ${addressOwner(report.containerId, a.interface)}`);
+    for (const state of this.opts.applied.all()) for (const a of state.attachments) keep.add(`${a.network} ${addressOwner(state.containerId, a.interface)}`);
     for (const { network, owner } of this.opts.ipam.holders()) {
       if (keep.has(`${network} ${owner}`)) continue;
       this.opts.ipam.release(network, owner);

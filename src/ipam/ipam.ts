@@ -21,12 +21,8 @@ import { ensurePrivateDir, namesIn, writeFileAtomic } from '../registry/atomic-f
 import { kernelState } from '../registry/boot.ts';
 import { contains, formatCidr, formatIp, parseCidr, sameIp, type Ip } from './cidr.ts';
 import { checkDisjoint, invalid, ipOf, poolOf, quoted, type Pool } from './pools.ts';
+import type { Allocation } from '../model/resolve.ts';
 
-export interface Allocation {
-  /** The ip with the range's prefix length: "198.18.5.2/24" or "2001:db8::2/64". */
-  address: string;
-  gateway?: string;
-}
 
 /** The folder of the state directory that holds one allocations file per Network. */
 const stateVersion = 1;

@@ -10,7 +10,7 @@ import { hostInterfaceName } from './host-links.ts';
 import { bridgeNameOf, sharedBridgeReason } from './network.ts';
 import type { LinkSpec, Resolved, ResolvedAttachment, ResolvedDelegated } from './state.ts';
 
-/** An address an allocator handed out: the ip with its range's prefix length, and the range's gateway. */
+/** An address an allocator handed out: the ip with its range's prefix length ("198.18.5.2/24", "2001:db8::2/64"), and the range's gateway. */
 export interface Allocation {
   address: string;
   gateway?: string;
