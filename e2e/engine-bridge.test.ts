@@ -3,7 +3,7 @@
 // over the new network; deleting the config takes everything back, on the host too.
 import t from 'tap';
 import { execa } from 'execa';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, stat, writeFile } from 'node:fs/promises';
 import { hostLinkNames, linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { daemonSandbox } from './lib/daemon.ts';
 import { hostInterfaceName } from '../src/model/host-links.ts';
@@ -112,15 +112,36 @@ t.test('a pass cut short by a crash is taken back at the next start', { skip }, 
   await execa('mkdir', ['-p', `${daemon.stateDir}/journal`]);
   await writeFile(
     `${daemon.stateDir}/journal/crashed.json`,
-    JSON.stringify({
-      pass: 'cut-short',
-      steps: [
-        { where: 'host', tool: 'ip', line: `link add name ${bridge} type bridge`, undo: { where: 'host', tool: 'ip', line: `link del ${bridge}` } },
-        { where: 'host', tool: 'ip', line: `link set ${bridge} up` },
-      ],
-    }),
+    JSON.stringify({ version: 1, pass: 'cut-short', undo: [{ where: 'host', action: 'link-del', dev: bridge }] }),
   );
   await daemon.start();
   t.notOk(await linkExists(bridge), 'the half-made bridge is gone');
   t.same((await readdir(`${daemon.stateDir}/journal`)).filter((n) => !n.startsWith('.')), [], 'and the journal with it');
+});
+
+t.test('a journal holding command lines, as an older podnet or a local user wrote it, is set aside, never run', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  // A link podnet did not make, and a journal that would delete it and run a command as root.
+  const bystander = uniqueName('e2eby');
+  removeLinkAtTeardown(t, bystander);
+  await execa('ip', ['link', 'add', 'name', bystander, 'type', 'bridge']);
+  const marker = `${daemon.root}/ran`;
+  await execa('mkdir', ['-p', `${daemon.stateDir}/journal`]);
+  await writeFile(
+    `${daemon.stateDir}/journal/planted.json`,
+    JSON.stringify({
+      pass: 'planted',
+      steps: [
+        { where: 'host', tool: 'ip', line: `link add name x type dummy`, undo: { where: 'host', tool: 'ip', line: `link del ${bystander}` } },
+        { where: 'host', tool: 'ip', line: 'x', undo: { where: 'host', tool: 'ip', line: `netns exec 1 touch ${marker}` } },
+      ],
+    }),
+  );
+  await daemon.start();
+  t.ok(await linkExists(bystander), 'the link it named is still there');
+  t.notOk(await stat(marker).catch(() => undefined), 'the command it held did not run');
+  t.same((await readdir(`${daemon.stateDir}/journal`)).filter((n) => !n.startsWith('.')), [], 'it is out of journal/');
+  t.match(await readdir(`${daemon.stateDir}/quarantine`), [/-planted\.json$/], 'and kept for a human in quarantine/');
+  const { stdout } = await podnetCli(daemon).podnet('status', '--socket', daemon.socketPath);
+  t.match(stdout, /quarantined: +1\n +\d+-\d+-planted\.json: invalid journal planted\.json: .*required property 'version'/, 'podnet status names it and why');
 });

@@ -100,10 +100,10 @@ t.test('add, del and gc go into the spool, in order', async (t) => {
   await recorder.del(keyFor('bbb'));
   await recorder.gc({ network: 'kindnet', validAttachments: [keyFor('aaa')] });
   t.strictSame(await n.spooled(), [
-    { op: 'add', record: record('aaa') },
-    { op: 'del', key: keyFor('bbb') },
-    { op: 'gc', gc: { network: 'kindnet', validAttachments: [keyFor('aaa')] } },
-  ]);
+    { version: 1, op: 'add', record: record('aaa') },
+    { version: 1, op: 'del', key: keyFor('bbb') },
+    { version: 1, op: 'gc', gc: { network: 'kindnet', validAttachments: [keyFor('aaa')] } },
+  ], 'each entry names its format');
 
   const registry = await startDaemon(n);
   t.strictSame(registry.list(), [record('aaa')], 'the daemon applies them when it starts');
@@ -115,7 +115,7 @@ t.test('with the daemon up, a change still goes through the spool and the daemon
   const registry = await startDaemon(n);
   const recorder = n.recorder();
   await recorder.add(record('aaa'));
-  t.strictSame(await n.spooled(), [{ op: 'add', record: record('aaa') }], 'spooled');
+  t.strictSame(await n.spooled(), [{ version: 1, op: 'add', record: record('aaa') }], 'spooled');
   t.strictSame(await recorder.find(keyFor('aaa')), record('aaa'), 'the daemon answers with it');
   t.strictSame(registry.get(keyFor('aaa')), record('aaa'), 'the daemon applied it');
   t.strictSame(await n.spooled(), [], 'and took it out of the spool');

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { callDaemon } from '../protocol/client.ts';
 import { attachmentRoute, recordFileName, stateLayout } from '../protocol/paths.ts';
-import { parseDocument, type AttachmentKey, type AttachmentRecord, type GcRequest, type SpoolEntry } from '../protocol/validate.ts';
+import type { AttachmentKey, AttachmentRecord, GcRequest, SpoolEntry } from '../protocol/validate.ts';
+import { parseStateDocument } from '../registry/state-document.ts';
 import { listSpool, readSpoolEntry, spoolDir, spoolWritable, writeSpoolEntry } from '../registry/spool.ts';
 import { applyChanges, changesFor, keyOf } from '../registry/fold.ts';
 
@@ -89,7 +90,7 @@ async function findOnDisk(stateDir: string, key: AttachmentKey): Promise<Attachm
   const records = new Map<string, AttachmentRecord>();
   try {
     const text = await readFile(join(stateDir, stateLayout.records, recordFileName(key)), 'utf8');
-    const found = parseDocument('AttachmentRecord', JSON.parse(text) as unknown, 'record');
+    const found = parseStateDocument('AttachmentRecord', text, 'record');
     records.set(keyOf(found), found);
   } catch {
     // No record file, or a corrupt one the daemon will set aside: not recorded as far as disk says.

@@ -19,6 +19,7 @@ import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
+import type { OnQuarantined } from '../registry/quarantine.ts';
 import { withDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';
 import type { SandboxFacts } from '../status/status.ts';
@@ -67,6 +68,8 @@ export interface ReconcilerOptions {
   ipam: Pick<NodeIpam, 'allocate' | 'preview' | 'release' | 'holders'>;
   /** Attachments of cni Networks, run through their plugins. */
   delegated: DelegatedLifecycle;
+  /** Told of a journal that cannot be read, set aside at start instead of run. */
+  quarantined?: OnQuarantined;
   clock: Clock;
   /** Sets the timer of the next retry. */
   timer: Timer;
@@ -234,7 +237,7 @@ export class Reconciler {
   /** Takes back the passes a crash cut short; before the first pass. */
   async recover(): Promise<void> {
     const committed = (key: string, pass: string) => (key === hostJournalKey ? this.opts.applied.hostPass() : this.opts.applied.get(key)?.pass) === pass;
-    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir, committed);
+    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir, committed, this.opts.quarantined);
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
 

@@ -36,9 +36,7 @@ export function wireReconciler({ stateDir, registry, source, plugins, log, after
     if (removed.length > 0) log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
   }
   const observe = netnsObserver(netnsRunner);
-  const records = new DelegatedStore(stateDir, (file, quarantinedAs, reason) =>
-    log.warn('set aside a delegated record that cannot be read; what its plugins made is not taken back', { file, quarantinedAs, reason }),
-  );
+  const records = new DelegatedStore(stateDir, registry.quarantine.told('what its plugins made for a sandbox is not taken back'));
   const delegated = new DelegatedLifecycle({
     records,
     plugins: new PluginRunner(plugins),
@@ -55,7 +53,8 @@ export function wireReconciler({ stateDir, registry, source, plugins, log, after
     run: netnsRunner,
     observe,
     sight: networkNamespaceSight,
-    applied: new AppliedStore(stateDir),
+    applied: new AppliedStore(stateDir, registry.quarantine.told('what podnet applied there is left in place, not taken back')),
+    quarantined: registry.quarantine.told('the pass it journaled is not taken back'),
     ipam: NodeIpam.open(stateDir),
     delegated,
     clock: systemClock,

@@ -2,12 +2,14 @@
 // plugin's ADD ran with, what it was run for, and its result, which DEL and CHECK are given. A
 // record is written before the ADD runs and again with its result: one without a result is an ADD
 // a crash may have cut short, taken back with DEL. Durable, and kept across boots (docs/adr/0011).
-import { readFileSync, renameSync } from 'node:fs';
-import { quarantinedName } from '../registry/registry.ts';
+// Each file is checked against its schema (DelegatedRecord in schemas/state.schema.json) when read:
+// its plugin types are run and its names handed to them.
 import { join } from 'node:path';
-import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
+import { resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 import { recordFileName, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
+import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
+import { readStateDocument, stateDocumentText } from '../registry/state-document.ts';
 import type { PluginTarget } from './plugin.ts';
 
 export interface DelegatedRecord {
@@ -27,16 +29,16 @@ export interface DelegatedRecord {
 }
 
 export class DelegatedStore {
+  private readonly stateDir: string;
   private readonly dir: string;
-  private readonly quarantineDir: string;
-  private readonly onCorrupt: (file: string, quarantinedAs: string, reason: string) => void;
+  private readonly onCorrupt: OnQuarantined;
   /** Every record, read once: only this daemon writes them. */
   private cache: Map<string, DelegatedRecord> | undefined;
 
   /** onCorrupt: told of a record that cannot be read, set aside in quarantine/ (not lost, not in the way). */
-  constructor(stateDir: string, onCorrupt: (file: string, quarantinedAs: string, reason: string) => void) {
+  constructor(stateDir: string, onCorrupt: OnQuarantined) {
+    this.stateDir = stateDir;
     this.dir = join(stateDir, stateLayout.delegated);
-    this.quarantineDir = join(stateDir, stateLayout.quarantine);
     this.onCorrupt = onCorrupt;
     ensurePrivateDir(this.dir);
   }
@@ -51,7 +53,7 @@ export class DelegatedStore {
 
   put(record: DelegatedRecord): void {
     const name = fileOf(record);
-    writeFileAtomic(join(this.dir, name), `${JSON.stringify(record, null, 2)}\n`);
+    writeFileAtomic(join(this.dir, name), stateDocumentText(record));
     this.records().set(name, record);
   }
 
@@ -67,21 +69,26 @@ export class DelegatedStore {
     for (const name of namesIn(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
       const path = join(this.dir, name);
       try {
-        const record = JSON.parse(readFileSync(path, 'utf8')) as DelegatedRecord;
-        if (typeof record.containerId !== 'string' || typeof record.interface !== 'string' || typeof record.config?.name !== 'string' || !Array.isArray(record.config.plugins)) throw new Error('not a delegated record');
-        this.cache.set(name, record);
+        this.cache.set(name, read(path, name));
       } catch (err) {
-        const quarantinedAs = quarantinedName(path);
-        ensurePrivateDir(this.quarantineDir);
-        renameSync(path, join(this.quarantineDir, quarantinedAs));
-        this.onCorrupt(path, quarantinedAs, (err as Error).message);
+        const { file, reason } = setAside(this.stateDir, path, (err as Error).message);
+        this.onCorrupt(path, file, reason);
       }
     }
     return this.cache;
   }
 }
 
-const fileOf = (record: DelegatedRecord) => recordFileName({ containerId: record.containerId, ifname: record.interface });
+function read(path: string, name: string): DelegatedRecord {
+  const { result, ...record } = readStateDocument('DelegatedRecord', path, `delegated record ${name}`);
+  if (fileOf(record) !== name) throw new Error(`delegated record ${name} holds the record of ${fileOf(record)}, not of its own name`);
+  if (result === undefined) return record;
+  const problem = resultShapeProblem(result);
+  if (problem !== undefined) throw new Error(`delegated record ${name}: its result is not a CNI result: ${problem}`);
+  return { ...record, result: result as CniResult };
+}
+
+const fileOf = (record: Pick<DelegatedRecord, 'containerId' | 'interface'>) => recordFileName({ containerId: record.containerId, ifname: record.interface });
 
 /** What a record's plugins are run for; `netns` empty when it is gone. */
 export function targetOf(record: DelegatedRecord, netnsThere: boolean): PluginTarget {

@@ -39,11 +39,14 @@ function recordingIp(failOn?: string) {
 
 const pod: Where = { netns: '/run/netns/p' };
 const steps: Step[] = [
-  { where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', tool: 'ip', line: 'link del pnb' } },
+  { where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', action: 'link-del', dev: 'pnb' } },
   { where: 'host', tool: 'ip', line: 'link set pnb up' },
-  { where: pod, tool: 'ip', line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, tool: 'ip', line: 'link del net1' } },
-  { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, tool: 'ip', line: 'addr del 198.18.1.2/24 dev net1' } },
+  { where: pod, tool: 'ip', line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, action: 'link-del', dev: 'net1' } },
+  { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, action: 'addr-del', dev: 'net1', address: '198.18.1.2/24' } },
 ];
+
+/** What execute journals for `steps`: their undo actions, in step order. */
+const journalOf = (pass: string, of: readonly Step[] = steps) => ({ version: 1, pass, undo: of.flatMap((s) => (s.undo ? [s.undo] : [])) });
 
 async function stateDir(t: Test): Promise<string> {
   const tmp = await dir({ unsafeCleanup: true });
@@ -82,18 +85,126 @@ t.test('a failed step: the steps taken before it are undone, last first', async 
   t.same(batches.slice(2).map((b) => b.lines[0]), ['link del net1', 'link del pnb'], 'the veth, then the bridge');
 });
 
-t.test('a journal left by a crash is undone whole at start, unless its pass was committed', async (t) => {
+t.test('a journal left by a crash is undone whole at start, last first, unless its pass was committed', async (t) => {
   const path = await stateDir(t);
   const crashing = recordingIp();
   // A journal is written before anything runs; simulate the crash by writing it and not running.
   ensurePrivateDir(`${path}/${journalFolder}`);
-  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify({ pass: 'p1', steps }));
-  writeFileAtomic(`${path}/${journalFolder}/c8.json`, JSON.stringify({ pass: 'p2', steps }));
-  writeFileAtomic(`${path}/${journalFolder}/c7.json`, JSON.stringify(steps)); // an older podnet's journal
+  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify(journalOf('p1')));
+  writeFileAtomic(`${path}/${journalFolder}/c8.json`, JSON.stringify(journalOf('p2')));
   const committed = (key: string, pass: string) => key === 'c8' && pass === 'p2';
-  t.same((await runJournalUndo(crashing.ip, path, committed)).sort(), ['c7', 'c9']);
-  t.same(crashing.batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb', 'addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
+  const told: string[] = [];
+  t.same(await runJournalUndo(crashing.ip, path, committed, (file) => told.push(file)), ['c9']);
+  t.same(crashing.batches, [
+    { where: '/run/netns/p', lines: ['addr del 198.18.1.2/24 dev net1'] },
+    { where: '/run/netns/p', lines: ['link del net1'] },
+    { where: 'host', lines: ['link del pnb'] },
+  ]);
+  t.same(told, []);
   t.same(readdirSync(`${path}/${journalFolder}`), [], 'every journal is gone, the committed one without an undo');
+});
+
+t.test('the journal holds the undo actions only, never a command line', async (t) => {
+  const path = await stateDir(t);
+  const seen: unknown[] = [];
+  const spy = recordingIp();
+  const run = { ...spy.ip, batch: async (...args: Parameters<typeof spy.ip.batch>) => {
+    seen.push(JSON.parse(readFileSync(`${path}/${journalFolder}/c1.json`, 'utf8')));
+    return spy.ip.batch(...args);
+  } };
+  let pass = '';
+  await execute(run, path, 'c1', steps, (p) => (pass = p));
+  t.same(seen[0], journalOf(pass));
+  t.notMatch(JSON.stringify(seen[0]), /link add|"line"/);
+});
+
+/** Plants each journal, runs the undo at start, and gives back what ran and what was told. */
+async function plantedJournals(t: Test, journals: Record<string, unknown>) {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  ensurePrivateDir(`${path}/${journalFolder}`);
+  for (const [key, body] of Object.entries(journals)) writeFileAtomic(`${path}/${journalFolder}/${key}.json`, typeof body === 'string' ? body : JSON.stringify(body));
+  const told: { file: string; quarantinedAs: string; reason: string }[] = [];
+  const undone = await runJournalUndo(ip, path, () => false, (file, quarantinedAs, reason) => told.push({ file, quarantinedAs, reason }));
+  return { path, batches, told, undone };
+}
+
+t.test('a planted journal is set aside in quarantine/ and told, and nothing of it runs', async (t) => {
+  const hostile = {
+    // An older podnet's journals held command lines: not trusted, whatever they say.
+    lines: [{ where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', tool: 'ip', line: 'link del pnb' } }],
+    'pass-and-lines': { pass: 'p1', steps: [{ where: 'host', tool: 'ip', line: 'x', undo: { where: 'host', tool: 'ip', line: 'netns exec evil sh -c id' } }] },
+    'line-in-version-1': { version: 1, pass: 'p1', undo: [{ where: 'host', tool: 'ip', line: 'netns exec evil sh -c id' }] },
+    'netns-exec-as-dev': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'x netns exec' }] },
+    'name-with-spaces': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'addr-del', dev: 'net1', address: '198.18.1.2/24 dev eth0' }] },
+    'unknown-action': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'exec', argv: ['sh'] }] },
+    'host-eth0': { version: 1, pass: 'p1', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] },
+    'host-sysctl': { version: 1, pass: 'p1', undo: [{ where: 'host', action: 'sysctl', path: 'net/ipv4/ip_forward', value: '0' }] },
+    'sysctl-path-out': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'sysctl', path: 'net/../../kernel/core_pattern', value: '1' }] },
+    'netns-relative': { version: 1, pass: 'p1', undo: [{ where: { netns: '../proc/1/ns/net' }, action: 'link-del', dev: 'net1' }] },
+    'unknown-version': { version: 2, pass: 'p1', undo: [] },
+    // A valid action beside a bad one: the file is one document, refused whole.
+    'one-bad-of-two': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'net1' }, { where: pod, action: 'link-del', dev: 'net 1' }] },
+    'not-json': '{ "version": 1,',
+  };
+  const { path, batches, told, undone } = await plantedJournals(t, hostile);
+  t.same(batches, [], 'the runner ran nothing');
+  t.same(undone, []);
+  t.same(told.map((q) => q.file.split('/').pop()).sort(), Object.keys(hostile).map((k) => `${k}.json`).sort(), 'each is told');
+  t.same(readdirSync(`${path}/${journalFolder}`), [], 'none is left in journal/');
+  t.same(readdirSync(`${path}/${stateLayout.quarantine}`).sort(), told.map((q) => q.quarantinedAs).sort(), 'each is kept in quarantine/ for a human');
+  t.match(told.find((q) => q.file.endsWith('/unknown-version.json'))?.reason, /version: must be equal to constant/);
+});
+
+t.test('a valid journal beside a planted one: the valid one is undone, the other set aside', async (t) => {
+  const { batches, told, undone } = await plantedJournals(t, {
+    c1: journalOf('p1'),
+    planted: { version: 1, pass: 'p1', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] },
+  });
+  t.same(undone, ['c1']);
+  t.same(batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
+  t.same(told.map((q) => q.file.split('/').pop()), ['planted.json']);
+});
+
+t.test('every kind of undo action is rendered and run, last first, each by its tool', async (t) => {
+  const route = { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.1.1' } as const;
+  const rule = { family: 6, priority: 100, table: 100, from: '2001:db8::/64' } as const;
+  const { batches, told } = await plantedJournals(t, {
+    c1: {
+      version: 1,
+      pass: 'lq0-1a2b',
+      undo: [
+        { where: pod, action: 'link-set', dev: 'eth0', setting: 'mtu', value: 1500 },
+        { where: pod, action: 'link-set', dev: 'eth0', setting: 'mac', value: '02:11:22:33:44:55' },
+        { where: pod, action: 'link-set', dev: 'eth0', setting: 'promisc', value: false },
+        { where: pod, action: 'route', verb: 'del', route },
+        { where: pod, action: 'rule', verb: 'del', rule },
+        { where: pod, action: 'sysctl', path: 'net/ipv4/conf/net1/rp_filter', value: '1' },
+        { where: 'host', action: 'tbf', dev: 'pnv0123456789', rate: 1000000, burst: 100000 },
+        { where: 'host', action: 'qdisc-del', dev: 'pnv0123456789', parent: 'ingress' },
+      ],
+    },
+  });
+  t.same(told, []);
+  t.same(batches, [
+    { where: 'host', tool: 'tc', lines: ['qdisc del dev pnv0123456789 ingress'] },
+    { where: 'host', tool: 'tc', lines: ['qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms'] },
+    { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/conf/net1/rp_filter=1'] },
+    { where: '/run/netns/p', tool: 'ip6', lines: ['rule del priority 100 from 2001:db8::/64 table 100'] },
+    { where: '/run/netns/p', lines: ['route del 198.18.9.0/24 table 100'] },
+    { where: '/run/netns/p', lines: ['link set eth0 promisc off'] },
+    { where: '/run/netns/p', lines: ['link set eth0 address 02:11:22:33:44:55'] },
+    { where: '/run/netns/p', lines: ['link set eth0 mtu 1500'] },
+  ]);
+});
+
+t.test('a pass whose undo its journal schema refuses does not run', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  const bad: Step[] = [{ where: 'host', tool: 'ip', line: 'link add eth9 type dummy', undo: { where: 'host', action: 'link-del', dev: 'eth9' } }];
+  const result = await execute(ip, path, 'c1', bad, () => t.fail('not committed'));
+  t.match(result.error, { code: 'INTERNAL', message: /journal of c1: at \/undo\/0\/dev/ });
+  t.same(batches, []);
 });
 
 t.test('the pass id given to commit is the one in the journal', async (t) => {

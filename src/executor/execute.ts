@@ -1,17 +1,21 @@
 // Runs a plan's steps: consecutive steps of one namespace go to ip in one batch. Before anything
-// runs, the steps are journaled in the state dir; when a step fails, the steps already taken in
-// this pass are undone in reverse, so a pass applies entirely or not at all. A journal found at
-// start belongs to a pass a crash cut short: its undo runs then (runJournalUndo), and the next
-// reconcile converges from a clean slate.
-import { readdirSync, readFileSync } from 'node:fs';
+// runs, the undo actions of the steps are journaled in the state dir (actions, never command
+// lines: src/model/undo.ts); when a step fails, the steps already taken in this pass are undone
+// in reverse, so a pass applies entirely or not at all. A journal found at start belongs to a pass
+// a crash cut short: its undo runs then (runJournalUndo), and the next reconcile converges from a
+// clean slate.
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import { sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
+import { renderUndo, type UndoAction } from '../model/undo.ts';
+import { parseDocument, type Journal } from '../protocol/validate.ts';
 import type { BatchResult, NetnsRunner } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
-
+import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
+import { formatVersion, readStateDocument, stateDocumentText } from '../registry/state-document.ts';
 
 /**
  * Runs `commands` in order, one batch per run of commands of one namespace and tool. Each batch's
@@ -49,13 +53,18 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Pro
   return { done };
 }
 
-/** Undo lines of the first `taken` steps, last first; failures there are only reported. */
-async function undo(run: NetnsRunner, steps: readonly Step[], taken: number): Promise<PodnetError[]> {
+/** The undo actions of `steps`, in step order. */
+function undoActions(steps: readonly Step[]): UndoAction[] {
+  return steps.flatMap((s) => (s.undo ? [s.undo] : []));
+}
+
+/** Runs `actions` last first, each rendered into its command; failures there are only reported. */
+async function undo(run: NetnsRunner, actions: readonly UndoAction[]): Promise<PodnetError[]> {
   const errors: PodnetError[] = [];
-  const lines = steps.slice(0, taken).flatMap((s) => (s.undo ? [s.undo] : [])).reverse();
   // Undo keeps going past a failure: one stuck step must not keep the others in place.
-  for (const l of lines) {
-    const r = await run.batch(l.where, l.tool, [l.line]);
+  for (const action of [...actions].reverse()) {
+    const { where, tool, line } = renderUndo(action);
+    const r = await run.batch(where, tool, [line]);
     if (r.error) errors.push(r.error);
   }
   return errors;
@@ -82,9 +91,17 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const journal = join(dir, `${key}.json`);
-  writeFileAtomic(journal, JSON.stringify({ pass, steps }), kernelState);
+  // Checked as it will be read after a crash: a journal the next start would set aside instead of
+  // undoing must not let its pass run.
+  const written: Journal = { version: formatVersion, pass, undo: undoActions(steps) };
+  try {
+    parseDocument('Journal', written, `journal of ${key}`, 'INTERNAL');
+  } catch (err) {
+    return { error: toPodnetError(err), undoErrors: [] };
+  }
+  writeFileAtomic(journal, stateDocumentText(written), kernelState);
   const ran = await runInBatches(run, steps);
-  const undoErrors = ran.error ? await undo(run, steps, ran.done) : [];
+  const undoErrors = ran.error ? await undo(run, undoActions(steps.slice(0, ran.done))) : [];
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
   return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
@@ -92,24 +109,36 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
 
 /**
  * At start: takes back every pass a crash cut short, unless `committed(key, pass)` says it
- * completed. The keys whose passes it undid.
+ * completed. The keys whose passes it undid. A journal that is not of the current format (an older
+ * podnet's held command lines) or fails its schema is set aside in quarantine/ and told to
+ * `onQuarantined`, never run: what it names is not trusted to be podnet's.
  */
-export async function runJournalUndo(run: NetnsRunner, stateDir: string, committed: (key: string, pass: string) => boolean): Promise<string[]> {
+export async function runJournalUndo(
+  run: NetnsRunner,
+  stateDir: string,
+  committed: (key: string, pass: string) => boolean,
+  onQuarantined: OnQuarantined = () => undefined,
+): Promise<string[]> {
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const keys: string[] = [];
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
     const key = name.slice(0, -'.json'.length);
-    const journal = JSON.parse(readFileSync(join(dir, name), 'utf8')) as { pass?: string; steps: Step[] } | Step[];
-    // An older podnet wrote the steps alone, without tools: theirs were all ip.
-    const { pass, steps: written } = Array.isArray(journal) ? { pass: undefined, steps: journal } : journal;
-    if (pass === undefined || !committed(key, pass)) {
-      const steps = written.map((s) => ({ ...s, tool: s.tool ?? 'ip', ...(s.undo ? { undo: { ...s.undo, tool: s.undo.tool ?? 'ip' } } : {}) }));
+    const path = join(dir, name);
+    let journal: { pass: string; undo: UndoAction[] };
+    try {
+      journal = readStateDocument('Journal', path, `journal ${name}`);
+    } catch (err) {
+      const { file, reason } = setAside(stateDir, path, (err as Error).message);
+      onQuarantined(path, file, reason);
+      continue;
+    }
+    if (!committed(key, journal.pass)) {
       // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly.
-      await undo(run, steps, steps.length);
+      await undo(run, journal.undo);
       keys.push(key);
     }
-    removeFile(join(dir, name), kernelState);
+    removeFile(path, kernelState);
   }
   return keys;
 }

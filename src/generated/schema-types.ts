@@ -77,6 +77,13 @@ export type Timestamp = string;
  */
 export type CniVersion = '0.3.0' | '0.3.1' | '0.4.0' | '1.0.0' | '1.1.0';
 /**
+ * The format of a document podnet keeps on disk. A file written before formats had a version has none, and is read as version 1: nodes upgrade in place, and what an older podnet wrote must still be read.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "FormatVersion".
+ */
+export type FormatVersion = 1;
+/**
  * A registry change the plugin recorded; the daemon applies the spool in file-name order.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -84,14 +91,17 @@ export type CniVersion = '0.3.0' | '0.3.1' | '0.4.0' | '1.0.0' | '1.1.0';
  */
 export type SpoolEntry =
   | {
+      version?: FormatVersion;
       op: 'add';
       record: AttachmentRecord;
     }
   | {
+      version?: FormatVersion;
       op: 'del';
       key: AttachmentKey;
     }
   | {
+      version?: FormatVersion;
       op: 'gc';
       gc: GcRequest;
     };
@@ -131,6 +141,7 @@ export interface AttachmentKey {
  * via the `definition` "AttachmentRecord".
  */
 export interface AttachmentRecord {
+  version?: FormatVersion;
   containerId: ContainerId;
   ifname: IfName;
   network: NetworkName;
@@ -358,6 +369,13 @@ export type Ip = string;
  */
 export type Mtu = number;
 /**
+ * A unicast MAC address.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Mac".
+ */
+export type Mac = string;
+/**
  * An existing host interface an admin names (a macvlan or vlan parent, a vxlan underlay); the same characters as a pod interface name.
  *
  * This interface was referenced by `Api`'s JSON-Schema
@@ -378,6 +396,11 @@ export type Conditions = Condition[];
  * via the `definition` "RouteTable".
  */
 export type RouteTable = number | 'main';
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "SysctlValue".
+ */
+export type SysctlValue = string;
 /**
  * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
  *
@@ -590,10 +613,7 @@ export interface InterfaceTuning {
   name: PodInterfaceName;
   mtu?: Mtu;
   txqueuelen?: number;
-  /**
-   * A unicast MAC address.
-   */
-  mac?: string;
+  mac?: Mac;
   up?: boolean;
   promisc?: boolean;
 }
@@ -679,7 +699,7 @@ export interface Rule {
  */
 export interface Sysctl {
   name: string;
-  value: string;
+  value: SysctlValue;
 }
 /**
  * What the nodes did with a PodNetworkConfig. Each node writes its own pods' entries (server-side apply, field manager podnet/<node>), so nodes never overwrite each other.
@@ -793,4 +813,392 @@ export interface NetworkStatusEntry {
    * podnet's own field: why this attachment is not there (its entry then has no ips).
    */
   problem?: string;
+}
+
+/**
+ * A pass's id: the clock in base 36, a dash, the monotonic clock in base 36.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "PassId".
+ */
+export type PassId = string;
+/**
+ * The host (the daemon's own netns) or a pod's.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "Where".
+ */
+export type Where = 'host' | PodWhere;
+/**
+ * A sysctl under /proc/sys that podnet may set in a pod: net/ipv4 or net/ipv6, a namespace-wide key or conf/<interface>/<key>.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "SysctlPath".
+ */
+export type SysctlPath = string;
+/**
+ * A routing table by number; 254 is main.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "RouteTableNumber".
+ */
+export type RouteTableNumber = number;
+/**
+ * An MTU or queue length as the kernel may show it (the loopback's MTU is 65536).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "LinkCount".
+ */
+export type LinkCount = number;
+/**
+ * ip link set: one setting of a pod's interface back to what it was.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "LinkSetUndo".
+ */
+export type LinkSetUndo = {
+  where: PodWhere;
+  action: 'link-set';
+  dev: PodInterfaceName;
+  setting: 'mtu' | 'txqueuelen' | 'mac' | 'up' | 'promisc';
+  value: LinkCount | Mac | boolean;
+};
+/**
+ * What takes one step back, as an action and its operands, never as a command line: the executor renders it (src/model/undo.ts), so a journal can ask for nothing but these.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "UndoAction".
+ */
+export type UndoAction =
+  LinkDelUndo | AddrDelUndo | LinkSetUndo | RouteUndo | RuleUndo | SysctlUndo | TbfUndo | QdiscDelUndo;
+/**
+ * Who holds addresses: printable ASCII without spaces, room for a pod and an interface name; nothing that breaks a log line or a message.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "IpamOwner".
+ */
+export type IpamOwner = string;
+
+/**
+ * The documents the daemon keeps in its state dir about what it did to the kernel and to the plugins it runs: applied/, host-objects.json, delegated/ and journal/. Each is checked against its definition when read; a file that fails is set aside in quarantine/, never acted on. Every name that reaches a command line is bounded and patterned here, as in the API.
+ */
+export interface State {
+  [k: string]: unknown;
+}
+/**
+ * A pod's network namespace, by its file.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "PodWhere".
+ */
+export interface PodWhere {
+  netns: NetnsPath;
+}
+/**
+ * A route in the pod as podnet resolved it (src/model/state.ts).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "ResolvedRoute".
+ */
+export interface ResolvedRoute {
+  family: 4 | 6;
+  to: Cidr;
+  table: RouteTableNumber;
+  metric?: number;
+  via?: Ip;
+  dev?: PodInterfaceName;
+  src?: Ip;
+  seg6?: {
+    mode: 'encap' | 'inline';
+    /**
+     * @maxItems 8
+     */
+    segments: Ip[];
+  };
+}
+/**
+ * A policy rule in the pod as podnet resolved it (src/model/state.ts).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "ResolvedRule".
+ */
+export interface ResolvedRule {
+  family: 4 | 6;
+  priority: number;
+  table: RouteTableNumber;
+  from?: Cidr;
+  to?: Cidr;
+  fwmark?: number;
+}
+/**
+ * Interface settings podnet tunes, as the kernel had them or as asked.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "LinkSettings".
+ */
+export interface LinkSettings {
+  mtu?: LinkCount;
+  txqueuelen?: LinkCount;
+  mac?: Mac;
+  up?: boolean;
+  promisc?: boolean;
+}
+/**
+ * ip link del: a link podnet made. On the host only a link podnet names (pn...).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "LinkDelUndo".
+ */
+export interface LinkDelUndo {
+  where: Where;
+  action: 'link-del';
+  dev: PodInterfaceName;
+}
+/**
+ * ip addr del: an address podnet added. On the host only on a link podnet names (a bridge).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "AddrDelUndo".
+ */
+export interface AddrDelUndo {
+  where: Where;
+  action: 'addr-del';
+  dev: PodInterfaceName;
+  address: Cidr;
+}
+/**
+ * ip route add, replace or del of a route in the pod.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "RouteUndo".
+ */
+export interface RouteUndo {
+  where: PodWhere;
+  action: 'route';
+  verb: 'add' | 'replace' | 'del';
+  route: ResolvedRoute;
+}
+/**
+ * ip rule add or del of a rule in the pod (ip -6 for an IPv6 one).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "RuleUndo".
+ */
+export interface RuleUndo {
+  where: PodWhere;
+  action: 'rule';
+  verb: 'add' | 'del';
+  rule: ResolvedRule;
+}
+/**
+ * A sysctl of the pod back to what it was.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "SysctlUndo".
+ */
+export interface SysctlUndo {
+  where: PodWhere;
+  action: 'sysctl';
+  path: SysctlPath;
+  value: SysctlValue;
+}
+/**
+ * tc qdisc replace … root tbf on a host link podnet made: a rate limit back to what it was (rate in bit/s, burst in bits).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "TbfUndo".
+ */
+export interface TbfUndo {
+  where: 'host';
+  action: 'tbf';
+  dev: HostInterfaceName;
+  rate: number;
+  burst: number;
+}
+/**
+ * tc qdisc del of the root or ingress qdisc of a host link podnet made.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "QdiscDelUndo".
+ */
+export interface QdiscDelUndo {
+  where: 'host';
+  action: 'qdisc-del';
+  dev: HostInterfaceName;
+  parent: 'root' | 'ingress';
+}
+/**
+ * journal/<key>.json: the pass under way and the undo of each of its steps, in step order; undone last first at the next start unless the pass was committed. Apply lines never go to disk.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "Journal".
+ */
+export interface Journal {
+  version: FormatVersion;
+  pass: PassId;
+  /**
+   * @maxItems 65536
+   */
+  undo: UndoAction[];
+}
+/**
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "AppliedAttachment".
+ */
+export interface AppliedAttachment {
+  interface: PodInterfaceName;
+  network: Name;
+  /**
+   * Absent in a file of an older podnet, whose attachments were all bridge ones.
+   */
+  kind?: 'bridge' | 'macvlan' | 'vlan' | 'vxlan';
+  bridge?: HostInterfaceName;
+  hostIf?: HostInterfaceName;
+  ifb?: HostInterfaceName;
+  /**
+   * @maxItems 16
+   */
+  addresses: Cidr[];
+  bandwidth?: Bandwidth;
+}
+/**
+ * applied/<containerId>.json: what podnet has done to one sandbox, written after each successful pass. The lists an older podnet did not write are read as empty.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "AppliedState".
+ */
+export interface AppliedState {
+  version?: FormatVersion;
+  containerId: ContainerId;
+  pass?: PassId;
+  netns: NetnsPath;
+  /**
+   * @maxItems 64
+   */
+  attachments?: AppliedAttachment[];
+  /**
+   * @maxItems 64
+   */
+  tuning?: {
+    interface: PodInterfaceName;
+    original: LinkSettings;
+  }[];
+  /**
+   * @maxItems 1024
+   */
+  routes?: ResolvedRoute[];
+  /**
+   * @maxItems 1024
+   */
+  rules?: ResolvedRule[];
+  /**
+   * @maxItems 256
+   */
+  sysctls?: {
+    path: SysctlPath;
+    value: SysctlValue;
+    original: SysctlValue;
+  }[];
+}
+/**
+ * host-objects.json: the host bridges podnet made, the only host objects it ever removes, and the pass that recorded them.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "HostObjects".
+ */
+export interface HostObjects {
+  version?: FormatVersion;
+  /**
+   * @maxItems 4096
+   */
+  bridges: HostInterfaceName[];
+  pass?: PassId;
+}
+/**
+ * delegated/<container>@<interface>.json: the config a plugin's ADD ran with, what it ran for, and its result, which DEL and CHECK are given (src/delegate/store.ts).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "DelegatedRecord".
+ */
+export interface DelegatedRecord {
+  version?: FormatVersion;
+  containerId: ContainerId;
+  interface: PodInterfaceName;
+  network: Name;
+  config: {
+    name: NetworkName;
+    cniVersion: string;
+    /**
+     * Each plugin's own keys (type and its settings).
+     *
+     * @minItems 1
+     * @maxItems 64
+     */
+    plugins: [
+      {
+        /**
+         * The plugin's executable in the CNI bin dirs: a file name, no path.
+         */
+        type: string;
+        [k: string]: unknown;
+      },
+      ...{
+        /**
+         * The plugin's executable in the CNI bin dirs: a file name, no path.
+         */
+        type: string;
+        [k: string]: unknown;
+      }[]
+    ];
+    disableCheck?: boolean;
+    disableGC?: boolean;
+  };
+  netns: NetnsPath;
+  /**
+   * CNI_ARGS as the ADD ran with it.
+   */
+  args: string;
+  /**
+   * The plugins' result, once the ADD answered (its shape is checked as the plugins' answer is: src/model/cni-config.ts).
+   */
+  result?: {
+    [k: string]: unknown;
+  };
+  failedDels?: number;
+  addError?: string;
+}
+/**
+ * ipam/<network>.json: which addresses of a Network's ranges this node holds, and for whom (src/ipam/ipam.ts). Checked whole when read: a file that is not what podnet wrote is never reset, which could hand out an address twice.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "IpamState".
+ */
+export interface IpamState {
+  version: FormatVersion;
+  network: Name;
+  /**
+   * Per range (its subnet), the address handed out last: the round robin's position.
+   */
+  lastHandedOut: {
+    [k: string]: Ip;
+  };
+  /**
+   * What each owner (a sandbox's interface) holds, in the order handed out.
+   */
+  owners: {
+    /**
+     * @minItems 1
+     * @maxItems 64
+     */
+    [k: string]: [
+      {
+        address: Cidr;
+        gateway?: Ip;
+      },
+      ...{
+        address: Cidr;
+        gateway?: Ip;
+      }[]
+    ];
+  };
 }

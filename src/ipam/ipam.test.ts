@@ -309,16 +309,16 @@ t.test('a corrupt state file is an IO_FAILURE naming the file, and is left alone
   const owned = (owners: unknown) => JSON.stringify({ version: 1, network: 'blue', lastHandedOut: {}, owners });
   const corrupt: [string, RegExp][] = [
     ['{"version": 1, "network": "bl', /not JSON/],
-    ['[]', /not a JSON object/],
-    [JSON.stringify({ version: 2, network: 'blue', lastHandedOut: {}, owners: {} }), /version 2, not 1/],
+    ['[]', /at \(top level\): must be object/],
+    [JSON.stringify({ version: 2, network: 'blue', lastHandedOut: {}, owners: {} }), /at \/version: must be equal to constant/],
     [JSON.stringify({ version: 1, network: 'green', lastHandedOut: {}, owners: {} }), /it is the file of network "green"/],
-    [JSON.stringify({ version: 1, network: 'blue', owners: {} }), /lastHandedOut is not an object/],
+    [JSON.stringify({ version: 1, network: 'blue', owners: {} }), /must have required property 'lastHandedOut'/],
     [JSON.stringify({ version: 1, network: 'blue', lastHandedOut: { x: '1.2.3.4' }, owners: {} }), /lastHandedOut "x"/],
-    [owned([]), /owners is not an object/],
-    [owned({ a: [] }), /owner a: not a list of allocations/],
-    [owned({ a: [{ address: '198.18.5.2' }] }), /owner a: .* is not an allocation with an ip\/prefix address/],
-    [owned({ a: [{ address: '198.18.5.2/24', gateway: 'x' }] }), /owner a: gateway "x" is not an IP address/],
-    [owned({ 'a b': [{ address: '198.18.5.2/24' }] }), /owner "a b" is not a valid owner/],
+    [owned([]), /at \/owners: must be object/],
+    [owned({ a: [] }), /at \/owners\/a: must NOT have fewer than 1 items/],
+    [owned({ a: [{ address: '198.18.5.2' }] }), /at \/owners\/a\/0\/address: must match pattern/],
+    [owned({ a: [{ address: '198.18.5.2/24', gateway: 'x' }] }), /at \/owners\/a\/0\/gateway: must match pattern/],
+    [owned({ 'a b': [{ address: '198.18.5.2/24' }] }), /at \/owners: property name must be valid/],
     [owned({ a: [{ address: '198.18.5.2/24' }], b: [{ address: '198.18.5.2/24' }] }), /198\.18\.5\.2 is held by both a and b/],
   ];
   for (const [text, reason] of corrupt) {

@@ -16,22 +16,17 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import { isDocument, type IpRange } from '../protocol/validate.ts';
+import { isDocument, type IpamState, type IpRange } from '../protocol/validate.ts';
 import { ensurePrivateDir, namesIn, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
+import { parseStateDocument, stateDocumentText, type Unversioned } from '../registry/state-document.ts';
 import { contains, formatCidr, formatIp, parseCidr, sameIp, type Ip } from './cidr.ts';
 import { checkDisjoint, invalid, ipOf, poolOf, quoted, type Pool } from './pools.ts';
 import type { Allocation } from '../model/resolve.ts';
 
 
-/** The folder of the state directory that holds one allocations file per Network. */
-const stateVersion = 1;
-
-/**
- * Printable ASCII without spaces: room for the owner keys the daemon makes (a pod and an interface
- * name, whose own characters are those), nothing that breaks a log line or a message.
- */
-const ownerPattern = /^[!-~]{1,512}$/;
+/** IpamOwner in schemas/state.schema.json: checked before an owner is written, as on reading. */
+const isOwner = (owner: unknown) => isDocument('IpamOwner', owner);
 /**
  * A Network name this long or shorter is its own file name. A longer one (up to 253) would not fit
  * once writeFileAtomic's temp name adds its 34 or so characters to the 255 a file name may have:
@@ -169,10 +164,10 @@ export class NodeIpam {
   private save(network: string, state: NetworkState): void {
     const path = this.fileOf(network);
     const byKey = <T>(map: Map<string, T>) => Object.fromEntries([...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    const document = { version: stateVersion, network, lastHandedOut: byKey(state.lastHandedOut), owners: byKey(state.owners) };
+    const document = { network, lastHandedOut: byKey(state.lastHandedOut), owners: byKey(state.owners) };
     try {
       ensurePrivateDir(this.dir);
-      writeFileAtomic(path, `${JSON.stringify(document, null, 2)}\n`, kernelState);
+      writeFileAtomic(path, stateDocumentText(document), kernelState);
     } catch (err) {
       throw new PodnetError('IO_FAILURE', `network ${network}: cannot write ${path}: ${(err as Error).message}`);
     }
@@ -187,7 +182,7 @@ function checkNames(network: string, owner: string): void {
       `network name ${quoted(network)} is not a Kubernetes name (lowercase alphanumerics, '-' and '.', at most 253 characters)`,
     );
   }
-  if (typeof owner !== 'string' || !ownerPattern.test(owner)) {
+  if (!isOwner(owner)) {
     throw invalid(network, `owner ${quoted(owner)} is not 1 to 512 printable ASCII characters without spaces`);
   }
 }
@@ -262,25 +257,24 @@ function copies(allocations: readonly Allocation[]): Allocation[] {
   return allocations.map((a) => ({ ...a }));
 }
 
-/** The state file's text, checked whole: a file that is not what podnet wrote is never reset. */
+/**
+ * The state file's text, checked whole (IpamState in schemas/state.schema.json, then what a schema
+ * cannot say: canonical addresses, each held once): a file that is not what podnet wrote is never
+ * reset, which could hand out an address twice.
+ */
 function parseState(network: string, path: string, text: string): NetworkState {
   const corrupt = (reason: string) =>
     new PodnetError(
       'IO_FAILURE',
       `network ${network}: the IPAM state file ${path} is corrupt (${reason}); podnet will not reset it, which could hand out an address twice: repair or remove it by hand`,
     );
-  let document: unknown;
+  let document: Unversioned<IpamState>;
   try {
-    document = JSON.parse(text);
+    document = parseStateDocument('IpamState', text, 'state');
   } catch (err) {
-    throw corrupt(`not JSON: ${(err as Error).message}`);
+    throw corrupt((err as Error).message);
   }
-  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (!isObject(document)) throw corrupt('not a JSON object');
-  if (document.version !== stateVersion) throw corrupt(`version ${quoted(document.version)}, not ${stateVersion}`);
   if (document.network !== network) throw corrupt(`it is the file of network ${quoted(document.network)}`);
-  if (!isObject(document.lastHandedOut)) throw corrupt('lastHandedOut is not an object');
-  if (!isObject(document.owners)) throw corrupt('owners is not an object');
 
   const lastHandedOut = new Map<string, string>();
   for (const [subnet, address] of Object.entries(document.lastHandedOut)) {
@@ -293,13 +287,11 @@ function parseState(network: string, path: string, text: string): NetworkState {
   const owners = new Map<string, Allocation[]>();
   const holders = new Map<string, string>();
   for (const [owner, list] of Object.entries(document.owners)) {
-    if (!ownerPattern.test(owner)) throw corrupt(`owner ${quoted(owner)} is not a valid owner`);
-    if (!Array.isArray(list) || list.length === 0) throw corrupt(`owner ${owner}: not a list of allocations`);
     owners.set(
       owner,
-      list.map((entry: unknown): Allocation => {
-        const cidr = isObject(entry) && typeof entry.address === 'string' ? parseCidr(entry.address) : undefined;
-        if (!isObject(entry) || !cidr) throw corrupt(`owner ${owner}: ${quoted(entry)} is not an allocation with an ip/prefix address`);
+      list.map((entry): Allocation => {
+        const cidr = parseCidr(entry.address);
+        if (!cidr) throw corrupt(`owner ${owner}: ${quoted(entry.address)} is not an ip/prefix address`);
         const gateway = entry.gateway === undefined ? undefined : ipOf(entry.gateway);
         if (entry.gateway !== undefined && !gateway) throw corrupt(`owner ${owner}: gateway ${quoted(entry.gateway)} is not an IP address`);
         const ip = formatIp(cidr.ip);

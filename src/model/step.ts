@@ -1,11 +1,12 @@
 // The step vocabulary shared by the planner, the executor and the netns runner: where a command
-// runs, which tool runs it, and the command that takes it back. Pure data; the runner (netns/)
+// runs, which tool runs it, and the action that takes it back. Pure data; the runner (netns/)
 // is the only code that turns a command into a process.
+import type { UndoAction } from './undo.ts';
 
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
 export type Where = 'host' | { netns: string };
 
-export const host: Where = 'host';
+export const host = 'host' satisfies Where;
 
 /**
  * ip and tc take batches; ip6 is `ip -6`, for the commands whose words do not say the family (an
@@ -20,9 +21,12 @@ export interface Command {
   line: string;
 }
 
-/** One command and, where one exists, the command that takes it back. */
+/**
+ * One command and, where one exists, the action that takes it back: an action, not a command line,
+ * because undo actions are journaled and read back at the next start (src/model/undo.ts renders them).
+ */
 export interface Step extends Command {
-  undo?: Command;
+  undo?: UndoAction;
 }
 
 export function describeWhere(where: Where): string {

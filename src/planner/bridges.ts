@@ -3,6 +3,7 @@
 // applied side by side.
 import type { ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
+import { addrLine, settingLine } from '../model/undo.ts';
 
 /** The steps, and the bridges they create: podnet removes only bridges it made, once nothing uses them. */
 export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): { steps: Step[]; created: string[] } {
@@ -15,14 +16,14 @@ export function planBridges(attachments: readonly ResolvedAttachment[], observed
     planned.add(spec.bridge);
     const bridge = observedHost.get(spec.bridge);
     if (!bridge) {
-      steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, tool: 'ip', line: `link del ${spec.bridge}` } });
+      steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, action: 'link-del', dev: spec.bridge } });
       created.push(spec.bridge);
     }
-    if (want.mtu && bridge?.mtu !== want.mtu) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} mtu ${want.mtu}` });
-    if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: `link set ${spec.bridge} up` });
+    if (want.mtu && bridge?.mtu !== want.mtu) steps.push({ where: host, tool: 'ip', line: settingLine(spec.bridge, 'mtu', want.mtu) });
+    if (!bridge?.up) steps.push({ where: host, tool: 'ip', line: settingLine(spec.bridge, 'up', true) });
     for (const address of spec.bridgeAddresses) {
       if (!bridge?.addresses.includes(address)) {
-        steps.push({ where: host, tool: 'ip', line: `addr add ${address} dev ${spec.bridge}`, undo: { where: host, tool: 'ip', line: `addr del ${address} dev ${spec.bridge}` } });
+        steps.push({ where: host, tool: 'ip', line: addrLine('add', address, spec.bridge), undo: { where: host, action: 'addr-del', dev: spec.bridge, address } });
       }
     }
   }

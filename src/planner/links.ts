@@ -4,14 +4,10 @@
 // `netns PATH`), so there is never a moment it exists on the host under the pod's name.
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
+import { addrLine, linkDelLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 type BridgeSpec = Extract<LinkSpec, { kind: 'bridge' }>;
-
-/** tbf as the reference bandwidth plugin sets it: rate in bit/s, burst in bytes, 25 ms of queue. */
-function tbf(dev: string, rate: number, burstBits: number): string {
-  return `qdisc replace dev ${dev} root tbf rate ${rate}bit burst ${Math.ceil(burstBits / 8)} latency 25ms`;
-}
 
 function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
   return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
@@ -48,9 +44,9 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
   // Take back attachments no longer wanted: deleting one end of a veth deletes both.
   for (const was of applied.attachments) {
     if (desired.attachments.some((w) => sameAttachment(was, w))) continue;
-    if (was.hostIf && observed.host.has(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: `link del ${was.hostIf}` });
-    else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: `link del ${was.interface}` });
-    if (was.ifb && observed.host.has(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: `link del ${was.ifb}` });
+    if (was.hostIf && observed.host.has(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf) });
+    else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
+    if (was.ifb && observed.host.has(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb) });
   }
 
   for (const want of desired.attachments) {
@@ -80,20 +76,20 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       fresh = vethSteps(ctx, want, want.link, existing, part.apply);
     } else {
       fresh = !existing;
-      if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, tool: 'ip', line: `link del ${want.interface}` } });
+      if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
     }
     if (fresh) part.creates.add(want.interface);
     // Up, unless the request tunes it down (the tuning part owns that setting then).
     const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
-    if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: `link set ${want.interface} up` });
+    if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'up', true) });
     const present = new Set(fresh ? [] : existing?.addresses);
     for (const address of want.addresses) {
       if (!present.has(address)) {
-        part.apply.push({ where: pod, tool: 'ip', line: `addr add ${address} dev ${want.interface}`, undo: { where: pod, tool: 'ip', line: `addr del ${address} dev ${want.interface}` } });
+        part.apply.push({ where: pod, tool: 'ip', line: addrLine('add', address, want.interface), undo: { where: pod, action: 'addr-del', dev: want.interface, address } });
       }
     }
     for (const address of mine?.addresses ?? []) {
-      if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: `addr del ${address} dev ${want.interface}` });
+      if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: addrLine('del', address, want.interface) });
     }
     const bandwidth = want.link.kind === 'bridge' ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
     part.next.push({
@@ -118,14 +114,14 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
   const fresh = !existing || !hostEnd;
   if (fresh) {
     // A pod end without its host end (or the reverse) is drift: make the pair anew.
-    if (existing) steps.push({ where: ctx.pod, tool: 'ip', line: `link del ${want.interface}` });
-    else if (hostEnd) steps.push({ where: host, tool: 'ip', line: `link del ${want.hostIf}` });
+    if (existing) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
+    else if (hostEnd) steps.push({ where: host, tool: 'ip', line: linkDelLine(want.hostIf) });
     const mtu = want.mtu ? ` mtu ${want.mtu}` : '';
     steps.push({
       where: host,
       tool: 'ip',
       line: `link add ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
-      undo: { where: host, tool: 'ip', line: `link del ${want.hostIf}` },
+      undo: { where: host, action: 'link-del', dev: want.hostIf },
     });
   } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
     steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
@@ -144,33 +140,36 @@ function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: Applie
   const had = mine?.bandwidth ?? {};
   const wanted = want.bandwidth ?? {};
   const qdiscs = fresh ? { ingress: false } : (observed.qdiscs.get(want.hostIf) ?? { ingress: false });
-  const tc = (line: string, undo?: string): Step => ({ where: host, tool: 'tc', line, ...(undo ? { undo: { where: host, tool: 'tc', line: undo } } : {}) });
+  const tc = (line: string, undo?: UndoAction): Step => ({ where: host, tool: 'tc', line, ...(undo ? { undo } : {}) });
 
   if (wanted.ingressRate !== undefined && wanted.ingressBurst !== undefined) {
     const changed = had.ingressRate !== wanted.ingressRate || had.ingressBurst !== wanted.ingressBurst;
     if (changed || qdiscs.root !== 'tbf') {
-      const back = qdiscs.root === 'tbf' && had.ingressRate !== undefined && had.ingressBurst !== undefined ? tbf(want.hostIf, had.ingressRate, had.ingressBurst) : `qdisc del dev ${want.hostIf} root`;
-      steps.push(tc(tbf(want.hostIf, wanted.ingressRate, wanted.ingressBurst), back));
+      const back: UndoAction =
+        qdiscs.root === 'tbf' && had.ingressRate !== undefined && had.ingressBurst !== undefined
+          ? { where: host, action: 'tbf', dev: want.hostIf, rate: had.ingressRate, burst: had.ingressBurst }
+          : { where: host, action: 'qdisc-del', dev: want.hostIf, parent: 'root' };
+      steps.push(tc(tbfLine(want.hostIf, wanted.ingressRate, wanted.ingressBurst), back));
     }
   } else if (had.ingressRate !== undefined && qdiscs.root === 'tbf') {
-    steps.push(tc(`qdisc del dev ${want.hostIf} root`));
+    steps.push(tc(qdiscDelLine(want.hostIf, 'root')));
   }
 
   const ifb = observed.host.get(want.ifb);
   if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) {
     if (!ifb) {
-      steps.push({ where: host, tool: 'ip', line: `link add ${want.ifb} type ifb`, undo: { where: host, tool: 'ip', line: `link del ${want.ifb}` } });
+      steps.push({ where: host, tool: 'ip', line: `link add ${want.ifb} type ifb`, undo: { where: host, action: 'link-del', dev: want.ifb } });
     }
-    if (!ifb?.up) steps.push({ where: host, tool: 'ip', line: `link set ${want.ifb} up` });
+    if (!ifb?.up) steps.push({ where: host, tool: 'ip', line: settingLine(want.ifb, 'up', true) });
     if (!qdiscs.ingress) {
-      steps.push(tc(`qdisc add dev ${want.hostIf} handle ffff: ingress`, `qdisc del dev ${want.hostIf} ingress`));
+      steps.push(tc(`qdisc add dev ${want.hostIf} handle ffff: ingress`, { where: host, action: 'qdisc-del', dev: want.hostIf, parent: 'ingress' }));
       steps.push(tc(`filter add dev ${want.hostIf} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev ${want.ifb}`));
     }
     const changed = had.egressRate !== wanted.egressRate || had.egressBurst !== wanted.egressBurst;
-    if (!ifb || changed || observed.qdiscs.get(want.ifb)?.root !== 'tbf') steps.push(tc(tbf(want.ifb, wanted.egressRate, wanted.egressBurst)));
+    if (!ifb || changed || observed.qdiscs.get(want.ifb)?.root !== 'tbf') steps.push(tc(tbfLine(want.ifb, wanted.egressRate, wanted.egressBurst)));
   } else if (had.egressRate !== undefined) {
-    if (qdiscs.ingress) steps.push(tc(`qdisc del dev ${want.hostIf} ingress`));
-    if (ifb) steps.push({ where: host, tool: 'ip', line: `link del ${want.ifb}` });
+    if (qdiscs.ingress) steps.push(tc(qdiscDelLine(want.hostIf, 'ingress')));
+    if (ifb) steps.push({ where: host, tool: 'ip', line: linkDelLine(want.ifb) });
   }
   const out: Bandwidth = {};
   if (wanted.ingressRate !== undefined && wanted.ingressBurst !== undefined) Object.assign(out, { ingressRate: wanted.ingressRate, ingressBurst: wanted.ingressBurst });

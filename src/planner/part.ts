@@ -3,10 +3,11 @@
 // addresses are free before they are used again.
 import type { Problem } from '../model/desired.ts';
 import type { AppliedState, Observed, Resolved } from '../model/state.ts';
-import type { Step, Where } from '../model/step.ts';
+import type { Step } from '../model/step.ts';
 
 export interface PlanContext {
-  pod: Where;
+  /** Where the pod's own commands run. */
+  pod: { netns: string };
   /** The pod's netns path, for commands run on the host that create a link inside the pod. */
   netns: string;
   desired: Resolved;

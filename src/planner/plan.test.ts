@@ -1,6 +1,20 @@
 import t from 'tap';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
-import { plan, type PlanInput } from './plan.ts';
+import type { Step } from '../model/step.ts';
+import { renderUndo } from '../model/undo.ts';
+import { parseDocument } from '../protocol/validate.ts';
+import { plan as planOf, type PlanInput, type Plan } from './plan.ts';
+
+/** The plan, whose undo actions every test also checks are a journal the next start reads back. */
+function plan(i: PlanInput): Plan {
+  const p = planOf(i);
+  parseDocument('Journal', { version: 1, pass: 'p', undo: p.steps.flatMap((s) => (s.undo ? [s.undo] : [])) }, 'the journal of a plan');
+  parseDocument('AppliedState', p.next, 'the applied state of a plan');
+  return p;
+}
+
+/** The line that takes a step back. */
+const undoLine = (s: Step) => (s.undo ? renderUndo(s.undo).line : undefined);
 
 const netns = '/run/netns/pod-a';
 const blue: ResolvedAttachment = {
@@ -105,7 +119,7 @@ t.test('macvlan, vlan and vxlan links are made from the host straight into the p
       ['pod', 'ip', 'link set net1 up'],
       ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
     ]);
-    t.same(p.steps[0]!.undo, { where: { netns }, tool: 'ip', line: 'link del net1' });
+    t.same(p.steps[0]!.undo, { where: { netns }, action: 'link-del', dev: 'net1' });
     t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'] }]);
     const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
     t.same(lines(undo), [['pod', 'ip', 'link del net1']], `${spec.kind}: undo deletes it in the pod`);
@@ -140,7 +154,7 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
 
   const slower = plan(input({ attachments: [{ ...blue, bandwidth: { ...bandwidth, ingressRate: 500_000 } }] }, { observed: shaped, applied: p.next }));
   t.same(lines(slower), [['host', 'tc', 'qdisc replace dev pnv0123456789 root tbf rate 500000bit burst 12500 latency 25ms']], 'a change is made in place');
-  t.equal(slower.steps[0]!.undo?.line, 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms');
+  t.equal(undoLine(slower.steps[0]!), 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms');
 
   const none = plan(input({ attachments: [blue] }, { observed: shaped, applied: p.next }));
   t.same(lines(none), [
@@ -159,7 +173,7 @@ t.test('tuning remembers each original and restores it', async (t) => {
   const settings = { mtu: 1300, txqueuelen: 500, mac: '02:00:00:00:00:aa', promisc: true };
   const eth0 = link('eth0', { txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false });
   const first = plan(input({ tuning: [{ interface: 'eth0', settings }] }, { observed: observed({ pod: new Map([eth0]) }) }));
-  t.same(first.steps.map((s) => [s.line, s.undo?.line]), [
+  t.same(first.steps.map((s) => [s.line, undoLine(s)]), [
     ['link set eth0 mtu 1300', 'link set eth0 mtu 1500'],
     ['link set eth0 txqueuelen 500', 'link set eth0 txqueuelen 1000'],
     ['link set eth0 address 02:00:00:00:00:aa', 'link set eth0 address 02:11:22:33:44:55'],
@@ -183,7 +197,7 @@ t.test('tuning remembers each original and restores it', async (t) => {
 
 t.test('up and down', async (t) => {
   const down = plan(input({ tuning: [{ interface: 'eth0', settings: { up: false } }] }));
-  t.same(down.steps.map((s) => [s.line, s.undo?.line]), [['link set eth0 down', 'link set eth0 up']]);
+  t.same(down.steps.map((s) => [s.line, undoLine(s)]), [['link set eth0 down', 'link set eth0 up']]);
 });
 
 t.test('an interface this pass makes is tuned right after, in the same pass', async (t) => {
@@ -215,7 +229,7 @@ t.test('routes in their own table and rules: added after the links, undone by de
     ['pod', 'ip', 'rule add priority 100 from 198.18.80.0/24 table 100'],
     ['pod', 'ip6', 'rule add priority 101 fwmark 7 table 100'],
   ]);
-  t.same(p.steps.slice(-4).map((s) => s.undo?.line), [
+  t.same(p.steps.slice(-4).map((s) => undoLine(s)), [
     'route del 198.18.90.0/24 table 100',
     'route del 2001:db8:90::/64 table 100',
     'rule del priority 100 from 198.18.80.0/24 table 100',
@@ -265,7 +279,7 @@ t.test('a changed route is replaced in place; a changed rule is deleted and adde
   const there = observed({ routes: [{ family: 4, to: '198.18.90.0/24', via: '198.18.80.1', table: 100, metric: 0 }], rules: [{ family: 4, priority: 100, from: '198.18.80.0/24', table: 100 }] });
   const applied = { ...emptyApplied('c1', netns), routes: [toBlue], rules: [fromBlue] };
   const p = plan(input({ routes: [{ ...toBlue, via: '198.18.80.254' }], rules: [{ ...fromBlue, table: 200 }] }, { observed: there, applied }));
-  t.same(p.steps.map((s) => [s.line, s.undo?.line]), [
+  t.same(p.steps.map((s) => [s.line, undoLine(s)]), [
     ['rule del priority 100 from 198.18.80.0/24 table 100', 'rule add priority 100 from 198.18.80.0/24 table 100'],
     ['route replace 198.18.90.0/24 via 198.18.80.254 table 100', 'route replace 198.18.90.0/24 via 198.18.80.1 table 100'],
     ['rule add priority 100 from 198.18.80.0/24 table 200', 'rule del priority 100 from 198.18.80.0/24 table 200'],
@@ -287,7 +301,7 @@ t.test("routes and rules podnet did not add are not taken over; a route's interf
 t.test('sysctls: set, the first original kept, restored when no longer asked', async (t) => {
   const forward = { name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' };
   const p = plan(input({ sysctls: [forward] }, { observed: observed({ sysctls: new Map([['net/ipv4/ip_forward', '0']]) }) }));
-  t.same(p.steps.map((s) => [s.tool, s.line, s.undo?.line]), [['sysctl', 'net/ipv4/ip_forward=1', 'net/ipv4/ip_forward=0']]);
+  t.same(p.steps.map((s) => [s.tool, s.line, undoLine(s)]), [['sysctl', 'net/ipv4/ip_forward=1', 'net/ipv4/ip_forward=0']]);
   t.same(p.next.sysctls, [{ path: 'net/ipv4/ip_forward', value: '1', original: '0' }]);
   const set = observed({ sysctls: new Map([['net/ipv4/ip_forward', '1']]) });
   t.same(plan(input({ sysctls: [forward] }, { observed: set, applied: p.next })).steps, []);

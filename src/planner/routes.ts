@@ -4,31 +4,8 @@
 import { routeKey, ruleKey } from '../model/desired.ts';
 import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
+import { routeLine, ruleLine, ruleTool } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
-
-/** `route add|replace|del` of a route: every part of it has passed the schema and resolution. */
-export function routeLine(verb: 'add' | 'replace' | 'del', r: ResolvedRoute): string {
-  const words = ['route', verb, r.to];
-  if (verb !== 'del') {
-    if (r.seg6) words.push('encap', 'seg6', 'mode', r.seg6.mode, 'segs', r.seg6.segments.join(','));
-    if (r.via) words.push('via', r.via);
-    if (r.dev) words.push('dev', r.dev);
-    if (r.src) words.push('src', r.src);
-  }
-  words.push('table', String(r.table));
-  if (r.metric !== undefined) words.push('metric', String(r.metric));
-  return words.join(' ');
-}
-
-/** `rule add|del`; run by `ip -6` when IPv6 (see ruleStep), since a rule may name no address. */
-export function ruleLine(verb: 'add' | 'del', r: ResolvedRule): string {
-  const words = ['rule', verb, 'priority', String(r.priority)];
-  if (r.from) words.push('from', r.from);
-  if (r.to) words.push('to', r.to);
-  if (r.fwmark !== undefined) words.push('fwmark', String(r.fwmark));
-  words.push('table', String(r.table));
-  return words.join(' ');
-}
 
 function sameRoute(a: ResolvedRoute, b: ResolvedRoute): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -58,7 +35,7 @@ export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
   const interfaces = new Set([...observed.pod.keys(), ...ctx.creating]);
   for (const [key, was] of appliedBy) {
     if (!wanted.has(key) && observedBy.has(key)) {
-      part.takeBack.push({ where: pod, tool: 'ip', line: routeLine('del', was), undo: { where: pod, tool: 'ip', line: routeLine('add', was) } });
+      part.takeBack.push({ where: pod, tool: 'ip', line: routeLine('del', was), undo: { where: pod, action: 'route', verb: 'add', route: was } });
     }
   }
   for (const want of desired.routes) {
@@ -74,9 +51,9 @@ export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
       part.problems.push(podProblem(what, 'routes.dev', `the pod has no interface ${want.dev}`));
       continue;
     }
-    const step = (line: string, undo: string): Step => ({ where: pod, tool: 'ip', line, undo: { where: pod, tool: 'ip', line: undo } });
-    if (!now) part.apply.push(step(routeLine('add', want), routeLine('del', want)));
-    else if (!routeHolds(now, want) || (was && !sameRoute(was, want))) part.apply.push(step(routeLine('replace', want), routeLine('replace', was ?? want)));
+    const step = (verb: 'add' | 'replace', undoVerb: 'del' | 'replace', back: ResolvedRoute): Step => ({ where: pod, tool: 'ip', line: routeLine(verb, want), undo: { where: pod, action: 'route', verb: undoVerb, route: back } });
+    if (!now) part.apply.push(step('add', 'del', want));
+    else if (!routeHolds(now, want) || (was && !sameRoute(was, want))) part.apply.push(step('replace', 'replace', was ?? want));
     part.next.push(want);
   }
   return part;
@@ -89,10 +66,7 @@ export function planRules(ctx: PlanContext): Part<ResolvedRule> {
   for (const o of observed.rules) observedBy.set(ruleKey(o), [...(observedBy.get(ruleKey(o)) ?? []), o]);
   const appliedBy = new Map(applied.rules.map((r) => [ruleKey(r), r]));
   const wanted = new Map(desired.rules.map((r) => [ruleKey(r), r]));
-  const step = (r: ResolvedRule, verb: 'add' | 'del'): Step => {
-    const tool = r.family === 6 ? 'ip6' : 'ip';
-    return { where: pod, tool, line: ruleLine(verb, r), undo: { where: pod, tool, line: ruleLine(verb === 'add' ? 'del' : 'add', r) } };
-  };
+  const step = (r: ResolvedRule, verb: 'add' | 'del'): Step => ({ where: pod, tool: ruleTool(r), line: ruleLine(verb, r), undo: { where: pod, action: 'rule', verb: verb === 'add' ? 'del' : 'add', rule: r } });
   for (const [key, was] of appliedBy) {
     const want = wanted.get(key);
     const there = (observedBy.get(key) ?? []).some((o) => ruleHolds(o, was));

@@ -1,6 +1,7 @@
 // Sysctls of the pod's netns: set to the asked value, the value before podnet's first change
 // remembered and put back once no request asks for the key.
 import type { AppliedSysctl } from '../model/state.ts';
+import { sysctlLine } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
@@ -10,7 +11,7 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
   for (const was of applied.sysctls) {
     const current = observed.sysctls.get(was.path);
     if (wanted.has(was.path) || current === undefined || current === was.original) continue;
-    part.takeBack.push({ where: pod, tool: 'sysctl', line: `${was.path}=${was.original}`, undo: { where: pod, tool: 'sysctl', line: `${was.path}=${current}` } });
+    part.takeBack.push({ where: pod, tool: 'sysctl', line: sysctlLine(was.path, was.original), undo: { where: pod, action: 'sysctl', path: was.path, value: current } });
   }
   for (const want of desired.sysctls) {
     const current = observed.sysctls.get(want.path);
@@ -23,7 +24,7 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
     }
     const before = applied.sysctls.find((s) => s.path === want.path);
     if (current !== want.value) {
-      part.apply.push({ where: pod, tool: 'sysctl', line: `${want.path}=${want.value}`, undo: { where: pod, tool: 'sysctl', line: `${want.path}=${current}` } });
+      part.apply.push({ where: pod, tool: 'sysctl', line: sysctlLine(want.path, want.value), undo: { where: pod, action: 'sysctl', path: want.path, value: current } });
     }
     part.next.push({ path: want.path, value: want.value, original: before?.original ?? current });
   }

@@ -2,7 +2,8 @@
 // one podnet attached). Each original value is the one before podnet's first change, kept across
 // passes, and restored once no request asks for that setting.
 import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink } from '../model/state.ts';
-import type { Step, Where } from '../model/step.ts';
+import type { Step } from '../model/step.ts';
+import { settingLine } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
@@ -37,7 +38,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
       if (value === undefined) continue;
       const current = link[setting];
       (original as Record<string, unknown>)[setting] = before[setting] ?? current;
-      if (current !== value) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value), undo: { where: pod, tool: 'ip', line: settingLine(want.interface, setting, current) } });
+      if (current !== value) part.apply.push(settingStep(pod, want.interface, setting, value, current));
     }
     // Settings asked for before but not now go back to their original.
     part.apply.push(...restore(pod, link, before, linkSettingNames.filter((s) => want.settings[s] === undefined)));
@@ -46,30 +47,23 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
   return part;
 }
 
-/** The ip line that sets one setting; every value passed the schema (numbers, a MAC, booleans). */
-function settingLine(dev: string, setting: LinkSettingName, value: LinkSettings[LinkSettingName]): string {
-  switch (setting) {
-    case 'mtu':
-      return `link set ${dev} mtu ${value}`;
-    case 'txqueuelen':
-      return `link set ${dev} txqueuelen ${value}`;
-    case 'mac':
-      return `link set ${dev} address ${value}`;
-    case 'up':
-      return `link set ${dev} ${value ? 'up' : 'down'}`;
-    case 'promisc':
-      return `link set ${dev} promisc ${value ? 'on' : 'off'}`;
-  }
-}
-
 /** Steps that put the `settings` of `link` back to `original`, where it recorded one. */
-function restore(pod: Where, link: ObservedLink, original: LinkSettings, settings: readonly LinkSettingName[]): Step[] {
+function restore(pod: PlanContext['pod'], link: ObservedLink, original: LinkSettings, settings: readonly LinkSettingName[]): Step[] {
   const steps: Step[] = [];
   for (const setting of settings) {
     const value = original[setting];
     const current = link[setting];
     if (value === undefined || value === current) continue;
-    steps.push({ where: pod, tool: 'ip', line: settingLine(link.name, setting, value), undo: { where: pod, tool: 'ip', line: settingLine(link.name, setting, current) } });
+    steps.push(settingStep(pod, link.name, setting, value, current));
   }
   return steps;
+}
+
+/**
+ * Sets one setting; its undo puts back `current`, when the kernel showed one (an interface may
+ * show no txqueuelen or MAC: there is nothing to put back then).
+ */
+function settingStep(pod: PlanContext['pod'], dev: string, setting: LinkSettingName, value: NonNullable<LinkSettings[LinkSettingName]>, current: LinkSettings[LinkSettingName]): Step {
+  const line = settingLine(dev, setting, value);
+  return current === undefined ? { where: pod, tool: 'ip', line } : { where: pod, tool: 'ip', line, undo: { where: pod, action: 'link-set', dev, setting, value: current } };
 }

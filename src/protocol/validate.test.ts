@@ -122,8 +122,10 @@ const cases: Case[] = [
       { op: 'add', record },
       { op: 'del', key },
       { op: 'gc', gc: { network: 'kindnet', validAttachments: [key] } },
+      { version: 1, op: 'del', key },
     ],
     invalid: [
+      [{ version: 2, op: 'del', key }, /must match exactly one schema in oneOf/],
       [{ op: 'add', record: { ...record, ifname: 'a/b' } }, /at \/record\/ifname: must match pattern/],
       [{ op: 'del', key: { containerId: 'abc' } }, /at \/key: must have required property 'ifname'/],
       [{ op: 'move', key }, /at \/op: must be equal to constant/],
@@ -144,6 +146,36 @@ const cases: Case[] = [
     invalid: [
       [{ code: 'NOT_FOUND' }, /at \(top level\): must have required property 'message'/],
       [{ code: 404, message: 'x' }, /at \/code: must be string/],
+    ],
+  },
+  {
+    name: 'Journal',
+    valid: [
+      { version: 1, pass: 'lq0-1a2b', undo: [] },
+      {
+        version: 1,
+        pass: 'lq0-1a2b',
+        undo: [
+          { where: 'host', action: 'link-del', dev: 'pn-blue' },
+          { where: { netns: '/run/netns/p' }, action: 'link-del', dev: 'net1' },
+          { where: 'host', action: 'addr-del', dev: 'pn-blue', address: '198.18.80.1/24' },
+          { where: { netns: '/run/netns/p' }, action: 'link-set', dev: 'eth0', setting: 'up', value: true },
+          { where: { netns: '/run/netns/p' }, action: 'route', verb: 'replace', route: { family: 6, to: '2001:db8:9::/64', table: 254, dev: 'net1', seg6: { mode: 'encap', segments: ['2001:db8::1'] } } },
+          { where: { netns: '/run/netns/p' }, action: 'rule', verb: 'add', rule: { family: 4, priority: 10, table: 100, fwmark: 7 } },
+          { where: { netns: '/run/netns/p' }, action: 'sysctl', path: 'net/ipv4/ip_local_port_range', value: '32768 60999' },
+          { where: 'host', action: 'tbf', dev: 'pnv0123456789', rate: 8000, burst: 12000 },
+          { where: 'host', action: 'qdisc-del', dev: 'pnv0123456789', parent: 'root' },
+        ],
+      },
+    ],
+    invalid: [
+      [{ pass: 'p', steps: [] }, /at \(top level\): must have required property 'version'/],
+      [{ version: 1, pass: 'p', undo: [{ where: 'host', tool: 'ip', line: 'link del pnb' }] }, /at \/undo\/0: must match exactly one schema in oneOf/],
+      [{ version: 1, pass: 'p', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] }, /at \/undo\/0\/dev: must match pattern/],
+      [{ version: 1, pass: 'p', undo: [{ where: { netns: '/run/netns/p' }, action: 'link-set', dev: 'eth0', setting: 'mtu', value: true }] }, /at \/undo\/0\/value: must be integer/],
+      [{ version: 1, pass: 'p', undo: [{ where: { netns: '/run/netns/p' }, action: 'link-set', dev: 'eth0', setting: 'mac', value: '02:11:22:33:44:55 up' }] }, /at \/undo\/0\/value/],
+      [{ version: 1, pass: 'p', undo: [{ where: 'host', action: 'route', verb: 'del', route: { family: 4, to: '0.0.0.0/0', table: 254 } }] }, /at \/undo\/0\/where: must be object/],
+      [{ version: 1, pass: 'P 1', undo: [] }, /at \/pass: must match pattern/],
     ],
   },
 ];

@@ -38,6 +38,12 @@ const documents = {
   PodNetworkConfigStatus: validators.PodNetworkConfigStatus as Validator,
   NetworkStatus: validators.NetworkStatus as Validator,
   Name: validators.Name as Validator,
+  AppliedState: validators.AppliedState as Validator,
+  HostObjects: validators.HostObjects as Validator,
+  DelegatedRecord: validators.DelegatedRecord as Validator,
+  Journal: validators.Journal as Validator,
+  IpamState: validators.IpamState as Validator,
+  IpamOwner: validators.IpamOwner as Validator,
 };
 
 export interface DocumentTypes {
@@ -63,16 +69,23 @@ export interface DocumentTypes {
   NetworkStatus: Doc.NetworkStatus;
   /** A Kubernetes object name (a DNS-1123 subdomain): a Network's, a node's. */
   Name: Doc.Name;
+  /** The state dir's documents (schemas/state.schema.json): applied/, host-objects.json, delegated/, journal/, ipam/. */
+  AppliedState: Doc.AppliedState;
+  HostObjects: Doc.HostObjects;
+  DelegatedRecord: Doc.DelegatedRecord;
+  Journal: Doc.Journal;
+  IpamState: Doc.IpamState;
+  IpamOwner: Doc.IpamOwner;
 }
 
 export type DocumentName = keyof DocumentTypes;
 
-/** "at /ifname: must match pattern ..." for each violation, so a user sees where and what. */
 /** Whether a parsed JSON value is an object (not null, not an array): what a document must be before its keys are read. */
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** "at /ifname: must match pattern ..." for each violation, so a user sees where and what. */
 export function describeViolations(errors: readonly AjvError[]): string {
   return errors
     .map((e) => {
@@ -83,14 +96,15 @@ export function describeViolations(errors: readonly AjvError[]): string {
     .join('; ');
 }
 
-/**
- * Returns `value` typed as the named document, or throws a PodnetError with `code` naming
- * every violation. `what` says in the message which input it was ("plugin config", "request body").
- */
 /** Whether `value` is a valid `name` document, for a caller that words its own refusal. */
 export function isDocument<N extends DocumentName>(name: N, value: unknown): value is DocumentTypes[N] {
   return documents[name](value);
 }
+
+/**
+ * Returns `value` typed as the named document, or throws a PodnetError with `code` naming
+ * every violation. `what` says in the message which input it was ("plugin config", "request body").
+ */
 
 export function parseDocument<N extends DocumentName>(
   name: N,

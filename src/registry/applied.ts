@@ -1,22 +1,36 @@
 // What podnet has applied, per sandbox (<stateDir>/applied/<containerId>.json), and the host
 // bridges it made (<stateDir>/host-objects.json): what undo takes back, and the only host
-// objects podnet ever removes.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+// objects podnet ever removes. Each file is checked against its schema (schemas/state.schema.json)
+// when read: its names reach command lines. One that fails is set aside in quarantine/ and told;
+// what it described is then podnet's no more (left in place, never taken back).
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyApplied, isEmptyApplied, type AppliedState } from '../model/state.ts';
 import { hostObjectsFile, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, removeFile, writeFileAtomic } from './atomic-file.ts';
 import { kernelState } from './boot.ts';
+import { setAside, type OnQuarantined } from './quarantine.ts';
+import { readStateDocument, stateDocumentText } from './state-document.ts';
+
+interface HostObjects {
+  bridges: string[];
+  pass?: string;
+}
 
 export class AppliedStore {
+  private readonly stateDir: string;
   private readonly dir: string;
   private readonly hostObjectsFile: string;
+  private readonly onQuarantined: OnQuarantined;
   /** Every record, read once: only this daemon writes them (one daemon per state dir). */
   private cache: Map<string, AppliedState> | undefined;
 
-  constructor(stateDir: string) {
+  /** onQuarantined: told of a file that fails its schema, set aside in quarantine/. */
+  constructor(stateDir: string, onQuarantined: OnQuarantined = () => undefined) {
+    this.stateDir = stateDir;
     this.dir = join(stateDir, stateLayout.applied);
     this.hostObjectsFile = join(stateDir, hostObjectsFile);
+    this.onQuarantined = onQuarantined;
     ensurePrivateDir(this.dir);
   }
 
@@ -28,6 +42,7 @@ export class AppliedStore {
     return [...this.records().values()];
   }
 
+
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
     // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
@@ -35,7 +50,7 @@ export class AppliedStore {
       removeFile(file, kernelState);
       this.records().delete(state.containerId);
     } else {
-      writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`, kernelState);
+      writeFileAtomic(file, stateDocumentText(state), kernelState);
       this.records().set(state.containerId, state);
     }
   }
@@ -46,12 +61,17 @@ export class AppliedStore {
   }
 
   private records(): Map<string, AppliedState> {
-    this.cache ??= new Map(
-      readdirSync(this.dir)
-        .filter((n) => n.endsWith('.json') && !n.startsWith('.'))
-        .map((n) => read(join(this.dir, n)))
-        .map((state) => [state.containerId, state]),
-    );
+    if (this.cache) return this.cache;
+    this.cache = new Map();
+    for (const name of readdirSync(this.dir).filter((n) => n.endsWith('.json') && !n.startsWith('.'))) {
+      const path = join(this.dir, name);
+      try {
+        const state = read(path, name);
+        this.cache.set(state.containerId, state);
+      } catch (err) {
+        this.quarantine(path, (err as Error).message);
+      }
+    }
     return this.cache;
   }
 
@@ -65,19 +85,31 @@ export class AppliedStore {
   }
 
   setBridges(bridges: readonly string[], pass = this.hostPass()): void {
-    const objects = { bridges: [...new Set(bridges)].sort(), ...(pass ? { pass } : {}) };
-    writeFileAtomic(this.hostObjectsFile, `${JSON.stringify(objects, null, 2)}\n`, kernelState);
+    const objects: HostObjects = { bridges: [...new Set(bridges)].sort(), ...(pass ? { pass } : {}) };
+    writeFileAtomic(this.hostObjectsFile, stateDocumentText(objects), kernelState);
   }
 
-  private hostObjects(): { bridges: string[]; pass?: string } {
-    return existsSync(this.hostObjectsFile) ? (JSON.parse(readFileSync(this.hostObjectsFile, 'utf8')) as { bridges: string[]; pass?: string }) : { bridges: [] };
+  private hostObjects(): HostObjects {
+    if (!existsSync(this.hostObjectsFile)) return { bridges: [] };
+    try {
+      return readStateDocument('HostObjects', this.hostObjectsFile, hostObjectsFile);
+    } catch (err) {
+      // Its bridges are left in place: podnet removes only bridges it knows it made.
+      this.quarantine(this.hostObjectsFile, (err as Error).message);
+      return { bridges: [] };
+    }
+  }
+
+  private quarantine(path: string, reason: string): void {
+    const set = setAside(this.stateDir, path, reason);
+    this.onQuarantined(path, set.file, reason);
   }
 }
 
 /** A record, with the parts an older podnet did not write filled in (attachments were all bridge ones). */
-function read(file: string): AppliedState {
-  const state = JSON.parse(readFileSync(file, 'utf8')) as AppliedState;
+function read(path: string, name: string): AppliedState {
+  const state = readStateDocument('AppliedState', path, `applied state ${name}`);
+  if (`${state.containerId}.json` !== name) throw new Error(`applied state ${name} holds the state of ${state.containerId}, not of its own name`);
   const full = { ...emptyApplied(state.containerId, state.netns), ...state };
-  full.attachments = full.attachments.map((a) => ({ ...a, kind: a.kind ?? 'bridge' }));
-  return full;
+  return { ...full, attachments: full.attachments.map((a) => ({ ...a, kind: a.kind ?? 'bridge' })) };
 }

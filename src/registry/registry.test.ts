@@ -52,7 +52,7 @@ t.test('add, del and gc are on disk when apply resolves', async (t) => {
   t.strictSame((await reopen(path)).list(), [a, b, c], 'reopened: the same records');
 
   const recordFile = join(path, 'records', 'aaa@eth0.json');
-  t.strictSame(JSON.parse(await readFile(recordFile, 'utf8')), a, 'one file per record, named container@ifname');
+  t.strictSame(JSON.parse(await readFile(recordFile, 'utf8')), { version: 1, ...a }, 'one file per record, named container@ifname, with its format');
   t.equal((await stat(recordFile)).mode & 0o777, 0o600, 'record files are 0600');
 
   t.strictSame(await registry.apply({ op: 'del', key: keyFor('aaa') }), { put: [], removed: [keyFor('aaa')] });
@@ -135,6 +135,30 @@ t.test('corrupt spool files are quarantined, the others replayed', async (t) => 
   t.strictSame(registry.quarantined().map((q) => q.file.replace(/^\d+-\d+-/, '')).sort(), [garbage, invalid].sort());
   t.match(registry.quarantined().find((q) => q.file.endsWith(invalid)), { reason: /at \/record\/netns: must match pattern/ });
   t.equal((await ls(join(path, 'quarantine'))).length, 2);
+});
+
+t.test('spool entries and records carry their format; those of an older podnet, without one, are read as version 1', async (t) => {
+  const path = await stateDir(t);
+  const spooled = writeSpoolEntry(path, { op: 'add', record: a });
+  t.strictSame(JSON.parse(await readFile(spooled, 'utf8')), { version: 1, op: 'add', record: a }, 'a spool entry is written with its version');
+  // What an older podnet wrote: a record file and a spool entry, neither with a version.
+  await writeFile(writeSpoolEntry(path, { op: 'add', record: b }), JSON.stringify({ op: 'add', record: b }));
+  await (await reopen(path)).apply({ op: 'add', record: c });
+  await writeFile(join(path, 'records', 'ccc@eth0.json'), JSON.stringify(c));
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), [a, b, c], 'read, and the records in memory hold no format');
+  t.strictSame(registry.quarantined(), []);
+});
+
+t.test('a spool entry or a record of an unknown format is set aside', async (t) => {
+  const path = await stateDir(t);
+  await reopen(path);
+  await writeFile(join(path, 'records', 'aaa@eth0.json'), JSON.stringify({ version: 2, ...a }));
+  await writeFile(writeSpoolEntry(path, { op: 'add', record: b }), JSON.stringify({ version: 2, op: 'add', record: b }));
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), []);
+  t.equal(registry.quarantined().length, 2);
+  t.ok(registry.quarantined().every((q) => /version: must be equal to constant/.test(q.reason)), 'each for its version');
 });
 
 t.test('temp files of cut-short writes are swept at open', async (t) => {

@@ -2,19 +2,18 @@
 // <stateDir>/records. Every change is on disk before it is acknowledged. Changes are serialized,
 // and each one first replays the spool (the plugins' inbox), so a change that reaches the daemon
 // over the socket never overtakes one the plugins recorded before it.
-import { access, constants, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { access, constants, readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
-import { parseDocument, type AttachmentKey, type AttachmentRecord, type SpoolEntry } from '../protocol/validate.ts';
+import type { AttachmentKey, AttachmentRecord, SpoolEntry } from '../protocol/validate.ts';
 import { ensurePrivateDir, removeFile, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
+import { QuarantineLog, setAside, type Quarantined } from './quarantine.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
+import { parseStateDocument, stateDocumentText } from './state-document.ts';
 import type { Logger } from '../log.ts';
 
-export interface Quarantined {
-  file: string;
-  reason: string;
-}
+export type { Quarantined } from './quarantine.ts';
 
 /** A plugin's temp file older than this belongs to a plugin that died mid-write. */
 const staleSpoolTempMs = 5 * 60_000;
@@ -23,12 +22,14 @@ export class Registry {
   readonly stateDir: string;
   private readonly log: Logger;
   private readonly records = new Map<string, AttachmentRecord>();
-  private readonly quarantinedFiles: Quarantined[] = [];
+  /** Every file of the state dir set aside since the daemon started, by any store. */
+  readonly quarantine: QuarantineLog;
   private tail: Promise<unknown> = Promise.resolve();
 
   private constructor(stateDir: string, log: Logger) {
     this.stateDir = stateDir;
     this.log = log;
+    this.quarantine = new QuarantineLog(log);
   }
 
   /** Loads the records on disk, setting aside any that are corrupt, and replays the spool. */
@@ -55,7 +56,7 @@ export class Registry {
   }
 
   quarantined(): readonly Quarantined[] {
-    return this.quarantinedFiles;
+    return this.quarantine.list();
   }
 
   /** Why changes could not be applied now (a folder of the state dir is not writable), if so. */
@@ -116,7 +117,7 @@ export class Registry {
     const changes = changesFor(this.records, entry);
     if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
-    for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), `${JSON.stringify(r, null, 2)}\n`);
+    for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), stateDocumentText(r));
     for (const k of changes.removed) removeFile(join(recordsDir, recordFileName(k)));
     applyChanges(this.records, changes);
     return changes;
@@ -130,7 +131,7 @@ export class Registry {
         entry = await readSpoolEntry(this.stateDir, name);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-        await this.quarantine(join(spoolDir(this.stateDir), name), (err as Error).message);
+        this.setAside(join(spoolDir(this.stateDir), name), (err as Error).message);
         continue;
       }
       const changes = this.commit(entry);
@@ -149,11 +150,11 @@ export class Registry {
     for (const name of await readdir(recordsDir)) {
       const path = join(recordsDir, name);
       try {
-        const record = parseDocument('AttachmentRecord', JSON.parse(await readFile(path, 'utf8')) as unknown, `record ${name}`);
+        const record = parseStateDocument('AttachmentRecord', await readFile(path, 'utf8'), `record ${name}`);
         if (recordFileName(record) !== name) throw new Error(`holds the record of ${keyOf(record)}, not of its own name`);
         this.records.set(keyOf(record), record);
       } catch (err) {
-        await this.quarantine(path, (err as Error).message);
+        this.setAside(path, (err as Error).message);
       }
     }
     await this.sweepSpoolTemps();
@@ -170,15 +171,8 @@ export class Registry {
   }
 
   /** Moves a corrupt file out of the way, keeping it for a human, and remembers why. */
-  private async quarantine(path: string, reason: string): Promise<void> {
-    const name = quarantinedName(path);
-    await rename(path, join(this.stateDir, stateLayout.quarantine, name));
-    this.quarantinedFiles.push({ file: name, reason });
-    this.log.warn('set aside a corrupt file', { file: path, quarantinedAs: name, reason });
+  private setAside(path: string, reason: string): void {
+    const set = setAside(this.stateDir, path, reason);
+    this.quarantine.told('what it recorded is not known to podnet')(path, set.file, reason);
   }
-}
-
-/** The name a corrupt file is set aside under in quarantine/: the clock's nanoseconds keep two of one name apart. */
-export function quarantinedName(path: string): string {
-  return `${Date.now()}-${process.hrtime.bigint()}-${path.split('/').pop() ?? 'file'}`;
 }

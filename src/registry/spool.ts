@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { ensurePrivateDir, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { currentBootId } from './boot.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import { parseDocument, type SpoolEntry } from '../protocol/validate.ts';
+import type { SpoolEntry } from '../protocol/validate.ts';
+import { parseStateDocument, stateDocumentText, type Unversioned } from './state-document.ts';
 
 export function spoolDir(stateDir: string): string {
   return join(stateDir, stateLayout.spool);
@@ -33,7 +34,7 @@ export function writeSpoolEntry(stateDir: string, entry: SpoolEntry): string {
   const dir = spoolDir(stateDir);
   ensurePrivateDir(dir);
   const path = join(dir, spoolFileName(currentBootId(), process.hrtime.bigint(), process.pid));
-  writeFileAtomic(path, JSON.stringify(entry));
+  writeFileAtomic(path, stateDocumentText(entry));
   return path;
 }
 
@@ -52,9 +53,8 @@ export async function listSpool(stateDir: string): Promise<string[]> {
   );
 }
 
-export async function readSpoolEntry(stateDir: string, name: string): Promise<SpoolEntry> {
-  const text = await readFile(join(spoolDir(stateDir), name), 'utf8');
-  return parseDocument('SpoolEntry', JSON.parse(text) as unknown, `spool entry ${name}`);
+export async function readSpoolEntry(stateDir: string, name: string): Promise<Unversioned<SpoolEntry>> {
+  return parseStateDocument('SpoolEntry', await readFile(join(spoolDir(stateDir), name), 'utf8'), `spool entry ${name}`);
 }
 
 /** Whether a plugin can record now: the spool folder exists (or can be made) and is writable. */

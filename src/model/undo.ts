@@ -1,0 +1,97 @@
+// What takes a step back, as data: an action and its operands (schemas/state.schema.json, UndoAction),
+// and the one function that renders an action into the command that does it. Undo actions are
+// journaled and read back after a crash, so the journal can ask for nothing but these actions on
+// names its schema admits; never a command line. The command lines the planner builds are spelled
+// here too, each once, for the step and for the action that takes a step back alike.
+import type { LinkSettingName, LinkSettings, ResolvedRoute, ResolvedRule } from './state.ts';
+import type { Command } from './step.ts';
+import type { UndoAction } from '../protocol/validate.ts';
+
+export type { UndoAction } from '../protocol/validate.ts';
+
+export function linkDelLine(dev: string): string {
+  return `link del ${dev}`;
+}
+
+export function addrLine(verb: 'add' | 'del', address: string, dev: string): string {
+  return `addr ${verb} ${address} dev ${dev}`;
+}
+
+/** The ip line that sets one setting; every value passed the schema (numbers, a MAC, booleans). */
+export function settingLine(dev: string, setting: LinkSettingName, value: LinkSettings[LinkSettingName]): string {
+  switch (setting) {
+    case 'mtu':
+      return `link set ${dev} mtu ${value}`;
+    case 'txqueuelen':
+      return `link set ${dev} txqueuelen ${value}`;
+    case 'mac':
+      return `link set ${dev} address ${value}`;
+    case 'up':
+      return `link set ${dev} ${value ? 'up' : 'down'}`;
+    case 'promisc':
+      return `link set ${dev} promisc ${value ? 'on' : 'off'}`;
+  }
+}
+
+/** `route add|replace|del` of a route: every part of it has passed the schema and resolution. */
+export function routeLine(verb: 'add' | 'replace' | 'del', r: ResolvedRoute): string {
+  const words = ['route', verb, r.to];
+  if (verb !== 'del') {
+    if (r.seg6) words.push('encap', 'seg6', 'mode', r.seg6.mode, 'segs', r.seg6.segments.join(','));
+    if (r.via) words.push('via', r.via);
+    if (r.dev) words.push('dev', r.dev);
+    if (r.src) words.push('src', r.src);
+  }
+  words.push('table', String(r.table));
+  if (r.metric !== undefined) words.push('metric', String(r.metric));
+  return words.join(' ');
+}
+
+/** `rule add|del`; run by `ip -6` when IPv6 (ruleTool), since a rule may name no address. */
+export function ruleLine(verb: 'add' | 'del', r: ResolvedRule): string {
+  const words = ['rule', verb, 'priority', String(r.priority)];
+  if (r.from) words.push('from', r.from);
+  if (r.to) words.push('to', r.to);
+  if (r.fwmark !== undefined) words.push('fwmark', String(r.fwmark));
+  words.push('table', String(r.table));
+  return words.join(' ');
+}
+
+export function ruleTool(r: ResolvedRule): 'ip' | 'ip6' {
+  return r.family === 6 ? 'ip6' : 'ip';
+}
+
+export function sysctlLine(path: string, value: string): string {
+  return `${path}=${value}`;
+}
+
+/** tbf as the reference bandwidth plugin sets it: rate in bit/s, burst in bytes, 25 ms of queue. */
+export function tbfLine(dev: string, rate: number, burstBits: number): string {
+  return `qdisc replace dev ${dev} root tbf rate ${rate}bit burst ${Math.ceil(burstBits / 8)} latency 25ms`;
+}
+
+export function qdiscDelLine(dev: string, parent: 'root' | 'ingress'): string {
+  return `qdisc del dev ${dev} ${parent}`;
+}
+
+/** The command that does `action`. */
+export function renderUndo(action: UndoAction): Command {
+  switch (action.action) {
+    case 'link-del':
+      return { where: action.where, tool: 'ip', line: linkDelLine(action.dev) };
+    case 'addr-del':
+      return { where: action.where, tool: 'ip', line: addrLine('del', action.address, action.dev) };
+    case 'link-set':
+      return { where: action.where, tool: 'ip', line: settingLine(action.dev, action.setting, action.value) };
+    case 'route':
+      return { where: action.where, tool: 'ip', line: routeLine(action.verb, action.route) };
+    case 'rule':
+      return { where: action.where, tool: ruleTool(action.rule), line: ruleLine(action.verb, action.rule) };
+    case 'sysctl':
+      return { where: action.where, tool: 'sysctl', line: sysctlLine(action.path, action.value) };
+    case 'tbf':
+      return { where: action.where, tool: 'tc', line: tbfLine(action.dev, action.rate, action.burst) };
+    case 'qdisc-del':
+      return { where: action.where, tool: 'tc', line: qdiscDelLine(action.dev, action.parent) };
+  }
+}
