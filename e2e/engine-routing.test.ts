@@ -144,7 +144,7 @@ t.test('bad input: refused with the document, the field and the reason; the rest
   const pod = await startPod(t, daemon, 'cnf-1');
   const cli = podnetCli(daemon);
   const before = await sysctl(pod.ns.name, 'net/ipv4/ip_forward');
-  await cli.apply('bad.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+  const applied = await cli.apply('bad.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: bad, namespace: default }
 spec:
@@ -153,6 +153,9 @@ spec:
   routes: [{ to: 198.18.90.7/24, dev: eth0, table: 100 }, { to: 198.18.91.0/24, dev: eth9, table: 100 }]
   sysctls: [{ name: net.core.rmem_max, value: "1" }, { name: net.ipv4.ip_forward, value: "1" }]
 `);
+  // apply -f judges the document as the daemon does, and says what of it no pod will get.
+  t.match(applied.stdout, /^PodNetworkConfig default\/bad applied\n  not applied on any pod: spec\.routes\[0\]\.to: 198\.18\.90\.7\/24 has host bits set/);
+  t.match(applied.stdout, /not applied on any pod: spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
   await until('eth0 tuned', async () => (JSON.parse((await execa('ip', ['-n', pod.ns.name, '-json', 'link', 'show', 'eth0'])).stdout)[0].mtu === 1280 ? true : undefined));
   await until('ip_forward', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === '1' ? true : undefined));
   const explained = (await cli.explain('default/cnf-1')).stdout;

@@ -3,6 +3,9 @@ import { stringify } from 'yaml';
 import { defaultConfigDir } from '../protocol/paths.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { documentName } from '../model/desired.ts';
+import { documentProblems } from '../model/document-problems.ts';
+import { configDirReader } from '../sources/config-dir.ts';
+import { withDocuments } from '../sources/source.ts';
 import { documentPath, readDocumentsFile } from './documents-file.ts';
 
 export function applyCommand(): Command {
@@ -13,9 +16,15 @@ export function applyCommand(): Command {
     .action((options: { filename: string; configDir: string }) => {
       const documents = readDocumentsFile(options.filename);
       ensurePrivateDir(options.configDir);
+      // Judged as the daemon will judge them, beside the documents the folder holds already.
+      const problems = documentProblems(withDocuments(configDirReader(options.configDir)(), documents));
       for (const doc of documents) {
         writeFileAtomic(documentPath(options.configDir, doc), stringify(doc));
-        process.stdout.write(`${documentName(doc)} applied\n`);
+        const name = documentName(doc);
+        process.stdout.write(`${name} applied\n`);
+        for (const p of problems.filter((p) => p.document === name)) {
+          process.stdout.write(`  not applied on any pod: ${p.field}: ${p.reason}\n`);
+        }
       }
     });
 }

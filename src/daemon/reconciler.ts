@@ -6,6 +6,7 @@ import { PodnetError, toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
+import { documentProblems } from '../model/document-problems.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Family, type Observed, type ObservedLink, type Resolved } from '../model/state.ts';
@@ -55,7 +56,7 @@ export interface ReconcilerOptions {
   /** The sandboxes the runtime recorded, oldest first. */
   records: { list(): AttachmentRecord[] };
   /** The documents, and who each sandbox is. */
-  source: Pick<DesiredSource, 'documents' | 'identity' | 'synced'>;
+  source: Pick<DesiredSource, 'documents' | 'identity' | 'synced' | 'namespaceLabels'>;
   /** Runs the plans' steps. */
   run: NetnsRunner;
   /** Reads the host and pods' netns. */
@@ -205,7 +206,8 @@ export class Reconciler {
   private hostCache: HostView | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
-  documentProblems: Problem[] = [];
+  /** The documents the last pass read: what the socket's list judges. */
+  private documents: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
@@ -213,7 +215,13 @@ export class Reconciler {
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {
-    return { documentProblems: this.documentProblems, items: [...this.reports.values()].map(({ record: _r, wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
+    return { documentProblems: this.problemsOf(this.documents), items: [...this.reports.values()].map(({ record: _r, wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
+  }
+
+  /** What is wrong with each document, judged as apply -f and the Kubernetes status judge it. */
+  private problemsOf(docs: DesiredDocuments): Problem[] {
+    const { source } = this.opts;
+    return documentProblems(docs, (namespace) => source.namespaceLabels?.(namespace));
   }
 
   /** The sandboxes whose pod the source knows, as the last pass left them: what their status is made from. */
@@ -318,7 +326,7 @@ export class Reconciler {
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
-    return { documentProblems: docs.problems, hostSteps: hostSteps.map(view), items };
+    return { documentProblems: this.problemsOf(docs), hostSteps: hostSteps.map(view), items };
   }
 
   /**
@@ -333,7 +341,7 @@ export class Reconciler {
     const resync = this.resyncNext;
     this.resyncNext = false;
     const docs = this.opts.source.documents();
-    this.documentProblems = docs.problems;
+    this.documents = docs;
     const { live, unsure } = this.liveSandboxes();
     const work = [...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate'));
     const now = this.opts.clock();

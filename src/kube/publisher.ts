@@ -5,14 +5,14 @@
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
-import { documentName, namespaceNameLabel } from '../model/desired.ts';
+import { documentName } from '../model/desired.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
 import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
-import { configPodEntry, configSpecProblems, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
+import { configPodEntry, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
-import { networkSpecProblems } from '../model/network.ts';
+import { documentProblems } from '../model/document-problems.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 
@@ -30,6 +30,8 @@ export interface PublisherOptions {
 /** What every status of one publishing round is computed from. */
 interface Round {
   docs: DesiredDocuments;
+  /** What is wrong with each document (documentProblems), by documentName: "field: reason". */
+  problems: ReadonlyMap<string, string[]>;
   /** The PodNetworkConfigs as the API server holds them, by documentName (what `from` says). */
   configs: ReadonlyMap<string, ApiObject>;
   now: string;
@@ -71,7 +73,12 @@ export class StatusPublisher {
     const facts = this.opts.reconciler.facts();
     // One view of the documents and one time for every status of this round.
     const configs = new Map(source.objects('PodNetworkConfig').map((o) => [documentName({ kind: 'PodNetworkConfig', metadata: o.metadata }), o]));
-    const round: Round = { docs: source.documents(), configs, now: new Date().toISOString() };
+    const docs = source.documents();
+    const problems = new Map<string, string[]>();
+    for (const p of documentProblems(docs, (namespace) => source.namespaceLabels(namespace))) {
+      problems.set(p.document, [...(problems.get(p.document) ?? []), `${p.field}: ${p.reason}`]);
+    }
+    const round: Round = { docs, problems, configs, now: new Date().toISOString() };
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
@@ -108,19 +115,15 @@ export class StatusPublisher {
   }
 
   /** This node's part of every PodNetworkConfig's status. */
-  private publishConfigs(facts: readonly SandboxFacts[], { docs, configs, now }: Round): Promise<void>[] {
-    const { source } = this.opts;
+  private publishConfigs(facts: readonly SandboxFacts[], { docs, problems, configs, now }: Round): Promise<void>[] {
     const parsed = new Map(docs.configs.map((c) => [documentName(c), c]));
     const writes: Promise<void>[] = [];
     for (const [name, object] of configs) {
       const namespace = object.metadata.namespace!;
       const config = parsed.get(name);
-      const schemaProblems = docs.problems.filter((p) => p.document === name).map((p) => `${p.field}: ${p.reason}`);
-      const namespaceLabels = source.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace };
-      const specProblems = config ? configSpecProblems(config, docs.networks, namespaceLabels).map((p) => `${p.field}: ${p.reason}`) : [];
       const mine = config ? facts.filter((f) => f.wanted.configs.includes(name)).map((f) => configPodEntry(config, f, this.node)) : [];
       const current = object.status as PodNetworkConfigStatus | undefined;
-      const status = configStatus(object.metadata.generation, mine, current, [...schemaProblems, ...specProblems], this.node, now);
+      const status = configStatus(object.metadata.generation, mine, current, problems.get(name) ?? [], this.node, now);
       writes.push(this.configEvents(name, object, status));
       if (sameStatus(status, current, this.node)) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
@@ -140,17 +143,14 @@ export class StatusPublisher {
   }
 
   /** This node's entry in every Network it serves or has served. */
-  private publishNetworks(facts: readonly SandboxFacts[], { docs, now }: Round): Promise<void>[] {
+  private publishNetworks(facts: readonly SandboxFacts[], { docs, problems, now }: Round): Promise<void>[] {
     const { source } = this.opts;
     const writes: Promise<void>[] = [];
     for (const object of source.objects('Network')) {
       const network = docs.networks.get(object.metadata.name);
       const name = documentName({ kind: 'Network', metadata: object.metadata });
       const current = object.status as NetworkStatus | undefined;
-      const told = docs.problems.filter((p) => p.document === name);
-      // The source's problem with a field (a NetworkAttachmentDefinition it could not read) says more than the spec check's of it.
-      const checked = network ? networkSpecProblems(network, docs.networks).filter((p) => !told.some((t) => t.field === p.field)) : [];
-      const specProblems = [...told, ...checked].map((p) => `${p.field}: ${p.reason}`);
+      const specProblems = problems.get(name) ?? [];
       const entry = network ? networkNodeEntry(network, facts, this.node) : undefined;
       const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
       const degraded = current?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;

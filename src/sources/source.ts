@@ -20,6 +20,8 @@ export interface DesiredSource {
    * the name): such a sandbox gets nothing of podnet's.
    */
   identity(record: AttachmentRecord): SandboxIdentity | undefined;
+  /** A namespace's labels, where the source knows them (Kubernetes); else only its name's label counts. */
+  namespaceLabels?(namespace: string): Record<string, string> | undefined;
   /** Whether the source has its first whole view: a pass before it would take back what is still asked. */
   readonly synced: boolean;
   /** Starts following; `changed` is called on every change. Resolves once synced. */

@@ -1,12 +1,12 @@
 import t from 'tap';
-import { desiredFor, identityOf, podNameLabel, type Problem } from '../model/desired.ts';
+import { configProblems } from '../model/document-problems.ts';
+import { desiredFor, identityOf, type Problem } from '../model/desired.ts';
 import { emptyApplied, type AppliedState, type ObservedLink } from '../model/state.ts';
 import type { AnnotationRequest } from '../model/annotation.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatus, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import {
   condition,
   configPodEntry,
-  configSpecProblems,
   configStatus,
   networkNodeEntry,
   networkStatus,
@@ -228,7 +228,7 @@ t.test('an attachment at the pod\'s primary interface is refused, naming the int
   t.has(wanted.problems[0], { document: 'PodNetworkConfig tenant-a/primary', field: 'spec.attachments[0].interface' });
   t.match(wanted.problems[0]?.reason, /^eth0 is the pod's primary interface/);
 
-  const spec = configSpecProblems(primary, networks, { 'kubernetes.io/metadata.name': namespace });
+  const spec = configProblems(primary, networks, { 'kubernetes.io/metadata.name': namespace });
   t.same(spec.map((p) => p.field), ['spec.attachments[0].interface'], 'the config alone is refused: a kubelet names the primary eth0');
 
   const entry = configPodEntry(primary, facts({ configs: [primary] }), node);
@@ -374,26 +374,6 @@ t.test('same status: other nodes\' entries do not count, this node\'s do', async
 t.test('same status: nothing on the server is never the same', async (t) => {
   t.notOk(sameStatus({}, undefined, node));
   t.notOk(sameStatus({ ready: '0/0' }, undefined, node));
-});
-
-t.test('config spec problems: a Network that does not exist or does not admit the namespace', async (t) => {
-  const labels = { 'kubernetes.io/metadata.name': namespace };
-  const bad = config('bad', { podSelector: { matchLabels: { [podNameLabel]: 'no-such-pod' } }, attachments: [{ network: 'nope', interface: 'net1' }, { network: 'red', interface: 'net2' }] });
-  t.same(configSpecProblems(bad, networks, labels), [
-    { document: 'PodNetworkConfig tenant-a/bad', field: 'spec.attachments[0].network', reason: 'no Network named nope' },
-    { document: 'PodNetworkConfig tenant-a/bad', field: 'spec.attachments[1].network', reason: 'Network red does not admit namespace tenant-a' },
-  ], 'told even when it selects no pod');
-  t.same(configSpecProblems(fast, networks, labels), [], 'a sound config has none');
-});
-
-t.test('config spec problems: the Network admits by the namespace\'s labels given', async (t) => {
-  const team = network('team', [], { namespaceSelector: { matchLabels: { team: 'alpha' } } });
-  const withTeam = new Map([...networks, ['team', team]]);
-  const c = config('t', { attachments: [{ network: 'team', interface: 'net1' }] });
-  t.same(configSpecProblems(c, withTeam, { 'kubernetes.io/metadata.name': namespace, team: 'alpha' }), []);
-  t.same(configSpecProblems(c, withTeam, { 'kubernetes.io/metadata.name': namespace }).map((p) => `${p.field}: ${p.reason}`), [
-    'spec.attachments[0].network: Network team does not admit namespace tenant-a',
-  ]);
 });
 
 t.test('an attachment the annotation asked that failed is one entry, not a second one for the annotation', async (t) => {

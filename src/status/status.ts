@@ -2,7 +2,7 @@
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
 import { formatCidr, parseCidr } from '../ipam/cidr.ts';
-import { desiredFor, documentName, podDocumentName, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import { documentName, podDocumentName, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
@@ -324,17 +324,4 @@ export function sameStatus(next: object, current: object | undefined, node: stri
     );
   };
   return JSON.stringify(canonical(next)) === JSON.stringify(canonical(current));
-}
-
-/**
- * What is wrong with a PodNetworkConfig whatever pod it selects (an unknown or unoffered Network,
- * a route or rule that cannot be, a sysctl not allowed): the config alone, as if it selected one
- * pod of its namespace. Degraded names these even when it selects no pod yet.
- */
-export function configSpecProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>): Problem[] {
-  const namespace = config.metadata.namespace ?? 'default';
-  const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
-  const name = documentName(config);
-  // A kubelet names every pod's primary interface eth0.
-  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone]).problems.filter((p) => p.document === name);
 }

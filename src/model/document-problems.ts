@@ -1,0 +1,64 @@
+// What is wrong with each Network and PodNetworkConfig on its own, whatever pod it selects: the one
+// check of each document kind that `podnet apply -f`, `podnet diff`, the daemon's socket and the
+// Kubernetes status all call, so a document is judged the same wherever it is shown. Pure.
+import { rangesProblem } from '../ipam/pools.ts';
+import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { delegatedConfigOf, isConfigProblem } from './cni-config.ts';
+import { desiredFor, documentName, namespaceNameLabel, type Problem } from './desired.ts';
+import { sharedBridgeReason } from './network.ts';
+
+/** The documents in force, and those a source could not read (each a problem naming it). */
+export interface Documents {
+  networks: ReadonlyMap<string, Network>;
+  configs: readonly PodNetworkConfig[];
+  problems: readonly Problem[];
+}
+
+/** A namespace's labels, where a source knows them; else only its name's label, as Kubernetes sets. */
+export type NamespaceLabels = (namespace: string) => Record<string, string> | undefined;
+
+/** The problems of a Network's spec, each naming its field. */
+export function networkProblems(network: Network, networks: ReadonlyMap<string, Network>): Problem[] {
+  const document = documentName(network);
+  const problems: Problem[] = [];
+  const ranges = network.spec.ipam?.ranges;
+  const range = ranges ? rangesProblem(network.metadata.name, ranges) : undefined;
+  if (range) problems.push({ document, field: `spec.ipam.ranges[${range.index}]`, reason: range.reason });
+  if (network.spec.type === 'cni') {
+    const config = delegatedConfigOf(network);
+    if (isConfigProblem(config)) problems.push({ document, ...config });
+  }
+  const shared = sharedBridgeReason(network, networks);
+  if (shared) problems.push({ document, field: network.spec.bridge?.name !== undefined ? 'spec.bridge.name' : 'metadata.name', reason: shared });
+  return problems;
+}
+
+/**
+ * What is wrong with a PodNetworkConfig whatever pod it selects (an unknown or unoffered Network,
+ * a route or rule that cannot be, a sysctl not allowed): the config alone, as if it selected one
+ * pod of its namespace, so that its problems are told even while it selects no pod.
+ */
+export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>): Problem[] {
+  const namespace = config.metadata.namespace ?? 'default';
+  const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
+  const name = documentName(config);
+  // A kubelet names every pod's primary interface eth0.
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone]).problems.filter((p) => p.document === name);
+}
+
+/**
+ * Every document's problems: those its source told (it could not be read whole) and its spec's.
+ * A source's problem with a field (a NetworkAttachmentDefinition it could not read) says more
+ * than the spec check's of the same field, which is then left out.
+ */
+export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = () => undefined): Problem[] {
+  const checked = [
+    ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
+    ...docs.configs.flatMap((c) => {
+      const namespace = c.metadata.namespace ?? 'default';
+      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace });
+    }),
+  ];
+  const told = new Set(docs.problems.map((p) => `${p.document}\n${p.field}`));
+  return [...docs.problems, ...checked.filter((p) => !told.has(`${p.document}\n${p.field}`))];
+}
