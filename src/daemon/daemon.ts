@@ -85,17 +85,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log });
     }
     await reconciler?.recover();
+    const following = reconciler;
     server = await startServer({
       socketPath: opts.socketPath,
       registry,
       version: opts.version,
       log,
-      ...(reconciler
-        ? {
-            sandboxes: () => reconciler?.list() ?? { documentProblems: [], items: [] },
-            diff: (documents: (Network | PodNetworkConfig)[]) => reconciler!.diff(documents),
-          }
-        : {}),
+      ...(following ? { sandboxes: () => following.list(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
     });
   } catch (err) {
     lock.release();

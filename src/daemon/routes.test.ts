@@ -1,0 +1,197 @@
+import t from 'tap';
+import { attachmentRoute, routes } from '../protocol/paths.ts';
+import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
+import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
+import {
+  collectGarbage,
+  deleteAttachment,
+  diff,
+  getAttachment,
+  getStatus,
+  health,
+  listAttachments,
+  listSandboxes,
+  putAttachment,
+  readiness,
+  routeTable,
+  type AttachmentRegistry,
+  type DaemonParts,
+  type RouteRequest,
+} from './routes.ts';
+
+/** The registry in memory, folding changes as the real one does; `spooled` is what the plugins left. */
+class MemoryRegistry implements AttachmentRegistry {
+  readonly records = new Map<string, AttachmentRecord>();
+  spooled: SpoolEntry[] = [];
+  problem: string | undefined;
+
+  get size(): number {
+    return this.records.size;
+  }
+  list(): AttachmentRecord[] {
+    return [...this.records.values()];
+  }
+  get(key: AttachmentKey): AttachmentRecord | undefined {
+    return this.records.get(keyOf(key));
+  }
+  quarantined() {
+    return [{ file: '1-1-broken@eth0.json', reason: 'not JSON' }];
+  }
+  async writableProblem(): Promise<string | undefined> {
+    return this.problem;
+  }
+  async spoolPending(): Promise<number> {
+    return this.spooled.length;
+  }
+  async apply(entry: SpoolEntry): Promise<FoldOutcome> {
+    await this.drainSpool();
+    const changes = changesFor(this.records, entry);
+    applyChanges(this.records, changes);
+    return changes;
+  }
+  async drainSpool(): Promise<number> {
+    const entries = this.spooled.splice(0);
+    for (const entry of entries) applyChanges(this.records, changesFor(this.records, entry));
+    return entries.length;
+  }
+}
+
+const daemon = (reconciler: Pick<DaemonParts, 'sandboxes' | 'diff'> = {}) => {
+  const registry = new MemoryRegistry();
+  return { registry, parts: { registry, version: '0.1.0-test', ...reconciler } satisfies DaemonParts };
+};
+
+/** A request with these path segments (percent-encoded, as the path carries them) and body, telling whether the handler read the body. */
+function request<Body>(params: string[], body?: Body): RouteRequest<Body> & { bodyRead: () => boolean } {
+  let read = false;
+  return {
+    params,
+    body: async () => {
+      read = true;
+      return body as Body;
+    },
+    bodyRead: () => read,
+  };
+}
+const noBody = (params: string[] = []) => request<never>(params);
+
+function record(containerId: string, overrides: Partial<AttachmentRecord> = {}): AttachmentRecord {
+  return {
+    containerId,
+    ifname: 'eth0',
+    network: 'kindnet',
+    // A path that is a network namespace wherever the tests run: this process's own.
+    netns: '/proc/self/ns/net',
+    cniVersion: '1.1.0',
+    pod: { namespace: 'shop', name: `pod-${containerId}` },
+    prevResult: { cniVersion: '1.1.0', ips: [{ address: '10.244.0.5/24' }] },
+    createdAt: '2026-03-01T12:00:00.000Z',
+    ...overrides,
+  };
+}
+
+t.test('health, readiness and status', async (t) => {
+  const { registry, parts } = daemon();
+  t.strictSame(await health(), { status: 200, body: { status: 'ok' } });
+  t.strictSame(await readiness(parts), { status: 200, body: { status: 'ready' } });
+  registry.problem = '/state/spool is not writable: EROFS';
+  await t.rejects(readiness(parts), { code: 'NOT_AVAILABLE', message: 'not ready: /state/spool is not writable: EROFS' });
+
+  registry.spooled.push({ op: 'add', record: record('aaa') });
+  t.strictSame(await getStatus(parts), {
+    status: 200,
+    body: { version: '0.1.0-test', attachments: 0, spoolPending: 1, quarantined: registry.quarantined() },
+  }, 'status reads the spool without applying it');
+});
+
+t.test('a PUT record is listed and read back; a DELETE removes it, a second removes nothing', async (t) => {
+  const { registry, parts } = daemon();
+  const r = record('aaa');
+  t.strictSame(await putAttachment(parts, request(['aaa', 'eth0'], r)), { status: 200, body: { record: r, netnsExists: true } });
+  const gone = record('bbb', { ifname: 'net1', netns: '/var/run/netns/cni-gone' });
+  await putAttachment(parts, request(['bbb', 'net1'], gone));
+
+  t.strictSame(await listAttachments(parts), { status: 200, body: { items: [{ record: r, netnsExists: true }, { record: gone, netnsExists: false }] } });
+  t.strictSame(await getAttachment(parts, noBody(['aaa', 'eth0'])), { status: 200, body: { record: r, netnsExists: true } });
+
+  t.strictSame(await deleteAttachment(parts, noBody(['aaa', 'eth0'])), { status: 200, body: { removed: true } });
+  t.strictSame(await deleteAttachment(parts, noBody(['aaa', 'eth0'])), { status: 200, body: { removed: false } }, 'an unknown key: 200, removed false');
+  await t.rejects(getAttachment(parts, noBody(['aaa', 'eth0'])), { code: 'NOT_FOUND', message: 'no attachment recorded for container aaa interface eth0' });
+  t.strictSame(registry.list(), [gone]);
+});
+
+t.test('reads apply what the plugins spooled before them', async (t) => {
+  const { registry, parts } = daemon();
+  registry.spooled.push({ op: 'add', record: record('aaa') });
+  t.strictSame(await getAttachment(parts, noBody(['aaa', 'eth0'])), { status: 200, body: { record: record('aaa'), netnsExists: true } });
+  registry.spooled.push({ op: 'del', key: { containerId: 'aaa', ifname: 'eth0' } }, { op: 'add', record: record('bbb') });
+  t.strictSame(await listAttachments(parts), { status: 200, body: { items: [{ record: record('bbb'), netnsExists: true }] } });
+});
+
+t.test('the path is checked before the body is read', async (t) => {
+  const { registry, parts } = daemon();
+  const mismatch = request(['bbb', 'eth0'], record('aaa'));
+  await t.rejects(putAttachment(parts, mismatch), { code: 'INVALID_REQUEST', message: 'record of aaa/eth0 sent to the path of bbb/eth0' });
+
+  for (const params of [['aaa', '%2E%2E'], ['has%20space', 'eth0']]) {
+    const bad = request(params, record('aaa'));
+    await t.rejects(putAttachment(parts, bad), { code: 'INVALID_REQUEST', message: /^invalid attachment in the request path: at \/(ifname|containerId)/ }, params.join('/'));
+    t.notOk(bad.bodyRead(), 'the body is left unread');
+  }
+  await t.rejects(deleteAttachment(parts, noBody(['%ZZ', 'eth0'])), { code: 'INVALID_REQUEST', message: 'request path segment "%ZZ" is not valid percent-encoding' });
+  t.equal(registry.size, 0, 'nothing recorded');
+});
+
+t.test('sandboxes and diff without a reconciler: 404, before the body is read', async (t) => {
+  const { parts } = daemon();
+  await t.rejects(listSandboxes(parts), { code: 'NOT_FOUND', message: 'this daemon follows no documents (start it with --config-dir)' });
+  const req = request<DiffRequest>([], { documents: [] });
+  await t.rejects(diff(parts, req), { code: 'NOT_FOUND', message: 'this daemon follows no documents (start it with --config-dir)' });
+  t.notOk(req.bodyRead(), 'the body is left unread');
+});
+
+t.test('sandboxes and diff with a reconciler', async (t) => {
+  const seen: unknown[] = [];
+  const wouldDo: DiffResponse = { documentProblems: [], hostSteps: [], items: [] };
+  const { parts } = daemon({
+    sandboxes: () => ({ documentProblems: [], items: [] }),
+    diff: async (documents) => (seen.push(...documents), wouldDo),
+  });
+  t.strictSame(await listSandboxes(parts), { status: 200, body: { documentProblems: [], items: [] } });
+
+  const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } } as const;
+  t.strictSame(await diff(parts, request([], { documents: [network] })), { status: 200, body: wouldDo });
+  t.strictSame(seen, [network]);
+  await t.rejects(diff(parts, request([], { documents: [{ ...network, spec: { type: 'ipvlan' } }] })), {
+    code: 'INVALID_REQUEST',
+    message: /^invalid diff request document 1: .*\/spec\/type/,
+  });
+  t.equal(seen.length, 1, 'an invalid document reaches no reconciler');
+});
+
+t.test('GC answers what it removed: the unlisted records of its network', async (t) => {
+  const { registry, parts } = daemon();
+  const kept = record('aaa');
+  const otherNetwork = record('ccc', { network: 'vlan100' });
+  for (const r of [kept, record('bbb'), otherNetwork]) await registry.apply({ op: 'add', record: r });
+  const gc = { network: 'kindnet', validAttachments: [{ containerId: 'aaa', ifname: 'eth0' }] };
+  t.strictSame(await collectGarbage(parts, request([], gc)), { status: 200, body: { removed: [{ containerId: 'bbb', ifname: 'eth0' }] } });
+  t.strictSame(registry.list(), [kept, otherNetwork]);
+});
+
+t.test('the route table serves each of the client\'s paths, checking the bodies of the routes that change things', async (t) => {
+  const served = (path: string) => routeTable.filter((r) => r.pattern.test(path)).map((r) => (r.body ? `${r.method} ${r.body.document}` : r.method));
+  const paths = [...Object.values(routes), attachmentRoute({ containerId: 'aaa', ifname: 'eth0' })];
+  t.strictSame(Object.fromEntries(paths.map((path) => [path, served(path)])), {
+    '/healthz': ['GET'],
+    '/readyz': ['GET'],
+    '/v1/status': ['GET'],
+    '/v1/attachments': ['GET'],
+    '/v1/gc': ['POST GcRequest'],
+    '/v1/sandboxes': ['GET'],
+    '/v1/diff': ['POST DiffRequest'],
+    // In the order of a 405's Allow header.
+    '/v1/attachments/aaa/eth0': ['GET', 'PUT AttachmentRecord', 'DELETE'],
+  });
+  t.strictSame(served('/v1/attachments/aaa'), [], 'an attachment is named by container and interface');
+});

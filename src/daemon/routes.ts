@@ -1,0 +1,162 @@
+// What each of the socket's routes does (docs/adr/0002), apart from the HTTP that carries it
+// (server.ts): a handler is given the daemon's parts and the request's path segments and body,
+// and answers with a status and a JSON body, or throws a PodnetError the server maps to a status.
+import { PodnetError } from '../errors.ts';
+import { isNetworkNamespace, networkNamespaceCheck } from '../netns/probe.ts';
+import {
+  parseDocument,
+  type AttachmentKey,
+  type AttachmentList,
+  type AttachmentRecord,
+  type DaemonStatus,
+  type DeleteResponse,
+  type DiffRequest,
+  type DiffResponse,
+  type DocumentName,
+  type GcRequest,
+  type GcResponse,
+  type Network,
+  type PodNetworkConfig,
+  type SandboxList,
+} from '../protocol/validate.ts';
+import type { Registry } from '../registry/registry.ts';
+
+/** What the routes use of the registry. */
+export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quarantined' | 'writableProblem' | 'spoolPending' | 'apply' | 'drainSpool'>;
+
+/** The parts of the daemon the routes answer from. */
+export interface DaemonParts {
+  registry: AttachmentRegistry;
+  version: string;
+  /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
+  sandboxes?: () => SandboxList;
+  /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
+  diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
+}
+
+export interface RouteRequest<Body> {
+  /** The segments the route's pattern captured, still percent-encoded. */
+  params: string[];
+  /**
+   * The body, read and checked against the route's document when called. A handler checks its
+   * path and what it needs first, so that a request refused anyway is refused without its body.
+   */
+  body(): Promise<Body>;
+}
+
+export interface Answer {
+  status: number;
+  body: unknown;
+}
+
+export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE';
+
+export interface Route {
+  method: Method;
+  pattern: RegExp;
+  /** The document the body must be, and what an error calls it; a route without one reads no body. */
+  body?: { document: DocumentName; what: string };
+  /** Its RouteRequest's body type is the one of `body.document`: the table below pairs them. */
+  handle(daemon: DaemonParts, request: RouteRequest<unknown>): Promise<Answer>;
+}
+
+const followsNoDocuments = () => new PodnetError('NOT_FOUND', 'this daemon follows no documents (start it with --config-dir)');
+
+function decodeSegment(segment: string | undefined): string {
+  try {
+    return decodeURIComponent(segment ?? '');
+  } catch {
+    throw new PodnetError('INVALID_REQUEST', `request path segment "${segment}" is not valid percent-encoding`);
+  }
+}
+
+function keyFromPath(params: string[]): AttachmentKey {
+  return parseDocument('AttachmentKey', { containerId: decodeSegment(params[0]), ifname: decodeSegment(params[1]) }, 'attachment in the request path');
+}
+
+export async function health(): Promise<Answer> {
+  return { status: 200, body: { status: 'ok' } };
+}
+
+/** Ready while the daemon can apply changes: its records and the plugins' spool are writable. */
+export async function readiness({ registry }: DaemonParts): Promise<Answer> {
+  const problem = await registry.writableProblem();
+  if (problem) throw new PodnetError('NOT_AVAILABLE', `not ready: ${problem}`);
+  return { status: 200, body: { status: 'ready' } };
+}
+
+export async function getStatus({ registry, version }: DaemonParts): Promise<Answer> {
+  const status: DaemonStatus = {
+    version,
+    attachments: registry.size,
+    spoolPending: await registry.spoolPending(),
+    quarantined: [...registry.quarantined()],
+  };
+  return { status: 200, body: status };
+}
+
+export async function listAttachments({ registry }: DaemonParts): Promise<Answer> {
+  await registry.drainSpool();
+  const netnsExists = networkNamespaceCheck();
+  const list: AttachmentList = { items: registry.list().map((record) => ({ record, netnsExists: netnsExists(record.netns) })) };
+  return { status: 200, body: list };
+}
+
+export async function getAttachment({ registry }: DaemonParts, { params }: RouteRequest<never>): Promise<Answer> {
+  const key = keyFromPath(params);
+  await registry.drainSpool();
+  const record = registry.get(key);
+  if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
+  return { status: 200, body: { record, netnsExists: isNetworkNamespace(record.netns) } };
+}
+
+export async function putAttachment({ registry }: DaemonParts, request: RouteRequest<AttachmentRecord>): Promise<Answer> {
+  const key = keyFromPath(request.params);
+  const record = await request.body();
+  if (record.containerId !== key.containerId || record.ifname !== key.ifname) {
+    throw new PodnetError('INVALID_REQUEST', `record of ${record.containerId}/${record.ifname} sent to the path of ${key.containerId}/${key.ifname}`);
+  }
+  await registry.apply({ op: 'add', record });
+  return { status: 200, body: { record, netnsExists: isNetworkNamespace(record.netns) } };
+}
+
+/** Removing what is not recorded succeeds too, removing nothing: a runtime repeats its DELs. */
+export async function deleteAttachment({ registry }: DaemonParts, { params }: RouteRequest<never>): Promise<Answer> {
+  const changes = await registry.apply({ op: 'del', key: keyFromPath(params) });
+  const answer: DeleteResponse = { removed: changes.removed.length > 0 };
+  return { status: 200, body: answer };
+}
+
+export async function listSandboxes({ sandboxes }: DaemonParts): Promise<Answer> {
+  if (!sandboxes) throw followsNoDocuments();
+  return { status: 200, body: sandboxes() };
+}
+
+export async function diff(daemon: DaemonParts, request: RouteRequest<DiffRequest>): Promise<Answer> {
+  if (!daemon.diff) throw followsNoDocuments();
+  const { documents } = await request.body();
+  // Each document against its own kind's schema: the request's schema only names the kinds.
+  return { status: 200, body: await daemon.diff(documents.map((doc, i) => parseDocument(doc.kind, doc, `diff request document ${i + 1}`))) };
+}
+
+export async function collectGarbage({ registry }: DaemonParts, request: RouteRequest<GcRequest>): Promise<Answer> {
+  const changes = await registry.apply({ op: 'gc', gc: await request.body() });
+  const answer: GcResponse = { removed: changes.removed };
+  return { status: 200, body: answer };
+}
+
+const attachmentPattern = /^\/v1\/attachments\/([^/]+)\/([^/]+)$/;
+
+/** The socket's routes; a path's methods, in this order, are its 405 answer's Allow header. */
+export const routeTable: readonly Route[] = [
+  { method: 'GET', pattern: /^\/healthz$/, handle: health },
+  { method: 'GET', pattern: /^\/readyz$/, handle: readiness },
+  { method: 'GET', pattern: /^\/v1\/status$/, handle: getStatus },
+  { method: 'GET', pattern: /^\/v1\/attachments$/, handle: listAttachments },
+  { method: 'GET', pattern: attachmentPattern, handle: getAttachment },
+  { method: 'PUT', pattern: attachmentPattern, body: { document: 'AttachmentRecord', what: 'attachment record' }, handle: putAttachment },
+  { method: 'DELETE', pattern: attachmentPattern, handle: deleteAttachment },
+  { method: 'GET', pattern: /^\/v1\/sandboxes$/, handle: listSandboxes },
+  { method: 'POST', pattern: /^\/v1\/diff$/, body: { document: 'DiffRequest', what: 'diff request' }, handle: diff },
+  { method: 'POST', pattern: /^\/v1\/gc$/, body: { document: 'GcRequest', what: 'GC request' }, handle: collectGarbage },
+];
