@@ -41,6 +41,7 @@ const validated = {
   HostObjects: 'https://podnet.opdev.io/schemas/state.json#/$defs/HostObjects',
   DelegatedRecord: 'https://podnet.opdev.io/schemas/state.json#/$defs/DelegatedRecord',
   Journal: 'https://podnet.opdev.io/schemas/state.json#/$defs/Journal',
+  CniResult: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/CniResult',
   IpamState: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamState',
   IpamOwner: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamOwner',
 } as const;

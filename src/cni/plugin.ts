@@ -6,7 +6,7 @@ import { defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protoco
 import { parseDocument, type AttachmentKey, type CniVersion, type PluginConfig } from '../protocol/validate.ts';
 import { parseCniArgs, podIdentityFromArgs } from './args.ts';
 import type { Recorder, RecorderSettings } from './recorder.ts';
-import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions, type CniResult } from './version.ts';
+import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from './version.ts';
 
 export interface PluginContext {
   env: Readonly<Record<string, string | undefined>>;
@@ -143,7 +143,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
       'ADD without a prevResult: podnet is a chained plugin and must follow the primary plugin in a conflist',
     );
   }
-  const result = convertResult(config.prevResult as CniResult, inv.cniVersion);
+  const result = convertResult(config.prevResult as Record<string, unknown>, inv.cniVersion);
   const key = attachmentKey(ctx);
   // The record (CNI_NETNS's path among it) passes the schema before the path is looked at.
   const record = parseDocument(

@@ -1,13 +1,13 @@
 import t from 'tap';
 import { PodnetError } from '../errors.ts';
 import type { CniVersion } from '../protocol/validate.ts';
-import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions, type CniResult } from './version.ts';
+import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from './version.ts';
 
 const oldVersions: CniVersion[] = ['0.3.0', '0.3.1', '0.4.0'];
 const newVersions: CniVersion[] = ['1.0.0', '1.1.0'];
 
 /** A bridge plugin's result with one IPv4 and one IPv6 address, as version `v` writes it. */
-function bridgeResult(v: CniVersion): CniResult {
+function bridgeResult(v: CniVersion): Record<string, unknown> {
   const withVersion = compareVersions(v, '1.0.0') < 0;
   const ip = (family: '4' | '6', address: string, gateway: string) =>
     withVersion ? { version: family, address, gateway, interface: 2 } : { address, gateway, interface: 2 };

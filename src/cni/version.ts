@@ -25,13 +25,11 @@ function hasIpVersionField(v: string): boolean {
   return compareVersions(v, '1.0.0') < 0;
 }
 
-export type CniResult = Record<string, unknown>;
-
 /**
  * Returns `result` as the spec's `to` version writes it. The result of a plugin chain is passed on
  * untouched apart from what the versions differ in: cniVersion itself and ips[].version.
  */
-export function convertResult(result: CniResult, to: CniVersion): CniResult {
+export function convertResult(result: Record<string, unknown>, to: CniVersion): Record<string, unknown> {
   const from = typeof result['cniVersion'] === 'string' ? result['cniVersion'] : to;
   if (!isSupportedVersion(from)) {
     throw new PodnetError(
@@ -39,7 +37,7 @@ export function convertResult(result: CniResult, to: CniVersion): CniResult {
       `prevResult has cniVersion ${from}; podnet converts results of ${supportedVersions.join(', ')}`,
     );
   }
-  const out: CniResult = { ...result, cniVersion: to };
+  const out: Record<string, unknown> = { ...result, cniVersion: to };
   const ips = result['ips'];
   if (hasIpVersionField(from) === hasIpVersionField(to) || !Array.isArray(ips)) return out;
   out['ips'] = ips.map((ip: unknown) => {

@@ -5,7 +5,7 @@
 // Each file is checked against its schema (DelegatedRecord in schemas/state.schema.json) when read:
 // its plugin types are run and its names handed to them.
 import { join } from 'node:path';
-import { resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
+import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
 import { recordFileName, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
@@ -80,12 +80,9 @@ export class DelegatedStore {
 }
 
 function read(path: string, name: string): DelegatedRecord {
-  const { result, ...record } = readStateDocument('DelegatedRecord', path, `delegated record ${name}`);
+  const record = readStateDocument('DelegatedRecord', path, `delegated record ${name}`);
   if (fileOf(record) !== name) throw new Error(`delegated record ${name} holds the record of ${fileOf(record)}, not of its own name`);
-  if (result === undefined) return record;
-  const problem = resultShapeProblem(result);
-  if (problem !== undefined) throw new Error(`delegated record ${name}: its result is not a CNI result: ${problem}`);
-  return { ...record, result: result as CniResult };
+  return record;
 }
 
 const fileOf = (record: Pick<DelegatedRecord, 'containerId' | 'interface'>) => recordFileName({ containerId: record.containerId, ifname: record.interface });

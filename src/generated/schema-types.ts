@@ -322,6 +322,51 @@ export interface DiffResponse {
    */
   hostSteps: PlannedCommand[];
 }
+/**
+ * A CNI result (spec 0.3.0 and later) as podnet reads it back: from a delegated Network's plugins, or the primary plugin's for status. The parts podnet reads are bounded and typed; other keys are kept as they are.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "CniResult".
+ */
+export interface CniResult {
+  cniVersion?: string;
+  /**
+   * @maxItems 64
+   */
+  interfaces?: {
+    name?: string;
+    mac?: string;
+    mtu?: number;
+    sandbox?: string;
+    [k: string]: unknown;
+  }[];
+  /**
+   * @maxItems 64
+   */
+  ips?: {
+    address?: string;
+    gateway?: string;
+    interface?: number;
+    [k: string]: unknown;
+  }[];
+  dns?: {
+    /**
+     * @maxItems 32
+     */
+    nameservers?: string[];
+    domain?: string;
+    /**
+     * @maxItems 32
+     */
+    search?: string[];
+    /**
+     * @maxItems 32
+     */
+    options?: string[];
+    [k: string]: unknown;
+  };
+  [k: string]: unknown;
+}
 
 /**
  * A Kubernetes object name (DNS-1123 subdomain).
@@ -1158,12 +1203,7 @@ export interface DelegatedRecord {
    * CNI_ARGS as the ADD ran with it.
    */
   args: string;
-  /**
-   * The plugins' result, once the ADD answered (its shape is checked as the plugins' answer is: src/model/cni-config.ts).
-   */
-  result?: {
-    [k: string]: unknown;
-  };
+  result?: CniResult;
   failedDels?: number;
   addError?: string;
 }

@@ -326,9 +326,10 @@ t.test('an IPAM type with a path is refused like a plugin type', async (t) => {
 
 t.test('a result of the wrong shape is told, naming what is wrong; a good one passes', async (t) => {
   t.equal(resultShapeProblem({ cniVersion: '1.0.0', interfaces: [{ name: 'net1', mac: '02:00:00:00:00:01', sandbox: '/run/netns/x' }], ips: [{ address: '198.18.5.2/24', gateway: '198.18.5.1', interface: 0 }], dns: { nameservers: ['198.18.5.1'] } }), undefined);
-  t.equal(resultShapeProblem([]), 'not a JSON object');
-  t.equal(resultShapeProblem({ ips: {} }), 'ips is not a list of objects');
-  t.equal(resultShapeProblem({ ips: [{ address: 5 }] }), 'an ip has a field of the wrong type or size');
-  t.equal(resultShapeProblem({ interfaces: [{ name: 'x'.repeat(16) }] }), 'an interface has a field of the wrong type or size');
-  t.equal(resultShapeProblem({ dns: { nameservers: 'one' } }), "dns is not of the spec's shape");
+  t.equal(resultShapeProblem([]), 'at (top level): must be object');
+  t.equal(resultShapeProblem({ ips: {} }), 'at /ips: must be array');
+  t.equal(resultShapeProblem({ ips: [{ address: 5 }] }), 'at /ips/0/address: must be string');
+  t.equal(resultShapeProblem({ interfaces: [{ name: 'x'.repeat(16) }] }), 'at /interfaces/0/name: must NOT have more than 15 characters');
+  t.equal(resultShapeProblem({ dns: { nameservers: 'one' } }), 'at /dns/nameservers: must be array');
+  t.equal(resultShapeProblem({ ips: Array.from({ length: 65 }, () => ({})) }), 'at /ips: must NOT have more than 64 items', 'bounded');
 });

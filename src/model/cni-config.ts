@@ -1,7 +1,9 @@
 // A delegated Network's CNI config, made into the list a runtime runs: checked (every plugin has
 // a type that names a binary, the cniVersion is one podnet speaks), defaults filled in, and each
 // plugin's stdin for ADD, DEL and CHECK as the CNI spec's chaining rules say. Pure.
-import type { Network } from '../protocol/validate.ts';
+import { isDocument, violationsOf, type CniResult, type Network } from '../protocol/validate.ts';
+
+export type { CniResult } from '../protocol/validate.ts';
 
 /** The versions podnet runs plugins at: those whose result format it reads (0.3.0 on). */
 export const delegatedCniVersions = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -121,34 +123,18 @@ export function pluginStdin(config: DelegatedConfig, index: number, prevResult?:
   return { ...config.plugins[index], name: config.name, cniVersion: config.cniVersion, ...(prevResult !== undefined ? { prevResult } : {}) };
 }
 
-/** The parts of a CNI result podnet reads back (0.3.0 and later have this shape). */
-export interface CniResult {
-  cniVersion?: string;
-  interfaces?: { name?: string; mac?: string; mtu?: number; sandbox?: string }[];
-  ips?: { address?: string; gateway?: string; interface?: number }[];
-  dns?: { nameservers?: string[]; domain?: string; search?: string[]; options?: string[] };
-}
-
 /**
- * What keeps a plugin's answer from being a result podnet can read (interfaces, ips and dns of
- * the shapes the spec gives, bounded strings), or undefined. Status is built from it.
+ * What keeps a plugin's answer from being a result podnet can read (CniResult in
+ * schemas/protocol.schema.json: interfaces, ips and dns of the spec's shapes, bounded), or
+ * undefined. Status is built from it.
  */
 export function resultShapeProblem(value: unknown): string | undefined {
-  if (!isObject(value)) return 'not a JSON object';
-  const text = (v: unknown, max = 253) => v === undefined || (typeof v === 'string' && v.length <= max);
-  const texts = (v: unknown) => v === undefined || (Array.isArray(v) && v.length <= 32 && v.every((x) => typeof x === 'string' && x.length <= 253));
-  const list = (v: unknown) => v === undefined || (Array.isArray(v) && v.length <= 64 && v.every(isObject));
-  if (!list(value['interfaces'])) return 'interfaces is not a list of objects';
-  for (const i of (value['interfaces'] ?? []) as Record<string, unknown>[]) {
-    if (!text(i['name'], 15) || !text(i['mac'], 64) || !text(i['sandbox'], 4096) || !(i['mtu'] === undefined || Number.isInteger(i['mtu']))) return 'an interface has a field of the wrong type or size';
-  }
-  if (!list(value['ips'])) return 'ips is not a list of objects';
-  for (const ip of (value['ips'] ?? []) as Record<string, unknown>[]) {
-    if (!text(ip['address'], 64) || !text(ip['gateway'], 64) || !(ip['interface'] === undefined || Number.isInteger(ip['interface']))) return 'an ip has a field of the wrong type or size';
-  }
-  const dns = value['dns'];
-  if (dns !== undefined && (!isObject(dns) || !texts(dns['nameservers']) || !text(dns['domain']) || !texts(dns['search']) || !texts(dns['options']))) return 'dns is not of the spec\'s shape';
-  return undefined;
+  return violationsOf('CniResult', value);
+}
+
+/** A result podnet can read, or undefined (a primary plugin's result is passed on whatever it is, but read only when it is one). */
+export function readableResult(value: unknown): CniResult | undefined {
+  return isDocument('CniResult', value) ? value : undefined;
 }
 
 /** The addresses, MAC and gateways a result gives the pod's interface `ifname`. */

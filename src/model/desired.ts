@@ -4,7 +4,7 @@
 // cannot be honoured is a Problem naming the document, the field and the reason, and is left out
 // (the rest of the sandbox's desired state still applies).
 import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from '../ipam/cidr.ts';
-import type { AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Route, Rule } from '../protocol/validate.ts';
+import type { AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Problem, Route, Rule } from '../protocol/validate.ts';
 import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
@@ -14,13 +14,8 @@ export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
 export const namespaceNameLabel = 'kubernetes.io/metadata.name';
 
-export interface Problem {
-  /** "PodNetworkConfig tenant-a/fast" or "Network blue". */
-  document: string;
-  /** A JSON path into it: "spec.attachments[0].network". */
-  field: string;
-  reason: string;
-}
+/** Why part of a desired state is not applied: the document ("PodNetworkConfig tenant-a/fast"), the field ("spec.attachments[0].network") and the reason. */
+export type { Problem } from '../protocol/validate.ts';
 
 export interface DesiredAttachment {
   network: Network;

@@ -1,6 +1,7 @@
 // The state the planner compares: what should be (resolved, with addresses), what is (observed
 // with ip -json, tc -json and /proc/sys), and what podnet did before (applied, kept in the state dir).
 import type { DelegatedConfig } from './cni-config.ts';
+import type { Bandwidth } from '../protocol/validate.ts';
 
 /** The interface settings podnet can tune, each remembered and restored on its own. */
 export interface LinkSettings {
@@ -68,12 +69,7 @@ export type LinkSpec =
   | { kind: 'vlan'; parent: string; id: number }
   | { kind: 'vxlan'; vni: number; remote?: string; group?: string; port: number; device?: string };
 
-export interface Bandwidth {
-  ingressRate?: number;
-  ingressBurst?: number;
-  egressRate?: number;
-  egressBurst?: number;
-}
+export type { Bandwidth } from '../protocol/validate.ts';
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {

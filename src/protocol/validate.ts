@@ -42,6 +42,7 @@ const documents = {
   HostObjects: validators.HostObjects as Validator,
   DelegatedRecord: validators.DelegatedRecord as Validator,
   Journal: validators.Journal as Validator,
+  CniResult: validators.CniResult as Validator,
   IpamState: validators.IpamState as Validator,
   IpamOwner: validators.IpamOwner as Validator,
 };
@@ -74,6 +75,8 @@ export interface DocumentTypes {
   HostObjects: Doc.HostObjects;
   DelegatedRecord: Doc.DelegatedRecord;
   Journal: Doc.Journal;
+  /** A plugin's result, read back (a delegated Network's, the primary's for status). */
+  CniResult: Doc.CniResult;
   IpamState: Doc.IpamState;
   IpamOwner: Doc.IpamOwner;
 }
@@ -101,6 +104,12 @@ export function isDocument<N extends DocumentName>(name: N, value: unknown): val
   return documents[name](value);
 }
 
+/** Every violation of the named document's schema by `value` (describeViolations), or undefined when it is one. */
+export function violationsOf(name: DocumentName, value: unknown): string | undefined {
+  const validate = documents[name];
+  return validate(value) ? undefined : describeViolations(validate.errors ?? []);
+}
+
 /**
  * Returns `value` typed as the named document, or throws a PodnetError with `code` naming
  * every violation. `what` says in the message which input it was ("plugin config", "request body").
@@ -112,7 +121,7 @@ export function parseDocument<N extends DocumentName>(
   what: string,
   code: ErrorCode = 'INVALID_REQUEST',
 ): DocumentTypes[N] {
-  const validate = documents[name];
-  if (validate(value)) return value as DocumentTypes[N];
-  throw new PodnetError(code, `invalid ${what}: ${describeViolations(validate.errors ?? [])}`);
+  const violations = violationsOf(name, value);
+  if (violations === undefined) return value as DocumentTypes[N];
+  throw new PodnetError(code, `invalid ${what}: ${violations}`);
 }

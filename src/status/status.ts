@@ -6,7 +6,7 @@ import { documentName, podDocumentName, type DesiredAttachment, type DesiredSand
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
-import { resultFor, type CniResult } from '../model/cni-config.ts';
+import { readableResult, resultFor } from '../model/cni-config.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 
 /** One sandbox as a pass left it. */
@@ -124,7 +124,7 @@ export function podEventsBetween(pod: { namespace: string; name: string }, befor
 }
 
 function primaryEntry(record: AttachmentRecord, links: ReadonlyMap<string, ObservedLink> | undefined): NetworkStatusEntry {
-  const given = resultFor(record.prevResult as CniResult | undefined, record.ifname);
+  const given = resultFor(readableResult(record.prevResult), record.ifname);
   const link = links?.get(record.ifname);
   const mac = link?.mac ?? given.mac;
   return { name: record.network, interface: record.ifname, ips: given.ips.map(plain), ...(mac ? { mac } : {}), ...(link ? { mtu: link.mtu } : {}), default: true };
