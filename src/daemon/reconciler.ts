@@ -4,12 +4,11 @@
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
-import { hasPodnetPrefix } from '../model/host-links.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
-import { isEmptyApplied, type AppliedState, type Family, type Observed, type ObservedLink, type Resolved } from '../model/state.ts';
+import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
@@ -27,6 +26,7 @@ import type { SandboxFacts } from '../status/status.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
+import { asksThePlanner, covers, hostViewOf, observedWith, podNeeds, readHost, readPod, recordsKey, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
 /** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
 interface SandboxOutcome {
@@ -130,64 +130,6 @@ interface LiveSandbox {
 
 /** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
 const undoFailed = new WeakSet<Error>();
-
-/** What a pass sees inside one sandbox's netns. */
-type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
-
-/** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls. */
-interface PodNeeds {
-  families: ReadonlySet<Family>;
-  paths: ReadonlySet<string>;
-}
-
-/** A netns as read, and what the read covered. */
-interface PodSight extends PodNeeds {
-  view: PodView;
-  /** The sandbox's records when it was read (see recordsKey): an ADD or DEL since ran the runtime's plugins in the netns. */
-  records: string;
-}
-
-/** A sandbox's records as one string: netns, interface and time of each ADD still recorded. */
-function recordsKey(records: readonly AttachmentRecord[]): string {
-  return records.map((r) => `${r.netns} ${r.ifname} ${r.createdAt}`).join('\n');
-}
-
-/** Routes, rules and sysctls are read only where the desired or the applied state has some. */
-function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeeds {
-  const families = new Set<Family>();
-  for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
-  return { families, paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]) };
-}
-
-/** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
-function asksThePlanner(desired: Resolved, applied: AppliedState | undefined): boolean {
-  const wanted = desired.attachments.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
-  return wanted > 0 || (applied !== undefined && !isEmptyApplied(applied));
-}
-
-function covers(sight: PodSight, needs: PodNeeds): boolean {
-  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p));
-}
-
-/** What a plan sees: a sandbox's netns and the host. */
-function observedWith(pod: PodView, host: HostView): Observed {
-  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs };
-}
-
-/** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
-interface HostView {
-  links: ReadonlyMap<string, ObservedLink>;
-  /** Whether the qdiscs were read (only when some sandbox has or wants a rate limit). */
-  shaped: boolean;
-  /** The links podnet names (prefix pn): the only host links a plan may change or remove. */
-  podnetLinks: ReadonlyMap<string, ObservedLink>;
-  names: ReadonlySet<string>;
-  qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
-}
-
-function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>, shaped: boolean): HostView {
-  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs };
-}
 
 export class Reconciler {
   private readonly reports = new Map<string, SandboxOutcome>();
@@ -437,24 +379,12 @@ export class Reconciler {
     return work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.opts.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
   }
 
-  /** The host's links and, when any sandbox has or wants rate limits, the qdiscs on podnet's links; both read at once. */
-  private async observeHost(work: readonly SandboxWork[]): Promise<HostView> {
-    const shaped = this.shapes(work);
-    const { observe } = this.opts;
-    const [links, qdiscs] = await Promise.all([observe.links(host), shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>()]);
-    return hostViewOf(links, qdiscs, shaped);
+  private observeHost(work: readonly SandboxWork[]): Promise<HostView> {
+    return readHost(this.opts.observe, this.shapes(work));
   }
 
-  /** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
-  private async readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
-    const { observe } = this.opts;
-    const where = { netns: record.netns };
-    const [pod, routing, sysctls] = await Promise.all([
-      observe.links(where),
-      Promise.all([...needs.families].map((family) => observe.routing(where, family))),
-      observe.sysctls(where, [...needs.paths]),
-    ]);
-    return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
+  private readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
+    return readPod(this.opts.observe, record.netns, records, needs);
   }
 
   /**

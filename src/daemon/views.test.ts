@@ -1,0 +1,41 @@
+import t from 'tap';
+import { emptyApplied, type ObservedLink, type Resolved } from '../model/state.ts';
+import { asksThePlanner, covers, hostViewOf, podNeeds, type PodSight } from './views.ts';
+
+const nothing: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
+const link = (name: string): ObservedLink => ({ name, mtu: 1500, up: true, addresses: [] });
+const sight = (families: ('4' | '6')[], paths: string[]): PodSight => ({
+  families: new Set(families.map((f) => Number(f) as 4 | 6)),
+  paths: new Set(paths),
+  records: '',
+  view: { pod: new Map(), routes: [], rules: [], sysctls: new Map() },
+});
+
+t.test('a netns is read for what the desired or the applied state has: routes of their families, their sysctls', async (t) => {
+  const desired: Resolved = { ...nothing, routes: [{ family: 6, to: '2001:db8::/64', table: 100 }], sysctls: [{ name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' }] };
+  const applied = { ...emptyApplied('c1', '/run/netns/x'), rules: [{ family: 4 as const, priority: 100, table: 100 }] };
+  const needs = podNeeds(desired, applied);
+  t.same([...needs.families].sort(), [4, 6]);
+  t.same([...needs.paths], ['net/ipv4/ip_forward']);
+  t.same(podNeeds(nothing, undefined), { families: new Set(), paths: new Set() }, 'nothing asked, nothing but the links read');
+});
+
+t.test('a kept view serves the next pass only when it read all that pass needs', async (t) => {
+  const needs = { families: new Set<4 | 6>([4]), paths: new Set(['net/ipv4/ip_forward']) };
+  t.ok(covers(sight(['4', '6'], ['net/ipv4/ip_forward', 'net/core/somaxconn']), needs));
+  t.notOk(covers(sight(['6'], ['net/ipv4/ip_forward']), needs), 'IPv4 routes were not read');
+  t.notOk(covers(sight(['4'], []), needs), 'the sysctl was not read');
+});
+
+t.test('a sandbox with nothing wanted and nothing applied asks nothing of the planner', async (t) => {
+  t.notOk(asksThePlanner(nothing, undefined));
+  t.notOk(asksThePlanner(nothing, emptyApplied('c1', '/run/netns/x')));
+  t.ok(asksThePlanner({ ...nothing, tuning: [{ interface: 'eth0', settings: { mtu: 1400 } }] }, undefined));
+  t.ok(asksThePlanner(nothing, { ...emptyApplied('c1', '/run/netns/x'), sysctls: [{ path: 'net/ipv4/ip_forward', value: '1', original: '0' }] }), 'what was applied must be taken back');
+});
+
+t.test('of the host\'s links, a plan may touch only podnet\'s (prefix pn); it sees every name, to avoid them', async (t) => {
+  const view = hostViewOf(new Map([['eth0', link('eth0')], ['cni0', link('cni0')], ['pnv1234', link('pnv1234')], ['pn-blue', link('pn-blue')]]), new Map(), false);
+  t.same([...view.podnetLinks.keys()].sort(), ['pn-blue', 'pnv1234']);
+  t.same([...view.names].sort(), ['cni0', 'eth0', 'pn-blue', 'pnv1234']);
+});

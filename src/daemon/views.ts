@@ -1,0 +1,83 @@
+// The views a pass plans from (docs/adr/0007): a sandbox's netns and the host as read, what a
+// read covered, and whether a kept view still holds for the next pass. Reads go through the
+// injected NetnsObserver; everything else here is pure.
+import { hasPodnetPrefix } from '../model/host-links.ts';
+import { host } from '../model/step.ts';
+import { isEmptyApplied, type AppliedState, type Family, type Observed, type ObservedLink, type Resolved } from '../model/state.ts';
+import type { NetnsObserver } from '../netns/observe.ts';
+import type { AttachmentRecord } from '../protocol/validate.ts';
+
+/** What a pass sees inside one sandbox's netns. */
+export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
+
+/** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls. */
+export interface PodNeeds {
+  families: ReadonlySet<Family>;
+  paths: ReadonlySet<string>;
+}
+
+/** A netns as read, and what the read covered. */
+export interface PodSight extends PodNeeds {
+  view: PodView;
+  /** The sandbox's records when it was read (see recordsKey): an ADD or DEL since ran the runtime's plugins in the netns. */
+  records: string;
+}
+
+/** A sandbox's records as one string: netns, interface and time of each ADD still recorded. */
+export function recordsKey(records: readonly AttachmentRecord[]): string {
+  return records.map((r) => `${r.netns} ${r.ifname} ${r.createdAt}`).join('\n');
+}
+
+/** Routes, rules and sysctls are read only where the desired or the applied state has some. */
+export function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeeds {
+  const families = new Set<Family>();
+  for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
+  return { families, paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]) };
+}
+
+/** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
+export function asksThePlanner(desired: Resolved, applied: AppliedState | undefined): boolean {
+  const wanted = desired.attachments.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
+  return wanted > 0 || (applied !== undefined && !isEmptyApplied(applied));
+}
+
+export function covers(sight: PodSight, needs: PodNeeds): boolean {
+  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p));
+}
+
+/** What a plan sees: a sandbox's netns and the host. */
+export function observedWith(pod: PodView, host: HostView): Observed {
+  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs };
+}
+
+/** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
+export interface HostView {
+  links: ReadonlyMap<string, ObservedLink>;
+  /** Whether the qdiscs were read (only when some sandbox has or wants a rate limit). */
+  shaped: boolean;
+  /** The links podnet names (prefix pn): the only host links a plan may change or remove. */
+  podnetLinks: ReadonlyMap<string, ObservedLink>;
+  names: ReadonlySet<string>;
+  qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
+}
+
+export function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>, shaped: boolean): HostView {
+  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs };
+}
+
+/** The host's links and, when `shaped` (a sandbox has or wants rate limits), the qdiscs on podnet's links; both read at once. */
+export async function readHost(observe: NetnsObserver, shaped: boolean): Promise<HostView> {
+  const [links, qdiscs] = await Promise.all([observe.links(host), shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>()]);
+  return hostViewOf(links, qdiscs, shaped);
+}
+
+/** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
+export async function readPod(observe: NetnsObserver, netns: string, records: string, needs: PodNeeds): Promise<PodSight> {
+  const where = { netns };
+  const [pod, routing, sysctls] = await Promise.all([
+    observe.links(where),
+    Promise.all([...needs.families].map((family) => observe.routing(where, family))),
+    observe.sysctls(where, [...needs.paths]),
+  ]);
+  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
+}
