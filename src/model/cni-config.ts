@@ -1,12 +1,13 @@
 // A delegated Network's CNI config, made into the list a runtime runs: checked (every plugin has
 // a type that names a binary, the cniVersion is one podnet speaks), defaults filled in, and each
 // plugin's stdin for ADD, DEL and CHECK as the CNI spec's chaining rules say. Pure.
+import { supportedVersions } from '../cni/version.ts';
 import { isDocument, violationsOf, type CniResult, type Network } from '../protocol/validate.ts';
 
 export type { CniResult } from '../protocol/validate.ts';
 
-/** The versions podnet runs plugins at: those whose result format it reads (0.3.0 on). */
-export const delegatedCniVersions = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
+/** The versions podnet runs plugins at: those whose result format it reads, as its own plugin does (0.3.0 on, in order). */
+export const delegatedCniVersions = supportedVersions;
 
 /** The CNI spec's network name: plugins put it in file paths (host-local's dataDir/<name>). */
 const networkNamePattern = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,252}$/;
