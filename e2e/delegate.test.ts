@@ -210,7 +210,7 @@ spec:
   t.match(explained, /spec\.attachments\[3\]: Network garbage: plugin garbage ADD: succeeded but printed no JSON result: "not json at all"/);
   t.match(explained, /spec\.attachments\[4\]: Network hang: plugin hang ADD: no answer in 5 s; killed/);
   t.match(explained, /spec\.attachments\[5\]: Network notype: spec\.cni\.config\.plugins\[0\]\.type: every plugin config needs a type/);
-  t.match(explained, /spec\.attachments\[7\]: Network badshape: plugin badshape ADD: its result is not a CNI result \(ips is not a list of objects\)/);
+  t.match(explained, /spec\.attachments\[7\]: Network badshape: plugin badshape ADD: its result is not a CNI result \(at \/ips: must be array\)/);
   t.match(explained, /spec\.attachments\[6\]: Network badversion: spec\.cni\.config\.cniVersion: cniVersion "9\.9\.9" is not one podnet runs plugins at/);
   t.ok(existsSync(`${marks}/garbage-DEL`), 'the garbage ADD was taken back with DEL');
   t.ok(existsSync(`${marks}/hang-DEL`), 'the hung ADD was killed and taken back with DEL');

@@ -4,11 +4,9 @@
 // object. A list is run by the chaining rules of the CNI spec: ADD in order, each plugin given the
 // result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
 // STATUS (1.1) for every plugin, for the network as a whole.
-import { spawn } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
+import { findExecutable, startProcess } from '../process.ts';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
 
@@ -38,6 +36,9 @@ const systemPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 /** A plugin may print its result and its logs no longer than this. */
 const maxOutputBytes = 1 << 20;
+
+/** Of its logs, only an excerpt reaches a message. */
+const maxLogBytes = 4096;
 
 /** The CNI spec's well-known error codes, for messages. */
 const cniCodeNames: Record<number, string> = {
@@ -112,21 +113,13 @@ export class PluginRunner {
 
   /** The binary a type names: the first bin dir that has it, executable. */
   binaryOf(type: string, network: string): string {
-    for (const dir of this.opts.binDirs) {
-      const path = join(dir, type);
-      try {
-        if (!statSync(path).isFile()) continue;
-        accessSync(path, constants.X_OK);
-        return path;
-      } catch {
-        // Not in this dir.
-      }
-    }
+    const path = findExecutable(type, this.opts.binDirs);
+    if (path !== undefined) return path;
     throw new PodnetError('NOT_AVAILABLE', `Network ${network}: plugin ${type} is not in the CNI bin dirs (${this.opts.binDirs.join(', ')})`);
   }
 
   /** One plugin, for one attachment (`target`), or for its whole network (GC, STATUS: none). */
-  private run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget | undefined, network: string): Promise<unknown> {
+  private async run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget | undefined, network: string): Promise<unknown> {
     const file = this.binaryOf(type, network);
     const env: Record<string, string> = {
       CNI_COMMAND: command,
@@ -139,56 +132,28 @@ export class PluginRunner {
     return new Promise((resolve, reject) => {
       // No shell and no argv beyond the binary: the spec passes everything in env and on stdin.
       // A process group of its own, so that a timeout kills what the plugin started too.
-      const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      let [outBytes, errBytes] = [0, 0];
-      let settled = false;
+      const plugin = startProcess(file, [], { env, ownGroup: true, maxStdoutBytes: maxOutputBytes, maxStderrBytes: maxLogBytes });
+      // The call ends at the time limit, not when the plugin's exit is seen; that exit then settles nothing.
       const timer = setTimeout(() => {
-        settled = true;
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // Gone already.
-        }
-        // A grandchild may still hold the pipes: the call ends now, not when they close.
-        child.stdout.destroy();
-        child.stderr.destroy();
+        plugin.kill();
         reject(new PodnetError('TRY_AGAIN_LATER', `${what}: no answer in ${this.opts.timeoutMs / 1000} s; killed`));
       }, this.opts.timeoutMs);
-      child.stdout.on('data', (chunk: Buffer) => {
-        if (outBytes < maxOutputBytes) out.push(chunk);
-        outBytes += chunk.length;
-      });
-      child.stderr.on('data', (chunk: Buffer) => {
-        if (errBytes < 4096) err.push(chunk);
-        errBytes += chunk.length;
-      });
-      // A plugin that exits without reading stdin closes the pipe: its exit says what happened.
-      child.stdin.on('error', () => undefined);
-      child.on('error', (e) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        reject(new PodnetError('NOT_AVAILABLE', `${what}: could not run ${file}: ${e.message}`));
-      });
-      child.on('close', (code, signal) => {
-        clearTimeout(timer);
-        if (settled) return;
-        settled = true;
-        // Decoded whole: a chunk may end inside a character.
-        const stdout = Buffer.concat(out).toString('utf8');
-        const stderr = Buffer.concat(err).toString('utf8');
-        if (code === 0) {
+      plugin.exited.then(
+        ({ code, signal, stdout, stderr }) => {
+          clearTimeout(timer);
+          if (code !== 0) return reject(pluginError(what, stdout, stderr, signal ? `killed by ${signal}` : `exit status ${code}`));
           try {
-            return resolve(answerOf(command, stdout, what));
+            resolve(answerOf(command, stdout, what));
           } catch (err) {
-            return reject(err);
+            reject(err);
           }
-        }
-        reject(pluginError(what, stdout, stderr, signal ? `killed by ${signal}` : `exit status ${code}`));
-      });
-      child.stdin.end(JSON.stringify(stdin));
+        },
+        (e: Error) => {
+          clearTimeout(timer);
+          reject(new PodnetError('NOT_AVAILABLE', `${what}: could not run ${file}: ${e.message}`));
+        },
+      );
+      plugin.feed(JSON.stringify(stdin));
     });
   }
 }

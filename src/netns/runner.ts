@@ -3,11 +3,9 @@
 // Batches go to `ip -batch -` / `tc -batch -` on stdin, one process per namespace and run of
 // steps; batch lines are split by ip on whitespace, and every name in them has passed a schema
 // that admits no whitespace.
-import { spawn } from 'node:child_process';
-import { accessSync, constants, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
+import { findExecutable, startProcess, type ProcessExit, type ProcessOptions, type StartedProcess } from '../process.ts';
 
 export interface BatchResult {
   /** How many lines succeeded, in order. */
@@ -43,52 +41,18 @@ export interface NetnsRunner {
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
 }
 
-interface Exited {
-  exitCode: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** A started process: `feed` writes its input and closes stdin; `exited` never rejects for a non-zero exit. */
-interface Started {
-  feed(input: string): void;
-  exited: Promise<Exited>;
-  /** Whether the process keeps the daemon's event loop alive; a process kept ready does not. */
-  hold(held: boolean): void;
-  /** Whether it has not exited yet. */
-  running(): boolean;
-}
-
 /**
- * Starts `file` with `args` (found on PATH once, see toolPath) and a pipe on stdin.
- * node:child_process directly: a pass runs hundreds of these, and a wrapper's own cost per
- * process adds up.
+ * What a tool may print. ip -json of a host's every route and address is the most: tens of
+ * thousands of routes come to a few MiB. Errors are a line or two (ip stops at a failed line).
  */
-function startProcess(file: string, args: readonly string[]): Started {
-  const child = spawn(toolPath(file), args, { stdio: ['pipe', 'pipe', 'pipe'] });
-  // A child that exits before reading all of its input (ip stops at a failed line) closes the pipe.
-  child.stdin!.on('error', () => undefined);
-  const exited = new Promise<Exited>((resolve, reject) => {
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout!.on('data', (b: Buffer) => out.push(b));
-    child.stderr!.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ exitCode: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
-    );
-  });
-  const handles = [child, child.stdin!, child.stdout!, child.stderr!] as { ref(): void; unref(): void }[];
-  return {
-    feed: (input) => child.stdin!.end(input),
-    exited,
-    hold: (held) => handles.forEach((h) => (held ? h.ref() : h.unref())),
-    running: () => child.exitCode === null && child.signalCode === null,
-  };
+const toolOutput: ProcessOptions = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
+
+function startTool(file: string, args: readonly string[]): StartedProcess {
+  return startProcess(toolPath(file), args, toolOutput);
 }
 
-function exec(file: string, args: readonly string[], input = ''): Promise<Exited> {
-  const started = startProcess(file, args);
+function exec(file: string, args: readonly string[], input = ''): Promise<ProcessExit> {
+  const started = startTool(file, args);
   started.feed(input);
   return started.exited;
 }
@@ -102,19 +66,10 @@ const toolPaths = new Map<string, string>();
 function toolPath(name: string): string {
   let path = toolPaths.get(name);
   if (path === undefined) {
-    path = (process.env['PATH'] ?? '').split(':').map((dir) => join(dir || '.', name)).find(isExecutable) ?? name;
+    path = findExecutable(name, (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.')) ?? name;
     toolPaths.set(name, path);
   }
   return path;
-}
-
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
 }
 
 /** A netns `ip netns add` made (or a runtime that names them the same way): ip and tc open it by name. */
@@ -135,19 +90,19 @@ function argv(where: Where, file: string, args: readonly string[]): [string, str
  * under the same name would make wrong (the reason no ip process lives across batches). One at a
  * time; the next starts once the one taken has exited, after the batch that took it.
  */
-let readyHostBatch: Started | undefined;
+let readyHostBatch: StartedProcess | undefined;
 
-function hostBatchProcess(file: string, args: readonly string[]): Started {
+function hostBatchProcess(file: string, args: readonly string[]): StartedProcess {
   // One that died while it waited (killed by someone) is not taken: its batch would fail unsaid.
   const ready = readyHostBatch && readyHostBatch.running() ? readyHostBatch : undefined;
   readyHostBatch = undefined;
-  const taken = ready ?? startProcess(file, args);
+  const taken = ready ?? startTool(file, args);
   taken.hold(true);
   const replace = () =>
     setImmediate(() => {
       if (readyHostBatch) return;
       try {
-        const next = (readyHostBatch = startProcess(file, args));
+        const next = (readyHostBatch = startTool(file, args));
         next.hold(false);
         const gone = () => {
           if (readyHostBatch === next) readyHostBatch = undefined;
@@ -164,7 +119,7 @@ function hostBatchProcess(file: string, args: readonly string[]): Started {
 
 function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
   const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
-  const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startProcess(file, list);
+  const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startTool(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
   started.exited.catch(() => undefined);
   return {
@@ -177,8 +132,8 @@ function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
   };
 }
 
-function batchResult(where: Where, tool: Tool, lines: readonly string[], result: Exited): BatchResult {
-  if (result.exitCode === 0) return { done: lines.length };
+function batchResult(where: Where, tool: Tool, lines: readonly string[], result: ProcessExit): BatchResult {
+  if (result.code === 0) return { done: lines.length };
   // ip and tc name the failing line: "Command failed -:3".
   const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
   const line = lines[failed - 1] ?? '';
@@ -190,7 +145,7 @@ async function runSysctls(where: Where, lines: readonly string[]): Promise<Batch
   for (const [i, line] of lines.entries()) {
     const [file, list] = argv(where, 'sysctl', ['-q', '-w', line]);
     const result = await exec(file, list);
-    if (result.exitCode !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
+    if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
   }
   return { done: lines.length };
 }
@@ -210,8 +165,11 @@ export const netnsRunner: NetnsRunner = {
   async query(where, tool, options, commands) {
     const [file, list] = argv(where, tool, ['-json', ...options, '-batch', '-']);
     const result = await exec(file, list, `${commands.join('\n')}\n`);
-    if (result.exitCode !== 0) {
+    if (result.code !== 0) {
       throw new PodnetError('IO_FAILURE', `${tool} ${options.join(' ')} ${commands.join('; ')} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
+    }
+    if (result.stdoutCut) {
+      throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: printed more than ${toolOutput.maxStdoutBytes} bytes`);
     }
     // Each command prints one JSON document on a line of its own (nothing when it found nothing).
     const outputs = result.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as unknown);

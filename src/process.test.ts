@@ -1,0 +1,139 @@
+import t, { type Test } from 'tap';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { findExecutable, startProcess, type ProcessOptions } from './process.ts';
+
+const node = process.execPath;
+const bounds: ProcessOptions = { maxStdoutBytes: 1 << 20, maxStderrBytes: 4096 };
+
+function run(file: string, args: readonly string[], options: ProcessOptions = bounds, input = '') {
+  const started = startProcess(file, args, options);
+  started.feed(input);
+  return started.exited;
+}
+
+/** Whether `pid` is gone: no such process, or a zombie no one has reaped yet (a container's init may not). */
+function gone(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+async function eventually(check: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 100 && !check(); i++) await sleep(20);
+  return check();
+}
+
+t.test('findExecutable', async (t) => {
+  const dir = t.testdir({ empty: {}, plain: { tool: 'not executable' }, folder: { tool: {} }, bin: { tool: '#!/bin/true\n' }, later: { tool: '#!/bin/true\n' } });
+  chmodSync(join(dir, 'bin', 'tool'), 0o755);
+  chmodSync(join(dir, 'later', 'tool'), 0o755);
+  chmodSync(join(dir, 'plain', 'tool'), 0o644);
+  chmodSync(join(dir, 'folder', 'tool'), 0o755);
+  const at = (...names: string[]) => names.map((n) => join(dir, n));
+  t.equal(findExecutable('tool', at('empty')), undefined, 'a dir without it');
+  t.equal(findExecutable('tool', at('plain')), undefined, 'a file that is not executable, even to root');
+  t.equal(findExecutable('tool', at('folder')), undefined, 'a directory named like it');
+  t.equal(findExecutable('tool', at('empty', 'plain', 'folder', 'bin', 'later')), join(dir, 'bin', 'tool'), 'the first dir that has it executable');
+  t.equal(findExecutable('tool', []), undefined, 'no dirs');
+});
+
+t.test('an exit of any kind resolves with its code or signal', async (t) => {
+  t.match(await run('/bin/true', []), { code: 0, signal: null, stdout: '', stderr: '', stdoutCut: false, stderrCut: false });
+  t.match(await run('/bin/false', []), { code: 1, signal: null });
+  t.match(await run(node, ['-e', 'process.exit(7)']), { code: 7, signal: null });
+  t.match(await run(node, ['-e', 'process.kill(process.pid, "SIGTERM")']), { code: null, signal: 'SIGTERM' });
+});
+
+t.test('stdin is fed and closed; stdout and stderr are collected apart', async (t) => {
+  t.match(await run('/bin/cat', [], bounds, 'to cat\n'), { code: 0, stdout: 'to cat\n', stderr: '' });
+  const args = ['-e', 'process.stdin.pipe(process.stderr); process.stdout.write("out")'];
+  t.match(await run(node, args, bounds, 'in'), { code: 0, stdout: 'out', stderr: 'in' });
+});
+
+t.test('a process that exits before reading its input is not an error', async (t) => {
+  t.match(await run('/bin/true', [], bounds, 'x'.repeat(1 << 20)), { code: 0 });
+});
+
+t.test('env is the whole environment when given', async (t) => {
+  const result = await run(node, ['-e', 'process.stdout.write(JSON.stringify(process.env))'], { ...bounds, env: { ONLY: 'this' } });
+  const env = JSON.parse(result.stdout) as Record<string, string>;
+  t.equal(env['ONLY'], 'this');
+  // Not t.same: tap adds its own variables to every process a test starts.
+  t.notOk('PATH' in env || 'HOME' in env, "none of the daemon's own");
+});
+
+t.test('output is kept up to its bound, and the process is read to its end', async (t) => {
+  // Far past a pipe's 64 KiB: a process whose output were no longer read would never exit.
+  const script = 'process.stdout.write("o".repeat(1 << 20)); process.stderr.write("e".repeat(1 << 20))';
+  const result = await run(node, ['-e', script], { maxStdoutBytes: 1000, maxStderrBytes: 10 });
+  t.equal(result.code, 0);
+  t.equal(result.stdout, 'o'.repeat(1000));
+  t.equal(result.stderr, 'e'.repeat(10));
+  t.ok(result.stdoutCut && result.stderrCut, 'both are marked cut');
+  const exact = await run(node, ['-e', 'process.stdout.write("o".repeat(1000))'], { maxStdoutBytes: 1000, maxStderrBytes: 10 });
+  t.match(exact, { stdout: 'o'.repeat(1000), stdoutCut: false }, 'output exactly at the bound is whole');
+});
+
+t.test('output is decoded whole, not chunk by chunk', async (t) => {
+  // "é" is c3 a9: its two bytes written apart arrive in two chunks.
+  const script = 'process.stdout.write(Buffer.from([0xc3]), () => setTimeout(() => process.stdout.write(Buffer.from([0xa9])), 50))';
+  t.equal((await run(node, ['-e', script])).stdout, 'é');
+});
+
+t.test('a file that cannot be run rejects exited and is not running', async (t) => {
+  const started = startProcess('/nonexistent/tool', [], bounds);
+  started.feed('');
+  await t.rejects(started.exited, { code: 'ENOENT' });
+  t.notOk(started.running());
+  t.doesNotThrow(() => started.kill(), 'a kill of what never ran does nothing');
+});
+
+t.test('running() and kill() of a process of no group of its own', async (t) => {
+  const started = startProcess('/bin/sleep', ['30'], bounds);
+  t.ok(started.running());
+  started.kill();
+  t.match(await started.exited, { code: null, signal: 'SIGKILL' });
+  t.notOk(started.running());
+});
+
+/** A node that starts /bin/sleep holding its stdout, writes the sleep's pid to the file named by its argument, and waits. */
+const parentOfSleep = `const c = require("node:child_process").spawn("/bin/sleep", ["30"], { stdio: ["ignore", "inherit", "ignore"] });
+require("node:fs").writeFileSync(process.argv[1], String(c.pid));
+setInterval(() => {}, 1000);`;
+
+/** Starts parentOfSleep; resolves with it and its sleep's pid once the sleep runs. */
+async function startParentOfSleep(t: Test, ownGroup: boolean) {
+  const pidFile = join(t.testdir(), 'pid');
+  const started = startProcess(node, ['-e', parentOfSleep, pidFile], { ...bounds, ownGroup });
+  started.feed('');
+  t.ok(await eventually(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== ''), 'the sleep started');
+  return { started, sleeper: Number(readFileSync(pidFile, 'utf8')) };
+}
+
+t.test('kill() of a process group kills what it started too', async (t) => {
+  const { started, sleeper } = await startParentOfSleep(t, true);
+  started.kill();
+  t.match(await started.exited, { code: null, signal: 'SIGKILL' });
+  t.ok(await eventually(() => gone(sleeper)), 'the grandchild is killed with the group');
+});
+
+t.test('kill() without a group of its own leaves what it started, and exited does not wait on the pipe that holds', async (t) => {
+  const { started, sleeper } = await startParentOfSleep(t, false);
+  t.teardown(() => process.kill(sleeper, 'SIGKILL'));
+  started.kill();
+  t.match(await started.exited, { code: null, signal: 'SIGKILL' });
+  t.notOk(gone(sleeper), 'the grandchild lives on');
+});
+
+t.test('a process not held does not keep the event loop alive', async (t) => {
+  // A node that starts a cat waiting on its stdin and lets go of it: it exits at once, and cat on the pipe's close.
+  const script = `import(${JSON.stringify(join(import.meta.dirname, 'process.ts'))}).then((m) => m.startProcess('/bin/cat', [], { maxStdoutBytes: 1, maxStderrBytes: 1 }).hold(false))`;
+  const begun = Date.now();
+  const result = await run(node, ['-e', script], bounds);
+  t.equal(result.code, 0, result.stderr);
+  t.ok(Date.now() - begun < 10_000, 'it exited without waiting on cat');
+});
