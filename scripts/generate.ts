@@ -105,6 +105,7 @@ async function typesSource(schemas: Record<string, unknown>[]): Promise<string> 
       additionalProperties: false,
       // Arrays stay arrays: a maxItems is checked by ajv, not spelled out as tuples of each length.
       maxItems: -1,
+      ignoreMinAndMaxItems: true,
       style: { singleQuote: true },
     });
     parts.push(ts);

@@ -5,28 +5,15 @@
 // Each file is checked against its schema (DelegatedRecord in schemas/state.schema.json) when read:
 // its plugin types are run and its names handed to them.
 import { join } from 'node:path';
-import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
+import type { DelegatedRecord as DelegatedRecordFile } from '../protocol/validate.ts';
 import { recordFileName, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
-import { readStateDocument, stateDocumentText } from '../registry/state-document.ts';
+import { readStateDocument, stateDocumentText, type Unversioned } from '../registry/state-document.ts';
 import type { PluginTarget } from './plugin.ts';
 
-export interface DelegatedRecord {
-  containerId: string;
-  interface: string;
-  network: string;
-  config: DelegatedConfig;
-  /** The netns and CNI_ARGS the ADD ran with: DEL is run for the same. */
-  netns: string;
-  args: string;
-  /** Absent until the ADD answered. */
-  result?: CniResult;
-  /** DELs that failed for an ADD that did not answer; podnet gives up on it after a few (see delegate). */
-  failedDels?: number;
-  /** Why the ADD did not answer, when it failed: told for as long as the record is held. */
-  addError?: string;
-}
+/** A record as the code holds it (DelegatedRecord in schemas/state.schema.json). */
+export type DelegatedRecord = Unversioned<DelegatedRecordFile>;
 
 export class DelegatedStore {
   private readonly stateDir: string;

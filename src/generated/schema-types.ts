@@ -539,7 +539,7 @@ export interface Network {
        * @minItems 1
        * @maxItems 4
        */
-      ranges: [IpRange, ...IpRange[]];
+      ranges: IpRange[];
     };
     namespaceSelector?: LabelSelector;
     macvlan?: {
@@ -716,7 +716,7 @@ export interface Route {
      * @minItems 1
      * @maxItems 8
      */
-    segments: [Ip, ...Ip[]];
+    segments: Ip[];
   };
 }
 /**
@@ -1170,42 +1170,46 @@ export interface DelegatedRecord {
   containerId: ContainerId;
   interface: PodInterfaceName;
   network: Name;
-  config: {
-    name: NetworkName;
-    cniVersion: string;
-    /**
-     * Each plugin's own keys (type and its settings).
-     *
-     * @minItems 1
-     * @maxItems 64
-     */
-    plugins: [
-      {
-        /**
-         * The plugin's executable in the CNI bin dirs: a file name, no path.
-         */
-        type: string;
-        [k: string]: unknown;
-      },
-      ...{
-        /**
-         * The plugin's executable in the CNI bin dirs: a file name, no path.
-         */
-        type: string;
-        [k: string]: unknown;
-      }[]
-    ];
-    disableCheck?: boolean;
-    disableGC?: boolean;
-  };
+  config: DelegatedConfig;
   netns: NetnsPath;
   /**
    * CNI_ARGS as the ADD ran with it.
    */
   args: string;
   result?: CniResult;
+  /**
+   * DELs that failed for an ADD that did not answer; podnet gives up on it after a few (src/delegate/lifecycle.ts).
+   */
   failedDels?: number;
+  /**
+   * Why the ADD did not answer, when it failed: told for as long as the record is held.
+   */
   addError?: string;
+}
+/**
+ * A network configuration list as podnet runs it for a cni Network: each plugin's own keys (without name, cniVersion or prevResult, which podnet gives each plugin), the list's name and version, and its opt-outs of CHECK (0.4.0) and GC (1.1.0).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "DelegatedConfig".
+ */
+export interface DelegatedConfig {
+  name: NetworkName;
+  cniVersion: string;
+  /**
+   * Each plugin's own keys (type and its settings).
+   *
+   * @minItems 1
+   * @maxItems 64
+   */
+  plugins: {
+    /**
+     * The plugin's executable in the CNI bin dirs: a file name, no path.
+     */
+    type: string;
+    [k: string]: unknown;
+  }[];
+  disableCheck?: boolean;
+  disableGC?: boolean;
 }
 /**
  * ipam/<network>.json: which addresses of a Network's ranges this node holds, and for whom (src/ipam/ipam.ts). Checked whole when read: a file that is not what podnet wrote is never reset, which could hand out an address twice.
@@ -1230,15 +1234,9 @@ export interface IpamState {
      * @minItems 1
      * @maxItems 64
      */
-    [k: string]: [
-      {
-        address: Cidr;
-        gateway?: Ip;
-      },
-      ...{
-        address: Cidr;
-        gateway?: Ip;
-      }[]
-    ];
+    [k: string]: {
+      address: Cidr;
+      gateway?: Ip;
+    }[];
   };
 }

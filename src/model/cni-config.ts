@@ -2,9 +2,10 @@
 // a type that names a binary, the cniVersion is one podnet speaks), defaults filled in, and each
 // plugin's stdin for ADD, DEL and CHECK as the CNI spec's chaining rules say. Pure.
 import { supportedVersions } from '../cni/version.ts';
-import { isDocument, violationsOf, type CniResult, type Network } from '../protocol/validate.ts';
+import { isDocument, violationsOf, type CniResult, type DelegatedConfig, type Network } from '../protocol/validate.ts';
 
-export type { CniResult } from '../protocol/validate.ts';
+/** A network configuration list as podnet runs it (DelegatedConfig in schemas/state.schema.json). */
+export type { CniResult, DelegatedConfig } from '../protocol/validate.ts';
 
 /** The versions podnet runs plugins at: those whose result format it reads, as its own plugin does (0.3.0 on, in order). */
 export const delegatedCniVersions = supportedVersions;
@@ -15,16 +16,6 @@ const networkNamePattern = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,252}$/;
 /** A plugin binary's name: what a runtime looks up in its bin dirs, never a path. */
 const pluginTypePattern = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$/;
 
-/** A network configuration list as podnet runs it. */
-export interface DelegatedConfig {
-  name: string;
-  cniVersion: string;
-  /** Each plugin's own keys (type and its settings), without name, cniVersion or prevResult. */
-  plugins: Record<string, unknown>[];
-  /** The list's own opt-outs of CHECK (0.4.0) and GC (1.1.0). */
-  disableCheck?: boolean;
-  disableGC?: boolean;
-}
 
 /** What is wrong with a config: the field under spec.cni.config and why. */
 export interface ConfigProblem {
@@ -60,7 +51,7 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
   const list = 'plugins' in config;
   if (list && (!Array.isArray(config['plugins']) || config['plugins'].length === 0)) return { field: `${base}.plugins`, reason: 'plugins must be a list of at least one plugin config' };
   const given: unknown[] = list ? (config['plugins'] as unknown[]) : [config];
-  const plugins: Record<string, unknown>[] = [];
+  const plugins: DelegatedConfig['plugins'] = [];
   for (const [i, plugin] of given.entries()) {
     const at = list ? `${base}.plugins[${i}]` : base;
     if (!isObject(plugin)) return { field: at, reason: 'a plugin config must be an object' };
@@ -74,7 +65,7 @@ export function delegatedConfigOf(network: Network): DelegatedConfig | ConfigPro
       return { field: `${at}.ipam.type`, reason: `type ${JSON.stringify(ipam['type'])} is not a plugin binary's name (letters, digits, _ . + -; no path)` };
     }
     const { name: _n, cniVersion: _v, cniVersions: _vs, prevResult: _p, disableCheck: _c, disableGC: _g, ...own } = plugin;
-    plugins.push(own);
+    plugins.push({ ...own, type });
   }
   return { name, cniVersion, plugins, ...(config['disableCheck'] === true ? { disableCheck: true } : {}), ...(config['disableGC'] === true ? { disableGC: true } : {}) };
 }

@@ -7,7 +7,7 @@ import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
 import { readableResult, resultFor } from '../model/cni-config.ts';
-import type { DelegatedRecord } from '../delegate/store.ts';
+import type { DelegatedRecord } from '../protocol/validate.ts';
 
 /** One sandbox as a pass left it. */
 export interface SandboxFacts {
