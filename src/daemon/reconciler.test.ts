@@ -90,10 +90,10 @@ async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue]) {
 }
 
 const attachLines = [
-  `host ip link add ${hostEnd} master pnbr-blue up type veth peer name net1 netns ${netns}`,
-  `netns ${netns} ip link set net1 up`,
+  `host ip link add name ${hostEnd} master pnbr-blue up type veth peer name net1 netns ${netns}`,
+  `netns ${netns} ip link set dev net1 up`,
   `netns ${netns} ip addr add 198.18.20.2/24 dev net1`,
-  `netns ${netns} ip link set eth0 mtu 1400`,
+  `netns ${netns} ip link set dev eth0 mtu 1400`,
 ];
 
 t.test('a pass applies what the documents ask, records it and its address, and does nothing more while nothing changes', async (t) => {
@@ -113,7 +113,7 @@ t.test('a failed pass is taken back whole and retried with backoff: 0.5 s, then 
   const { run, applied, clock, reconciler, report, warnings } = await setup(t);
   run.failing = (line) => line.startsWith('addr add');
   await reconciler.schedule('resync');
-  t.same(run.lines(), [...attachLines.slice(0, 3), `host ip link del ${hostEnd}`], 'the veth made before the failing step is deleted again');
+  t.same(run.lines(), [...attachLines.slice(0, 3), `host ip link del dev ${hostEnd}`], 'the veth made before the failing step is deleted again');
   t.equal(applied.get('c1'), undefined, 'nothing is recorded as applied');
   t.match(report()?.lastError, /addr add 198\.18\.20\.2\/24 dev net1 .*Operation not permitted/);
   t.ok(warnings.includes('reconcile failed; what this pass took was undone'));
@@ -157,7 +157,7 @@ t.test('a resync repairs drift the kernel shows: a pod end deleted by hand is ma
   await reconciler.schedule();
   t.equal(run.lines().length, before, 'a pass that is not a resync plans from the view it kept, and sees no drift');
   await reconciler.schedule('resync');
-  t.same(run.lines().slice(before), [`host ip link del ${hostEnd}`, attachLines[0], attachLines[1], attachLines[2]]);
+  t.same(run.lines().slice(before), [`host ip link del dev ${hostEnd}`, attachLines[0], attachLines[1], attachLines[2]]);
 });
 
 t.test('the view a pass left is reused by the next request and read again when a plan from it fails', async (t) => {
@@ -170,20 +170,20 @@ t.test('the view a pass left is reused by the next request and read again when a
 
   docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1300 }] })];
   await reconciler.schedule();
-  t.same(run.lines().at(-1), `netns ${netns} ip link set eth0 mtu 1300`);
+  t.same(run.lines().at(-1), `netns ${netns} ip link set dev eth0 mtu 1300`);
   t.equal(observe.readsOf(netns), reads + 1, 'planned from the kept view: the one read is the read back after the change');
   t.equal(observe.readsOf('host'), hostReads, 'the host view is kept too');
   observe.pod(netns).set('eth0', FakeObserver.link('eth0', { mtu: 1300 }));
 
   // Someone changed eth0 behind podnet's back: the kept view is wrong, and the step fails.
   let failures = 0;
-  run.failing = (line) => line === 'link set eth0 mtu 1200' && failures++ === 0;
+  run.failing = (line) => line === 'link set dev eth0 mtu 1200' && failures++ === 0;
   docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1200 }] })];
   await reconciler.schedule();
   t.ok(warnings.includes('a plan from the view the last pass left failed; planning again from the netns and host as they are'));
   t.equal(observe.readsOf(netns), reads + 3, 'read again before the second plan, and read back after it');
   t.equal(observe.readsOf('host'), hostReads + 2, 'the host is read again too, for the plan and for the next pass to start from');
-  t.same(run.lines().slice(-2), [`netns ${netns} ip link set eth0 mtu 1200`, `netns ${netns} ip link set eth0 mtu 1200`]);
+  t.same(run.lines().slice(-2), [`netns ${netns} ip link set dev eth0 mtu 1200`, `netns ${netns} ip link set dev eth0 mtu 1200`]);
 });
 
 t.test('a gone sandbox is taken back: its host end deleted, its address released, its record dropped; an unsure netns is left alone', async (t) => {
@@ -200,12 +200,12 @@ t.test('a gone sandbox is taken back: its host end deleted, its address released
   t.ok(warnings.some((w) => w.startsWith("cannot tell whether these sandboxes' netns are there")));
 
   sight.set(netns, 'not-net');
-  run.failing = (line) => line === `link del ${hostEnd}`;
+  run.failing = (line) => line === `link del dev ${hostEnd}`;
   await reconciler.schedule();
   t.ok(applied.get('c1'), 'a host end that could not be deleted keeps the record, for the next pass');
   run.failing = () => false;
   await reconciler.schedule();
-  t.same(run.lines().slice(before), [`host ip link del ${hostEnd}`, `host ip link del ${hostEnd}`]);
+  t.same(run.lines().slice(before), [`host ip link del dev ${hostEnd}`, `host ip link del dev ${hostEnd}`]);
   t.equal(applied.get('c1'), undefined);
   t.same(ipam.holders(), [], 'its address is free again');
   t.equal(report(), undefined, 'explain no longer lists it');
@@ -226,7 +226,7 @@ t.test('unused bridges podnet made go through a journaled pass once nothing uses
   observe.hostLinks.set('pnbr-old', FakeObserver.link('pnbr-old', { kind: 'bridge' }));
   applied.setBridges(['pnbr-old']);
   await reconciler.schedule('resync');
-  t.same(run.lines(), ['host ip link del pnbr-old'], 'pnbr-blue, which podnet did not make, stays');
+  t.same(run.lines(), ['host ip link del dev pnbr-old'], 'pnbr-blue, which podnet did not make, stays');
   t.same(applied.bridges(), []);
   t.ok(applied.hostPass(), 'the pass is on record: a crash after it is not undone at start');
 });

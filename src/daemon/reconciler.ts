@@ -10,6 +10,7 @@ import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
+import { linkDelLine } from '../model/undo.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
@@ -150,6 +151,7 @@ export class Reconciler {
   private hostChanged = false;
   /** The documents the last pass read: what the socket's list judges. */
   private documents: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
+  private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
@@ -162,8 +164,14 @@ export class Reconciler {
 
   /** What is wrong with each document, judged as apply -f and the Kubernetes status judge it. */
   private problemsOf(docs: DesiredDocuments): Problem[] {
-    const { source } = this.opts;
-    return documentProblems(docs, (namespace) => source.namespaceLabels?.(namespace));
+    // Judged once per view of the documents: the socket's list is read far more often than passes run.
+    let problems = this.judged.get(docs);
+    if (!problems) {
+      const { source } = this.opts;
+      problems = documentProblems(docs, (namespace) => source.namespaceLabels?.(namespace));
+      this.judged.set(docs, problems);
+    }
+    return problems;
   }
 
   /** The sandboxes whose pod the source knows, as the last pass left them: what their status is made from. */
@@ -512,7 +520,7 @@ export class Reconciler {
    */
   private async forget(state: AppliedState, hostView: HostView): Promise<void> {
     const names = state.attachments.flatMap((a) => [a.hostIf, a.ifb]).filter((n): n is string => n !== undefined && hostView.podnetLinks.has(n));
-    const steps = names.map((name): Step => ({ where: host, tool: 'ip', line: `link del ${name}` }));
+    const steps = names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }));
     if (steps.length > 0) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, state.containerId, steps, () => {
       for (const a of state.attachments) this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));
@@ -532,7 +540,7 @@ export class Reconciler {
     const known = applied.bridges();
     const unused = known.filter((b) => !inUse.has(b));
     if (unused.length === 0) return;
-    const steps = unused.filter((b) => hostView.links.has(b)).map((b): Step => ({ where: host, tool: 'ip', line: `link del ${b}` }));
+    const steps = unused.filter((b) => hostView.links.has(b)).map((b): Step => ({ where: host, tool: 'ip', line: linkDelLine(b) }));
     if (steps.length > 0) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
     if (result.error) this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });

@@ -40,8 +40,8 @@ function recordingIp(failOn?: string) {
 const pod: Where = { netns: '/run/netns/p' };
 const steps: Step[] = [
   { where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', action: 'link-del', dev: 'pnb' } },
-  { where: 'host', tool: 'ip', line: 'link set pnb up' },
-  { where: pod, tool: 'ip', line: 'link add net1 type veth peer name pnv1 netns 1', undo: { where: pod, action: 'link-del', dev: 'net1' } },
+  { where: 'host', tool: 'ip', line: 'link set dev pnb up' },
+  { where: pod, tool: 'ip', line: 'link add name net1 type veth peer name pnv1 netns 1', undo: { where: pod, action: 'link-del', dev: 'net1' } },
   { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, action: 'addr-del', dev: 'net1', address: '198.18.1.2/24' } },
 ];
 
@@ -61,8 +61,8 @@ t.test('one batch per run of a namespace, in order; the journal is gone after', 
   t.same(await execute(ip, path, 'c1', steps, () => committed++), { undoErrors: [] });
   t.equal(committed, 1, 'the pass is committed');
   t.same(batches, [
-    { where: 'host', lines: ['link add name pnb type bridge', 'link set pnb up'] },
-    { where: '/run/netns/p', lines: ['link add net1 type veth peer name pnv1 netns 1', 'addr add 198.18.1.2/24 dev net1'] },
+    { where: 'host', lines: ['link add name pnb type bridge', 'link set dev pnb up'] },
+    { where: '/run/netns/p', lines: ['link add name net1 type veth peer name pnv1 netns 1', 'addr add 198.18.1.2/24 dev net1'] },
   ]);
   t.same(readdirSync(`${path}/${journalFolder}`), []);
 });
@@ -72,7 +72,7 @@ t.test("each batch's process starts once the one before has its lines; a failure
   const ok = recordingIp();
   await execute(ok.ip, path, 'c1', steps, () => undefined);
   t.same(ok.events, ['start host', 'run host', 'start /run/netns/p', 'run /run/netns/p'], 'a start blocks: the batch before gets its lines first');
-  const failing = recordingIp('link set pnb up');
+  const failing = recordingIp('link set dev pnb up');
   await execute(failing.ip, path, 'c1', steps, () => undefined);
   t.same(failing.events.slice(0, 4), ['start host', 'run host', 'start /run/netns/p', 'cancel /run/netns/p']);
 });
@@ -82,7 +82,7 @@ t.test('a failed step: the steps taken before it are undone, last first', async 
   const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
   const result = await execute(ip, path, 'c1', steps, () => t.fail('a failed pass is not committed'));
   t.match(result.error, { code: 'IO_FAILURE', message: /boom/ });
-  t.same(batches.slice(2).map((b) => b.lines[0]), ['link del net1', 'link del pnb'], 'the veth, then the bridge');
+  t.same(batches.slice(2).map((b) => b.lines[0]), ['link del dev net1', 'link del dev pnb'], 'the veth, then the bridge');
 });
 
 t.test('a journal left by a crash is undone whole at start, last first, unless its pass was committed', async (t) => {
@@ -97,8 +97,8 @@ t.test('a journal left by a crash is undone whole at start, last first, unless i
   t.same(await runJournalUndo(crashing.ip, path, committed, (file) => told.push(file)), ['c9']);
   t.same(crashing.batches, [
     { where: '/run/netns/p', lines: ['addr del 198.18.1.2/24 dev net1'] },
-    { where: '/run/netns/p', lines: ['link del net1'] },
-    { where: 'host', lines: ['link del pnb'] },
+    { where: '/run/netns/p', lines: ['link del dev net1'] },
+    { where: 'host', lines: ['link del dev pnb'] },
   ]);
   t.same(told, []);
   t.same(readdirSync(`${path}/${journalFolder}`), [], 'every journal is gone, the committed one without an undo');
@@ -132,7 +132,7 @@ async function plantedJournals(t: Test, journals: Record<string, unknown>) {
 t.test('a planted journal is set aside in quarantine/ and told, and nothing of it runs', async (t) => {
   const hostile = {
     // An older podnet's journals held command lines: not trusted, whatever they say.
-    lines: [{ where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', tool: 'ip', line: 'link del pnb' } }],
+    lines: [{ where: 'host', tool: 'ip', line: 'link add name pnb type bridge', undo: { where: 'host', tool: 'ip', line: 'link del dev pnb' } }],
     'pass-and-lines': { pass: 'p1', steps: [{ where: 'host', tool: 'ip', line: 'x', undo: { where: 'host', tool: 'ip', line: 'netns exec evil sh -c id' } }] },
     'line-in-version-1': { version: 1, pass: 'p1', undo: [{ where: 'host', tool: 'ip', line: 'netns exec evil sh -c id' }] },
     'netns-exec-as-dev': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'x netns exec' }] },
@@ -162,7 +162,7 @@ t.test('a valid journal beside a planted one: the valid one is undone, the other
     planted: { version: 1, pass: 'p1', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] },
   });
   t.same(undone, ['c1']);
-  t.same(batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del net1', 'link del pnb']);
+  t.same(batches.map((b) => b.lines[0]), ['addr del 198.18.1.2/24 dev net1', 'link del dev net1', 'link del dev pnb']);
   t.same(told.map((q) => q.file.split('/').pop()), ['planted.json']);
 });
 
@@ -192,16 +192,16 @@ t.test('every kind of undo action is rendered and run, last first, each by its t
     { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/conf/net1/rp_filter=1'] },
     { where: '/run/netns/p', tool: 'ip6', lines: ['rule del priority 100 from 2001:db8::/64 table 100'] },
     { where: '/run/netns/p', lines: ['route del 198.18.9.0/24 table 100'] },
-    { where: '/run/netns/p', lines: ['link set eth0 promisc off'] },
-    { where: '/run/netns/p', lines: ['link set eth0 address 02:11:22:33:44:55'] },
-    { where: '/run/netns/p', lines: ['link set eth0 mtu 1500'] },
+    { where: '/run/netns/p', lines: ['link set dev eth0 promisc off'] },
+    { where: '/run/netns/p', lines: ['link set dev eth0 address 02:11:22:33:44:55'] },
+    { where: '/run/netns/p', lines: ['link set dev eth0 mtu 1500'] },
   ]);
 });
 
 t.test('a pass whose undo its journal schema refuses does not run', async (t) => {
   const path = await stateDir(t);
   const { ip, batches } = recordingIp();
-  const bad: Step[] = [{ where: 'host', tool: 'ip', line: 'link add eth9 type dummy', undo: { where: 'host', action: 'link-del', dev: 'eth9' } }];
+  const bad: Step[] = [{ where: 'host', tool: 'ip', line: 'link add name eth9 type dummy', undo: { where: 'host', action: 'link-del', dev: 'eth9' } }];
   const result = await execute(ip, path, 'c1', bad, () => t.fail('not committed'));
   t.match(result.error, { code: 'INTERNAL', message: /journal of c1: at \/undo\/0\/dev/ });
   t.same(batches, []);
@@ -225,14 +225,14 @@ t.test('a change of tool starts a new batch: ip, then tc on the same host, then 
   const path = await stateDir(t);
   const { ip, batches } = recordingIp();
   const mixed: Step[] = [
-    { where: 'host', tool: 'ip', line: 'link add pnb1 type ifb' },
+    { where: 'host', tool: 'ip', line: 'link add name pnb1 type ifb' },
     { where: 'host', tool: 'tc', line: 'qdisc replace dev pnb1 root tbf rate 8000bit burst 100 latency 25ms' },
     { where: pod, tool: 'sysctl', line: 'net/ipv4/ip_forward=1' },
     { where: pod, tool: 'sysctl', line: 'net/ipv4/conf/all/rp_filter=0' },
   ];
   await execute(ip, path, 'c2', mixed, () => undefined);
   t.same(batches, [
-    { where: 'host', lines: ['link add pnb1 type ifb'] },
+    { where: 'host', lines: ['link add name pnb1 type ifb'] },
     { where: 'host', tool: 'tc', lines: ['qdisc replace dev pnb1 root tbf rate 8000bit burst 100 latency 25ms'] },
     { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/ip_forward=1', 'net/ipv4/conf/all/rp_filter=0'] },
   ]);

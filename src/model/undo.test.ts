@@ -5,10 +5,10 @@ const pod = { netns: '/run/netns/p' };
 
 t.test('each undo action renders into one command, by its tool, where it says', async (t) => {
   const cases: [UndoAction, string, string][] = [
-    [{ where: 'host', action: 'link-del', dev: 'pn-blue' }, 'ip', 'link del pn-blue'],
+    [{ where: 'host', action: 'link-del', dev: 'pn-blue' }, 'ip', 'link del dev pn-blue'],
     [{ where: pod, action: 'addr-del', dev: 'net1', address: '198.18.80.2/24' }, 'ip', 'addr del 198.18.80.2/24 dev net1'],
-    [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'mtu', value: 1500 }, 'ip', 'link set eth0 mtu 1500'],
-    [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'up', value: false }, 'ip', 'link set eth0 down'],
+    [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'mtu', value: 1500 }, 'ip', 'link set dev eth0 mtu 1500'],
+    [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'up', value: false }, 'ip', 'link set dev eth0 down'],
     [{ where: pod, action: 'route', verb: 'add', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1', metric: 5 } }, 'ip', 'route add 198.18.9.0/24 via 198.18.80.1 table 100 metric 5'],
     [{ where: pod, action: 'route', verb: 'del', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1' } }, 'ip', 'route del 198.18.9.0/24 table 100'],
     [{ where: pod, action: 'rule', verb: 'del', rule: { family: 6, priority: 100, table: 100 } }, 'ip6', 'rule del priority 100 table 100'],

@@ -10,7 +10,7 @@ import type { UndoAction } from '../protocol/validate.ts';
 export type { UndoAction } from '../protocol/validate.ts';
 
 export function linkDelLine(dev: string): string {
-  return `link del ${dev}`;
+  return `link del dev ${dev}`;
 }
 
 export function addrLine(verb: 'add' | 'del', address: string, dev: string): string {
@@ -21,15 +21,15 @@ export function addrLine(verb: 'add' | 'del', address: string, dev: string): str
 export function settingLine(dev: string, setting: LinkSettingName, value: LinkSettings[LinkSettingName]): string {
   switch (setting) {
     case 'mtu':
-      return `link set ${dev} mtu ${value}`;
+      return `link set dev ${dev} mtu ${value}`;
     case 'txqueuelen':
-      return `link set ${dev} txqueuelen ${value}`;
+      return `link set dev ${dev} txqueuelen ${value}`;
     case 'mac':
-      return `link set ${dev} address ${value}`;
+      return `link set dev ${dev} address ${value}`;
     case 'up':
-      return `link set ${dev} ${value ? 'up' : 'down'}`;
+      return `link set dev ${dev} ${value ? 'up' : 'down'}`;
     case 'promisc':
-      return `link set ${dev} promisc ${value ? 'on' : 'off'}`;
+      return `link set dev ${dev} promisc ${value ? 'on' : 'off'}`;
   }
 }
 

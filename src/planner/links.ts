@@ -25,7 +25,7 @@ function createInPodLine(want: ResolvedAttachment, netns: string): string | unde
     case 'vxlan': {
       const peer = spec.remote ? ` remote ${spec.remote}` : spec.group ? ` group ${spec.group}` : '';
       const device = spec.device ? ` dev ${spec.device}` : '';
-      return `link add ${want.interface} netns ${netns}${mtu} type vxlan id ${spec.vni}${peer} dstport ${spec.port}${device}`;
+      return `link add name ${want.interface} netns ${netns}${mtu} type vxlan id ${spec.vni}${peer} dstport ${spec.port}${device}`;
     }
     case 'bridge':
       return undefined;
@@ -120,11 +120,11 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
     steps.push({
       where: host,
       tool: 'ip',
-      line: `link add ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
+      line: `link add name ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
       undo: { where: host, action: 'link-del', dev: want.hostIf },
     });
   } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
-    steps.push({ where: host, tool: 'ip', line: `link set ${want.hostIf} master ${spec.bridge} up` });
+    steps.push({ where: host, tool: 'ip', line: `link set dev ${want.hostIf} master ${spec.bridge} up` });
   }
   return fresh;
 }
@@ -158,7 +158,7 @@ function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: Applie
   const ifb = observed.host.get(want.ifb);
   if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) {
     if (!ifb) {
-      steps.push({ where: host, tool: 'ip', line: `link add ${want.ifb} type ifb`, undo: { where: host, action: 'link-del', dev: want.ifb } });
+      steps.push({ where: host, tool: 'ip', line: `link add name ${want.ifb} type ifb`, undo: { where: host, action: 'link-del', dev: want.ifb } });
     }
     if (!ifb?.up) steps.push({ where: host, tool: 'ip', line: settingLine(want.ifb, 'up', true) });
     if (!qdiscs.ingress) {

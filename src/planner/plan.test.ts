@@ -63,8 +63,8 @@ const withBridge = observed({ host: new Map([attachedObserved.host.entries().nex
 t.test('a fresh attachment: veth made from the host, on the bridge and up; the pod end up with its address', async (t) => {
   const p = plan(input({ attachments: [blue] }, { observed: withBridge }));
   t.same(lines(p), [
-    ['host', 'ip', 'link add pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a'],
-    ['pod', 'ip', 'link set net1 up'],
+    ['host', 'ip', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a'],
+    ['pod', 'ip', 'link set dev net1 up'],
     ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
   ]);
   t.same(p.next, attachedApplied);
@@ -87,14 +87,14 @@ t.test('without its bridge, an attachment is a problem and what was applied stay
 
 t.test('an attachment no longer wanted: its host end goes, which takes the pair', async (t) => {
   const p = plan(input({}, { observed: attachedObserved, applied: attachedApplied }));
-  t.same(p.steps.map((s) => s.line), ['link del pnv0123456789']);
+  t.same(p.steps.map((s) => s.line), ['link del dev pnv0123456789']);
   t.same(p.next.attachments, []);
 });
 
 t.test('drift: a pod end without its host end is made anew; a removed address comes back', async (t) => {
   const halfGone = { ...attachedObserved, host: new Map([attachedObserved.host.entries().next().value!]) };
   const p = plan(input({ attachments: [blue] }, { observed: halfGone, applied: attachedApplied }));
-  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del net1', 'link add pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a']);
+  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del dev net1', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a']);
   const flushed = { ...attachedObserved, pod: new Map([link('eth0'), link('net1', { mtu: 1400 })]) };
   t.same(plan(input({ attachments: [blue] }, { observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
 });
@@ -105,24 +105,40 @@ t.test('an interface podnet did not make is never taken over', async (t) => {
   t.match(p.problems, [{ reason: /net1 already exists in the pod and podnet did not make it/ }]);
 });
 
+t.test('a pod interface is only ever named after name or dev: one named like an ip keyword (up, nomaster) is not read as one', async (t) => {
+  // net9 stands for any name: where it appears, a keyword-like name would appear the same way.
+  const name = 'net9';
+  for (const spec of [blue.link, { kind: 'vxlan', vni: 7, remote: '198.18.0.2', port: 4789, device: 'eth0' } as const, { kind: 'macvlan', parent: 'eth0', mode: 'bridge' } as const]) {
+    const made = plan(input({ attachments: [{ ...blue, interface: name, link: spec }], tuning: [{ interface: name, settings: { mtu: 1300, txqueuelen: 10 } }] }, { observed: withBridge }));
+    const taken = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link(name)]) }), applied: made.next }));
+    const all = [...made.steps, ...taken.steps].flatMap((s) => [s.line, ...(s.undo ? [renderUndo(s.undo).line] : [])]);
+    t.ok(all.some((l) => l.includes(name)), `${spec.kind}: the lines name it`);
+    for (const line of all) {
+      const words = line.split(' ');
+      const misplaced = words.filter((w, i) => w === name && !['name', 'dev'].includes(words[i - 1] ?? ''));
+      t.same(misplaced, [], `${spec.kind}: ${line}`);
+    }
+  }
+});
+
 t.test('macvlan, vlan and vxlan links are made from the host straight into the pod', async (t) => {
   const kinds: [ResolvedAttachment['link'], string][] = [
     [{ kind: 'macvlan', parent: 'eth0', mode: 'private' }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type macvlan mode private'],
     [{ kind: 'vlan', parent: 'eth0', id: 42 }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type vlan id 42'],
-    [{ kind: 'vxlan', vni: 7, remote: '198.18.0.2', port: 4789, device: 'eth0' }, 'link add net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 remote 198.18.0.2 dstport 4789 dev eth0'],
-    [{ kind: 'vxlan', vni: 7, group: '239.1.1.1', port: 8472, device: 'eth0' }, 'link add net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 group 239.1.1.1 dstport 8472 dev eth0'],
+    [{ kind: 'vxlan', vni: 7, remote: '198.18.0.2', port: 4789, device: 'eth0' }, 'link add name net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 remote 198.18.0.2 dstport 4789 dev eth0'],
+    [{ kind: 'vxlan', vni: 7, group: '239.1.1.1', port: 8472, device: 'eth0' }, 'link add name net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 group 239.1.1.1 dstport 8472 dev eth0'],
   ];
   for (const [spec, line] of kinds) {
     const p = plan(input({ attachments: [{ ...blue, link: spec }] }));
     t.same(lines(p), [
       ['host', 'ip', line],
-      ['pod', 'ip', 'link set net1 up'],
+      ['pod', 'ip', 'link set dev net1 up'],
       ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
     ]);
     t.same(p.steps[0]!.undo, { where: { netns }, action: 'link-del', dev: 'net1' });
     t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'] }]);
     const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
-    t.same(lines(undo), [['pod', 'ip', 'link del net1']], `${spec.kind}: undo deletes it in the pod`);
+    t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], `${spec.kind}: undo deletes it in the pod`);
   }
 });
 
@@ -137,8 +153,8 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
   const p = plan(input({ attachments: [{ ...blue, bandwidth }] }, { observed: attachedObserved, applied: attachedApplied }));
   t.same(lines(p), [
     ['host', 'tc', 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms'],
-    ['host', 'ip', 'link add pnb0123456789 type ifb'],
-    ['host', 'ip', 'link set pnb0123456789 up'],
+    ['host', 'ip', 'link add name pnb0123456789 type ifb'],
+    ['host', 'ip', 'link set dev pnb0123456789 up'],
     ['host', 'tc', 'qdisc add dev pnv0123456789 handle ffff: ingress'],
     ['host', 'tc', 'filter add dev pnv0123456789 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev pnb0123456789'],
     ['host', 'tc', 'qdisc replace dev pnb0123456789 root tbf rate 2000000bit burst 25000 latency 25ms'],
@@ -160,12 +176,12 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
   t.same(lines(none), [
     ['host', 'tc', 'qdisc del dev pnv0123456789 root'],
     ['host', 'tc', 'qdisc del dev pnv0123456789 ingress'],
-    ['host', 'ip', 'link del pnb0123456789'],
+    ['host', 'ip', 'link del dev pnb0123456789'],
   ]);
   t.notOk(none.next.attachments[0]!.ifb);
 
   const detached = plan(input({}, { observed: shaped, applied: p.next }));
-  t.same(detached.steps.map((s) => s.line), ['link del pnv0123456789', 'link del pnb0123456789'], 'detaching takes the ifb too');
+  t.same(detached.steps.map((s) => s.line), ['link del dev pnv0123456789', 'link del dev pnb0123456789'], 'detaching takes the ifb too');
 
 });
 
@@ -174,10 +190,10 @@ t.test('tuning remembers each original and restores it', async (t) => {
   const eth0 = link('eth0', { txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false });
   const first = plan(input({ tuning: [{ interface: 'eth0', settings }] }, { observed: observed({ pod: new Map([eth0]) }) }));
   t.same(first.steps.map((s) => [s.line, undoLine(s)]), [
-    ['link set eth0 mtu 1300', 'link set eth0 mtu 1500'],
-    ['link set eth0 txqueuelen 500', 'link set eth0 txqueuelen 1000'],
-    ['link set eth0 address 02:00:00:00:00:aa', 'link set eth0 address 02:11:22:33:44:55'],
-    ['link set eth0 promisc on', 'link set eth0 promisc off'],
+    ['link set dev eth0 mtu 1300', 'link set dev eth0 mtu 1500'],
+    ['link set dev eth0 txqueuelen 500', 'link set dev eth0 txqueuelen 1000'],
+    ['link set dev eth0 address 02:00:00:00:00:aa', 'link set dev eth0 address 02:11:22:33:44:55'],
+    ['link set dev eth0 promisc on', 'link set dev eth0 promisc off'],
   ]);
   t.same(first.next.tuning, [{ interface: 'eth0', original: { mtu: 1500, txqueuelen: 1000, mac: '02:11:22:33:44:55', promisc: false } }]);
 
@@ -187,27 +203,27 @@ t.test('tuning remembers each original and restores it', async (t) => {
   t.same(again.next.tuning, first.next.tuning, 'the originals survive passes');
 
   const fewer = plan(input({ tuning: [{ interface: 'eth0', settings: { mtu: 1300 } }] }, { observed: tuned, applied: first.next }));
-  t.same(fewer.steps.map((s) => s.line), ['link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off'], 'settings no longer asked for go back');
+  t.same(fewer.steps.map((s) => s.line), ['link set dev eth0 txqueuelen 1000', 'link set dev eth0 address 02:11:22:33:44:55', 'link set dev eth0 promisc off'], 'settings no longer asked for go back');
   t.same(fewer.next.tuning, [{ interface: 'eth0', original: { mtu: 1500 } }]);
 
   const undone = plan(input({}, { observed: tuned, applied: first.next }));
-  t.same(undone.steps.map((s) => s.line), ['link set eth0 mtu 1500', 'link set eth0 txqueuelen 1000', 'link set eth0 address 02:11:22:33:44:55', 'link set eth0 promisc off']);
+  t.same(undone.steps.map((s) => s.line), ['link set dev eth0 mtu 1500', 'link set dev eth0 txqueuelen 1000', 'link set dev eth0 address 02:11:22:33:44:55', 'link set dev eth0 promisc off']);
   t.same(undone.next.tuning, []);
 });
 
 t.test('up and down', async (t) => {
   const down = plan(input({ tuning: [{ interface: 'eth0', settings: { up: false } }] }));
-  t.same(down.steps.map((s) => [s.line, undoLine(s)]), [['link set eth0 down', 'link set eth0 up']]);
+  t.same(down.steps.map((s) => [s.line, undoLine(s)]), [['link set dev eth0 down', 'link set dev eth0 up']]);
 });
 
 t.test('an interface this pass makes is tuned right after, in the same pass', async (t) => {
   const p = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { txqueuelen: 10, mtu: 1300 } }] }, { observed: withBridge }));
   t.notOk(p.deferred);
   t.same(p.problems, []);
-  t.same(p.steps.slice(-2).map((s) => s.line), ['link set net1 mtu 1300', 'link set net1 txqueuelen 10'], 'after the address');
+  t.same(p.steps.slice(-2).map((s) => s.line), ['link set dev net1 mtu 1300', 'link set dev net1 txqueuelen 10'], 'after the address');
   t.same(p.next.tuning, [{ interface: 'net1', original: { mtu: 1400 } }], "its original MTU is the Network's");
   const down = plan(input({ attachments: [blue], tuning: [{ interface: 'net1', settings: { up: false } }] }, { observed: withBridge }));
-  t.notOk(down.steps.some((s) => s.line === 'link set net1 up'), 'an interface tuned down is not also set up');
+  t.notOk(down.steps.some((s) => s.line === 'link set dev net1 up'), 'an interface tuned down is not also set up');
 });
 
 t.test('tuning an interface the pod does not have is a problem, not a step', async (t) => {
