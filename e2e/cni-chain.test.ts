@@ -2,11 +2,12 @@
 // spec's chaining rules for every CNI version podnet claims, in namespaces the test makes.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { dir } from 'tmp-promise';
 import { supportedVersions } from '../src/cni/version.ts';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
+import { until } from './lib/engine.ts';
 import { missingPrerequisite, referencePluginDir, repoRoot } from './lib/env.ts';
 import { addressesIn, linkExists, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
@@ -139,6 +140,12 @@ t.test('bad input from the runtime gets the spec error codes', { skip }, async (
   t.equal(await codeOf('ADD', { ...base, cniVersion: '0.2.0', prevResult: {} }, notNetns), 1, 'cniVersion 0.2.0: incompatible');
   t.equal(await codeOf('ADD', { ...base, prevResult: { cniVersion: '1.0.0' } }, notNetns), 4, 'CNI_NETNS that is a plain file');
   t.equal(await codeOf('FROB', base, notNetns), 4, 'unknown command');
+  // The runtime's own netns is the node's: what a runtime passing its own by mistake, or a forged ADD, names.
+  for (const netns of ['/proc/self/ns/net']) {
+    const node = await runtime.exec('podnet', 'ADD', { ...base, prevResult: { cniVersion: '1.0.0' } }, { containerId: 'c1', netns, ifname: 'eth0' });
+    t.equal(node.exitCode, 1, `CNI_NETNS ${netns}: refused`);
+    t.match(JSON.parse(node.stdout), { code: 4, msg: /is the node's own network namespace, not a pod's/ }, 'the node\'s own netns is never a pod\'s');
+  }
   t.same(await readdir(`${daemon.stateDir}/spool`).catch(() => []), [], 'nothing was recorded');
 });
 
@@ -146,3 +153,14 @@ async function execRaw(binDir: string, command: string, stdin: string): Promise<
   const r = await execa(`${binDir}/podnet`, [], { env: { CNI_COMMAND: command }, extendEnv: false, input: stdin, reject: false });
   return JSON.parse(r.stdout) as { code: number };
 }
+
+t.test('a spool entry naming the node\'s own network namespace, planted by hand, is set aside and never a sandbox', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const entry = { version: 1, op: 'add', record: { containerId: 'planted', ifname: 'eth0', network: 'kindnet', netns: '/proc/self/ns/net', cniVersion: '1.0.0', pod: { namespace: 'default', name: 'planted' }, createdAt: new Date().toISOString() } };
+  await writeFile(`${daemon.stateDir}/spool/0-00000000000000000001-1.json`, JSON.stringify(entry));
+  await until('set aside', async () => ((await readdir(`${daemon.stateDir}/spool`)).length === 0 ? true : undefined));
+  t.same(await daemon.records(), [], 'not recorded');
+  const status = await execa(`${daemon.binDir}/podnet`, ['status', '--socket', daemon.socketPath]);
+  t.match(status.stdout, /quarantined: +1\n.*netns \/proc\/self\/ns\/net of container planted is the node's own network namespace/, 'podnet status names it and why');
+});

@@ -3,7 +3,7 @@
 import { readFileSync, writeSync } from 'node:fs';
 import { runPlugin } from './plugin.ts';
 import { spoolRecorder } from './recorder.ts';
-import { isNamespaceFile } from '../netns/probe.ts';
+import { isNamespaceFile, isNodeNetworkNamespace } from '../netns/probe.ts';
 
 export async function pluginMain(): Promise<void> {
   let stdin = '';
@@ -17,6 +17,7 @@ export async function pluginMain(): Promise<void> {
     stdin,
     openRecorder: spoolRecorder,
     isNetworkNamespace: isNamespaceFile,
+    isNodeNetworkNamespace,
     now: () => new Date(),
   });
   if (out.stdout) writeSync(1, out.stdout);

@@ -63,6 +63,9 @@ interface FakeOptions {
   failure?: PodnetError;
 }
 
+/** The node's own netns, as the fake probe knows it. */
+const nodeNetns = '/proc/1/ns/net';
+
 interface Outcome {
   stdout: string;
   exitCode: number;
@@ -105,6 +108,7 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
       return recorder;
     },
     isNetworkNamespace: (path) => namespaces.has(path),
+    isNodeNetworkNamespace: (path) => path === nodeNetns,
     now: () => now,
   });
   return { ...out, answer: out.stdout === '' ? undefined : JSON.parse(out.stdout), calls, opened };
@@ -222,6 +226,12 @@ t.test('ADD when CNI_NETNS is not a network namespace, or unset: code 4', async 
     assertCniError(t, unset, { cniVersion: v, code: 4, msg: /CNI_NETNS is not set/ });
     t.strictSame([...changesSent(notNetns), ...changesSent(unset)], [], 'nothing recorded');
   }
+});
+
+t.test('ADD whose CNI_NETNS is the node\'s own network namespace: code 4, nothing recorded', async (t) => {
+  const out = await invoke(kubeletEnv('ADD', { CNI_NETNS: nodeNetns }), config('1.0.0', { prevResult: prevResult('1.0.0') }), { namespaces: [nodeNetns] });
+  assertCniError(t, out, { cniVersion: '1.0.0', code: 4, msg: /CNI_NETNS \/proc\/1\/ns\/net is the node's own network namespace, not a pod's/ });
+  t.strictSame(changesSent(out), [], 'nothing recorded');
 });
 
 t.test('ADD whose CNI_NETNS is a namespace but not a path the schema allows: code 4', async (t) => {

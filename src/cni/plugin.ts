@@ -13,6 +13,8 @@ export interface PluginContext {
   stdin: string;
   openRecorder(settings: RecorderSettings): Recorder;
   isNetworkNamespace(path: string): boolean;
+  /** Whether a path is the node's own network namespace, which is never a pod's (netns/probe.ts). */
+  isNodeNetworkNamespace(path: string): boolean;
   now(): Date;
 }
 
@@ -132,6 +134,9 @@ function requireVersion(inv: Invocation, command: string, since: string): void {
 function requireNetworkNamespace(ctx: PluginContext, netns: string): void {
   if (!ctx.isNetworkNamespace(netns)) {
     throw new PodnetError('INVALID_ENVIRONMENT', `CNI_NETNS ${netns} is not a network namespace`);
+  }
+  if (ctx.isNodeNetworkNamespace(netns)) {
+    throw new PodnetError('INVALID_ENVIRONMENT', `CNI_NETNS ${netns} is the node's own network namespace, not a pod's: podnet changes pods' networks, never the node's`);
   }
 }
 

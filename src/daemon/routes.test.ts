@@ -2,6 +2,7 @@ import t from 'tap';
 import { attachmentRoute, routes } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
+import { podNetns } from '../testing/netns.ts';
 import {
   collectGarbage,
   deleteAttachment,
@@ -80,8 +81,7 @@ function record(containerId: string, overrides: Partial<AttachmentRecord> = {}):
     containerId,
     ifname: 'eth0',
     network: 'kindnet',
-    // A path that is a network namespace wherever the tests run: this process's own.
-    netns: '/proc/self/ns/net',
+    netns: podNetns(),
     cniVersion: '1.1.0',
     pod: { namespace: 'shop', name: `pod-${containerId}` },
     prevResult: { cniVersion: '1.1.0', ips: [{ address: '10.244.0.5/24' }] },

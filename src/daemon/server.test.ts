@@ -12,6 +12,7 @@ import type { AttachmentRecord } from '../protocol/validate.ts';
 import { Registry } from '../registry/registry.ts';
 import { writeSpoolEntry } from '../registry/spool.ts';
 import { startServer, type RunningServer, type ServerOptions } from './server.ts';
+import { podNetns } from '../testing/netns.ts';
 
 // ---- fixtures: a daemon on a temp socket with a real registry ----------------------------------
 
@@ -84,8 +85,7 @@ function record(containerId: string, overrides: Partial<AttachmentRecord> = {}):
     containerId,
     ifname: 'eth0',
     network: 'kindnet',
-    // A path that is a network namespace wherever the tests run: this process's own.
-    netns: '/proc/self/ns/net',
+    netns: podNetns(),
     cniVersion: '1.1.0',
     pod: { namespace: 'shop', name: `pod-${containerId}` },
     prevResult: { cniVersion: '1.1.0', ips: [{ address: '10.244.0.5/24' }] },

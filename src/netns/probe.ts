@@ -11,12 +11,37 @@
 // could fix. The daemon, which reports and later enters namespaces, checks fully.
 // Synchronous: a thread-pool round trip costs more than these system calls. Callers validate the
 // path against the schema first.
-import { closeSync, openSync, readFileSync, readlinkSync, realpathSync, statfsSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readlinkSync, realpathSync, statfsSync, statSync } from 'node:fs';
 
 /** The filesystem magic of nsfs (linux/magic.h). */
 const NSFS_MAGIC = 0x6e736673;
 
 const namespaceType = /^([a-z_]+):\[\d+\]$/;
+
+/** The node's own network namespaces: this process's (the daemon and the plugin run in the host's) and init's. */
+const nodeNetworkNamespaces = ['/proc/self/ns/net', '/proc/1/ns/net'];
+
+/**
+ * Whether `path` is the node's own network namespace, by the namespace's device and inode (what a
+ * bind mount of it shows too). Never a sandbox's: a record naming it would have podnet change the
+ * node's interfaces, routes and sysctls on a tenant's request. stat opens nothing.
+ */
+export function isNodeNetworkNamespace(path: string): boolean {
+  let target;
+  try {
+    target = statSync(path);
+  } catch {
+    return false;
+  }
+  return nodeNetworkNamespaces.some((own) => {
+    try {
+      const ns = statSync(own);
+      return ns.dev === target.dev && ns.ino === target.ino;
+    } catch {
+      return false;
+    }
+  });
+}
 
 /** Whether `path` is a network namespace: on nsfs and of type net. */
 export function isNetworkNamespace(path: string): boolean {
@@ -45,10 +70,9 @@ export function networkNamespaceSight(): (path: string) => NamespaceSight {
   let mountinfo: string | undefined;
   return (path) => {
     try {
-      const type = linkedType(path);
-      if (type !== undefined) return type === 'net' ? 'net' : 'not-net';
-      mountinfo ??= readFileSync('/proc/self/mountinfo', 'utf8');
-      return mountedNamespaceType(path, mountinfo) === 'net' ? 'net' : 'not-net';
+      const type = linkedType(path) ?? mountedNamespaceType(path, (mountinfo ??= readFileSync('/proc/self/mountinfo', 'utf8')));
+      // The node's own is no sandbox's netns, whatever a record says (see isNodeNetworkNamespace).
+      return type === 'net' && !isNodeNetworkNamespace(path) ? 'net' : 'not-net';
     } catch (err) {
       return err instanceof NotOnNsfs || isAbsence(err) ? 'not-net' : 'unsure';
     }

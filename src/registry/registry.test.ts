@@ -212,3 +212,21 @@ t.test('changes applied at once run in call order', async (t) => {
   t.strictSame(listed(registry), ['bbb@eth0']);
   t.strictSame(listed(await reopen(path)), ['bbb@eth0']);
 });
+
+t.test('the node\'s own network namespace is never recorded: refused over the socket, set aside from the spool and from records', async (t) => {
+  const path = await stateDir(t);
+  const node = record('host', 'kindnet', '/proc/self/ns/net');
+  const registry = await reopen(path);
+  await t.rejects(registry.apply({ op: 'add', record: node }), { code: 'INVALID_REQUEST', message: /is the node's own network namespace, not a pod's/ });
+  writeSpoolEntry(path, { op: 'add', record: { ...node, containerId: 'spooled' } });
+  await writeFile(join(path, 'records', 'planted@eth0.json'), JSON.stringify({ ...node, containerId: 'planted' }));
+  await registry.drainSpool();
+  const again = await reopen(path);
+  t.strictSame([...listed(registry), ...listed(again)], [], 'nothing names it');
+  t.match(
+    [...registry.quarantined(), ...again.quarantined()].map((q) => q.reason),
+    [/netns \/proc\/self\/ns\/net of container spooled is the node's own/, /netns \/proc\/self\/ns\/net of container planted is the node's own/],
+  );
+  t.ok(await registry.adopt(record('pod')), 'a pod\'s is still adopted');
+  t.notOk(await registry.adopt({ ...node, containerId: 'cached' }), 'the node\'s is not');
+});

@@ -12,6 +12,8 @@ import { QuarantineLog, setAside, type Quarantined } from './quarantine.ts';
 import { listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import { parseStateDocument, stateDocumentText } from './state-document.ts';
 import type { Logger } from '../log.ts';
+import { PodnetError } from '../errors.ts';
+import { isNodeNetworkNamespace } from '../netns/probe.ts';
 
 export type { Quarantined } from './quarantine.ts';
 
@@ -91,7 +93,7 @@ export class Registry {
   adopt(record: AttachmentRecord): Promise<boolean> {
     return this.serialize(async () => {
       await this.replaySpool();
-      if (this.records.has(keyOf(record))) return false;
+      if (this.records.has(keyOf(record)) || refusal(record) !== undefined) return false;
       this.commit({ op: 'add', record });
       return true;
     });
@@ -114,6 +116,8 @@ export class Registry {
   }
 
   private commit(entry: SpoolEntry): FoldOutcome {
+    const refused = entry.op === 'add' ? refusal(entry.record) : undefined;
+    if (refused) throw new PodnetError('INVALID_REQUEST', refused);
     const changes = changesFor(this.records, entry);
     if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
@@ -134,6 +138,11 @@ export class Registry {
         this.setAside(join(spoolDir(this.stateDir), name), (err as Error).message);
         continue;
       }
+      const refused = entry.op === 'add' ? refusal(entry.record) : undefined;
+      if (refused) {
+        this.setAside(join(spoolDir(this.stateDir), name), refused);
+        continue;
+      }
       const changes = this.commit(entry);
       // Only once the change is on disk does its spool file go; a crash in between replays it,
       // which is harmless: every change is idempotent.
@@ -152,6 +161,8 @@ export class Registry {
       try {
         const record = parseStateDocument('AttachmentRecord', await readFile(path, 'utf8'), `record ${name}`);
         if (recordFileName(record) !== name) throw new Error(`holds the record of ${keyOf(record)}, not of its own name`);
+        const refused = refusal(record);
+        if (refused) throw new Error(refused);
         this.records.set(keyOf(record), record);
       } catch (err) {
         this.setAside(path, (err as Error).message);
@@ -175,4 +186,12 @@ export class Registry {
     const set = setAside(this.stateDir, path, reason);
     this.quarantine.told('what it recorded is not known to podnet')(path, set.file, reason);
   }
+}
+
+/** Why a record may not be, whoever wrote it (the plugin, the socket, a file planted in the spool), if so. */
+function refusal(record: AttachmentRecord): string | undefined {
+  if (isNodeNetworkNamespace(record.netns)) {
+    return `netns ${record.netns} of container ${record.containerId} is the node's own network namespace, not a pod's: podnet changes pods' networks, never the node's`;
+  }
+  return undefined;
 }
