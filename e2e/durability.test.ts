@@ -3,10 +3,11 @@
 // that live.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
-import { readdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
+import { dir } from 'tmp-promise';
 import { CniRuntime, type Attachment } from './lib/cni-runtime.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
-import { missingPrerequisite } from './lib/env.ts';
+import { missingPrerequisite, podnetBinary } from './lib/env.ts';
 import { makeNetns, uniqueName } from './lib/netns.ts';
 
 const skip = missingPrerequisite();
@@ -148,4 +149,28 @@ t.test('a second daemon on the same state directory is refused before it touches
     process.kill(pid, 'SIGCONT');
   }
   t.same(await recordedIds(daemon), [att.containerId], 'the first daemon applies it');
+});
+
+t.test('a state dir or socket folder a local user could write into is refused at start, naming it; nothing is read or written there', { skip }, async (t) => {
+  const tmp = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-' });
+  t.teardown(() => tmp.cleanup());
+  const open = `${tmp.path}/open`;
+  await mkdir(open);
+  await chmod(open, 0o777);
+  // What a user who could write there plants: a spool entry for the daemon to replay.
+  await mkdir(`${open}/spool`, { mode: 0o700 });
+  await writeFile(`${open}/spool/planted.json`, '{}');
+  const run = await execa(podnetBinary, ['daemon', '--state-dir', open, '--socket', `${tmp.path}/run/podnet.sock`], { reject: false, timeout: 20_000 });
+  t.not(run.exitCode, 0, 'the daemon does not start');
+  t.match(run.stderr, /state dir .*\/open is writable by group or others \(mode 777\): chmod 700 it/);
+  t.same((await readdir(open)).sort(), ['spool'], 'no lock, no folder made');
+  t.same(await readdir(`${open}/spool`), ['planted.json'], 'the planted entry untouched');
+
+  const state = `${tmp.path}/state`;
+  const sockets = `${tmp.path}/sockets`;
+  await mkdir(sockets);
+  await chmod(sockets, 0o777);
+  const bad = await execa(podnetBinary, ['daemon', '--state-dir', state, '--socket', `${sockets}/podnet.sock`], { reject: false, timeout: 20_000 });
+  t.not(bad.exitCode, 0);
+  t.match(bad.stderr, /socket folder .*\/sockets is writable by group or others \(mode 777\)/);
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
 import { acquireStateLock, lockFileName } from './lock.ts';
@@ -23,4 +23,21 @@ t.test('a lock left by a dead process or by a process that is no daemon is taken
     t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid}\n`, `over a lock holding "${stale}"`);
     lock.release();
   }
+});
+
+t.test('a state dir others may write into, or with a folder that is a link elsewhere, is refused before anything is read or written', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const open = join(tmp.path, 'open');
+  mkdirSync(open);
+  chmodSync(open, 0o777);
+  t.throws(() => acquireStateLock(open), { code: 'INVALID_CONFIG', message: /^state dir .*open is writable by group or others \(mode 777\)/ });
+  t.notOk(existsSync(join(open, lockFileName)), 'no lock taken');
+
+  const linked = join(tmp.path, 'linked');
+  mkdirSync(linked, { mode: 0o700 });
+  mkdirSync(join(tmp.path, 'elsewhere'), { mode: 0o700 });
+  symlinkSync(join(tmp.path, 'elsewhere'), join(linked, 'spool'));
+  t.throws(() => acquireStateLock(linked), { message: /^state dir folder .*linked\/spool is a symlink/ });
+  t.notOk(existsSync(join(linked, lockFileName)), 'no lock taken');
 });

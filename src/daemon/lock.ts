@@ -2,10 +2,11 @@
 // daemon is refused before it can sweep, replay or write anything the first one does not know of.
 // The lock file holds the holder's pid; a file whose holder is no daemon any more (a SIGKILL
 // leaves it) is taken over.
-import { closeSync, fsyncSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, lstatSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
-import { ensurePrivateDir } from '../registry/atomic-file.ts';
+import { checkPrivateDir, ensurePrivateDir } from '../registry/atomic-file.ts';
+import { stateLayout } from '../protocol/paths.ts';
 
 export const lockFileName = 'daemon.lock';
 
@@ -13,8 +14,17 @@ export interface StateLock {
   release(): void;
 }
 
+/**
+ * Takes the state dir for this daemon, after checking that it and the folders in it are the
+ * daemon's user's alone (checkPrivateDir): nothing is read or written in one that is not.
+ */
 export function acquireStateLock(stateDir: string): StateLock {
   ensurePrivateDir(stateDir);
+  checkPrivateDir(stateDir, 'state dir');
+  for (const folder of Object.values(stateLayout)) {
+    const path = join(stateDir, folder);
+    if (existsSync(path) || isLink(path)) checkPrivateDir(path, 'state dir folder');
+  }
   const path = join(stateDir, lockFileName);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
@@ -52,6 +62,15 @@ function holderOf(path: string): number | undefined {
 function isDaemon(pid: number): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('daemon');
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `path` is a symlink, dangling ones included (existsSync follows links). */
+function isLink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
   } catch {
     return false;
   }

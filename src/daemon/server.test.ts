@@ -117,7 +117,7 @@ t.test('a folder podnet did not make keeps its mode; one others may write into i
   await chmod(open, 0o777);
   const registry = await Registry.open(join(tmp.path, 'state'), silentLogger);
   const refused = await failure(startServer({ socketPath: join(open, 'podnet.sock'), registry, version: 'x', log: silentLogger }));
-  t.match(refused, { code: 'INVALID_REQUEST', message: /socket folder .*open is writable by others \(mode 777\)/ });
+  t.match(refused, { code: 'INVALID_CONFIG', message: /socket folder .*open is writable by group or others \(mode 777\): chmod 700 it/ });
   t.equal((await stat(open)).mode & 0o777, 0o777, 'and it is not changed');
 });
 

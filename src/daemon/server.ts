@@ -8,7 +8,7 @@ import { dirname } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
 import { parseDocument, type ErrorBody } from '../protocol/validate.ts';
-import { ensurePrivateDir } from '../registry/atomic-file.ts';
+import { checkPrivateDir, ensurePrivateDir } from '../registry/atomic-file.ts';
 import type { Logger } from '../log.ts';
 import { routeTable, type DaemonParts } from './routes.ts';
 
@@ -100,16 +100,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
 /**
  * Makes way for the socket: refuses when a live daemon holds it, removes a stale socket, and
- * touches nothing else on the host. A folder that others may write into (without the sticky bit)
- * is refused: whoever can write there can put their own socket in podnet's place.
+ * touches nothing else on the host. A folder that is not the daemon's user's alone is refused
+ * (checkPrivateDir): whoever can write there can put their own socket in podnet's place.
  */
 export async function claimSocketPath(socketPath: string): Promise<void> {
   const dir = dirname(socketPath);
   ensurePrivateDir(dir);
-  const folder = await lstat(dir);
-  if ((folder.mode & 0o022) !== 0 && (folder.mode & 0o1000) === 0) {
-    throw new PodnetError('INVALID_REQUEST', `socket folder ${dir} is writable by others (mode ${(folder.mode & 0o7777).toString(8)}); give it 0700 or choose another --socket`);
-  }
+  checkPrivateDir(dir, 'socket folder');
   const existing = await lstat(socketPath).catch(() => undefined);
   if (existing && !existing.isSocket()) {
     throw new PodnetError('INVALID_REQUEST', `${socketPath} exists and is not a socket; podnet will not remove it`);

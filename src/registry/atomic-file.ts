@@ -7,8 +7,9 @@
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
 // 1.5 ms for these calls; bench/plugin-add); the daemon applies changes one at a time anyway, and
 // blocks its loop for the length of two fsyncs per change.
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { PodnetError } from '../errors.ts';
 
 /** Temp files start with this; a reader skips them and a start-up sweep may remove stale ones. */
 export const tempPrefix = '.tmp-';
@@ -22,6 +23,22 @@ export function ensurePrivateDir(dir: string): void {
     syncDir(dirname(made));
     if (made === first) break;
   }
+}
+
+/**
+ * Refuses a folder someone other than the daemon's user could change: a symlink (its target can be
+ * swapped), a folder of another owner, or one group or others may write into. Whoever can write
+ * into the state dir plants what the daemon reads and acts on; into the socket's folder, a socket
+ * in podnet's place. `what` names the folder in the message ("state dir").
+ */
+export function checkPrivateDir(dir: string, what: string): void {
+  const info = lstatSync(dir);
+  const refuse = (why: string) => new PodnetError('INVALID_CONFIG', `${what} ${dir} ${why}`);
+  if (info.isSymbolicLink()) throw refuse("is a symlink: give podnet the folder itself (a link's target can be swapped)");
+  if (!info.isDirectory()) throw refuse('is not a folder');
+  const uid = process.geteuid?.() ?? 0;
+  if (info.uid !== uid) throw refuse(`is owned by uid ${info.uid}, not by the daemon's user (uid ${uid}): chown ${uid} it`);
+  if ((info.mode & 0o022) !== 0) throw refuse(`is writable by group or others (mode ${(info.mode & 0o7777).toString(8)}): chmod 700 it`);
 }
 
 /** Makes `dir`'s entries (a rename, an unlink) reach the disk. */
