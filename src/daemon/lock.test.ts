@@ -4,11 +4,18 @@ import { join } from 'node:path';
 import { dir } from 'tmp-promise';
 import { acquireStateLock, lockFileName } from './lock.ts';
 
-t.test('the lock holds the pid and is released', async (t) => {
+/** This process's start time, field 22 of /proc/self/stat. */
+const startTime = () => {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+};
+
+t.test('the lock holds the pid and the time its process started, and is released', async (t) => {
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
   const lock = acquireStateLock(tmp.path);
-  t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid}\n`);
+  t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid} ${startTime()}\n`);
+  t.throws(() => acquireStateLock(tmp.path), { code: 'BUSY', message: new RegExp(`held by the podnet daemon with pid ${process.pid}$`) }, 'a second daemon is refused');
   lock.release();
   t.notOk(existsSync(join(tmp.path, lockFileName)), 'released');
 });
@@ -17,10 +24,11 @@ t.test('a lock left by a dead process or by a process that is no daemon is taken
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
   // pid 1 lives but is no podnet daemon; 2^22+1 is above the kernel's pid limit and so dead.
-  for (const stale of ['1', String(2 ** 22 + 1), 'garbage']) {
+  // The last: this very pid, with a start time that is not its own (a dead daemon's pid given again).
+  for (const stale of ['1', String(2 ** 22 + 1), 'garbage', `${process.pid} 1`]) {
     writeFileSync(join(tmp.path, lockFileName), `${stale}\n`);
     const lock = acquireStateLock(tmp.path);
-    t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid}\n`, `over a lock holding "${stale}"`);
+    t.equal(readFileSync(join(tmp.path, lockFileName), 'utf8'), `${process.pid} ${startTime()}\n`, `over a lock holding "${stale}"`);
     lock.release();
   }
 });
