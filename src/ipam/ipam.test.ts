@@ -161,9 +161,9 @@ t.test('static addresses', async (t) => {
 
   const before = readFileSync(stateFile(path), 'utf8');
   const refused: [string[], string | RegExp][] = [
-    [['198.18.5.12'], 'network blue: 198.18.5.12 is held by pod-a/net1'],
-    [['2001:db8:5::abc'], 'network blue: 2001:db8:5::abc is held by pod-b/net1'],
-    [['198.18.5.15', '198.18.5.12'], 'network blue: 198.18.5.12 is held by pod-a/net1'],
+    [['198.18.5.12'], 'network blue: 198.18.5.12 is held by another attachment on this node'],
+    [['2001:db8:5::abc'], 'network blue: 2001:db8:5::abc is held by another attachment on this node'],
+    [['198.18.5.15', '198.18.5.12'], 'network blue: 198.18.5.12 is held by another attachment on this node'],
     [['198.18.5.9'], 'network blue: 198.18.5.9 is outside every range (198.18.5.0/24 (198.18.5.10-198.18.5.20), 2001:db8:5::/64)'],
     [['10.0.0.1'], /10\.0\.0\.1 is outside every range/],
     [['198.18.5.15/16'], 'network blue: 198.18.5.15/16 does not have the prefix length of range 198.18.5.0/24'],

@@ -229,7 +229,9 @@ function claim(network: string, pools: readonly Pool[], holders: Map<string, str
   const why = pool.reserved.get(wanted.ip.value);
   if (why) throw invalid(network, `${text} is ${why} of range ${pool.key}`);
   const holder = holders.get(text);
-  if (holder !== undefined) throw invalid(network, `${text} is held by ${holder}`);
+  // The holder is not named: the message reaches the asking tenant (status, Events), and who else
+  // is on the node is not theirs to learn; the state file under ipam/ names it for an admin.
+  if (holder !== undefined) throw invalid(network, `${text} is held by another attachment on this node`);
   holders.set(text, owner);
   return grant(pool, wanted.ip);
 }
