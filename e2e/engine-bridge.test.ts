@@ -145,3 +145,33 @@ t.test('a journal holding command lines, as an older podnet or a local user wrot
   const { stdout } = await podnetCli(daemon).podnet('status', '--socket', daemon.socketPath);
   t.match(stdout, /quarantined: +1\n +\d+-\d+-planted\.json: invalid journal planted\.json: .*required property 'version'/, 'podnet status names it and why');
 });
+
+t.test('a host link that happens to have the name of a pod\'s host end, not made by podnet, is left alone and told', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'pod-c');
+  // Another pod's, or a hand-made one: here a bridge under the name podnet would give net1's host end.
+  const squatter = hostInterfaceName(pod.att.containerId, 'net1');
+  removeLinkAtTeardown(t, squatter);
+  await execa('ip', ['link', 'add', 'name', squatter, 'type', 'bridge']);
+  const cli = podnetCli(daemon);
+  await cli.apply('c.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: blue }
+spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: c, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: blue, interface: net1 }] }
+`);
+  const explained = await until('told', async () => {
+    const out = (await cli.explain('default/pod-c')).stdout;
+    return out.includes(`the host already has an interface ${squatter}`) ? out : undefined;
+  });
+  t.match(explained, /which podnet did not make for this attachment; it is left alone/);
+  t.ok(await linkExists(squatter), 'the link is still there');
+  t.equal(await linkOf(pod.ns.name, 'net1'), undefined, 'and the pod got no net1 through it');
+});

@@ -73,6 +73,16 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         if (mine) part.next.push(mine);
         continue;
       }
+      // The host ends are named by a hash: a link of the name that podnet's records do not give
+      // this attachment is someone else's (another pod's, a hand-made one), never deleted or used.
+      const foreign = [want.hostIf, ...(want.bandwidth?.egressRate !== undefined ? [want.ifb] : [])].find(
+        (name) => observed.host.has(name) && name !== mine?.hostIf && name !== mine?.ifb,
+      );
+      if (foreign !== undefined) {
+        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
+        if (mine) part.next.push(mine);
+        continue;
+      }
       fresh = vethSteps(ctx, want, want.link, existing, part.apply);
     } else {
       fresh = !existing;

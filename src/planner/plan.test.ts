@@ -99,6 +99,28 @@ t.test('drift: a pod end without its host end is made anew; a removed address co
   t.same(plan(input({ attachments: [blue] }, { observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
 });
 
+t.test('a host end podnet made whose pod end is gone is made anew; a host link of that name podnet did not make is left alone', async (t) => {
+  const podEndGone = { ...attachedObserved, pod: new Map([link('eth0')]) };
+  t.same(plan(input({ attachments: [blue] }, { observed: podEndGone, applied: attachedApplied })).steps.map((s) => s.line).slice(0, 2), [
+    'link del dev pnv0123456789',
+    'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a',
+  ], 'podnet\'s own, by its records');
+  // Another pod's host end, or a hand-made link, that happens to have the name: no record of it here.
+  const p = plan(input({ attachments: [blue] }, { observed: podEndGone }));
+  t.same(p.steps, [], 'nothing deleted, nothing made');
+  t.match(p.problems, [{ field: 'interface', reason: /the host already has an interface pnv0123456789, which podnet did not make for this attachment; it is left alone/ }]);
+  t.same(p.next.attachments, []);
+});
+
+t.test('an ifb of the name podnet would shape egress with, not made by podnet, is neither used nor deleted', async (t) => {
+  const shaped = { ...blue, bandwidth: { egressRate: 2_000_000, egressBurst: 200_000 } };
+  const withForeignIfb = observed({ host: new Map([...attachedObserved.host, link('pnb0123456789', { kind: 'ifb' })]), pod: attachedObserved.pod });
+  const p = plan(input({ attachments: [shaped] }, { observed: withForeignIfb, applied: attachedApplied }));
+  t.notOk(p.steps.some((s) => s.line.includes('pnb0123456789')), 'no mirred to it, no delete of it');
+  t.match(p.problems, [{ reason: /the host already has an interface pnb0123456789/ }]);
+  t.same(p.next.attachments, attachedApplied.attachments, 'what was applied stays recorded');
+});
+
 t.test('an interface podnet did not make is never taken over', async (t) => {
   const p = plan(input({ attachments: [blue] }, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }) }));
   t.same(p.steps, []);
