@@ -175,3 +175,26 @@ spec: { podSelector: {}, attachments: [{ network: blue, interface: net1 }] }
   t.ok(await linkExists(squatter), 'the link is still there');
   t.equal(await linkOf(pod.ns.name, 'net1'), undefined, 'and the pod got no net1 through it');
 });
+
+t.test('attachments past the node\'s limit per pod are refused and told; the ones within it are made', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true, args: ['--max-attachments-per-pod', '1'] });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'pod-l');
+  const cli = podnetCli(daemon);
+  await cli.apply('l.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: blue }
+spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: l, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: blue, interface: net1 }, { network: blue, interface: net2 }] }
+`);
+  await until('net1 made', async () => ((await linkOf(pod.ns.name, 'net1')) ? true : undefined));
+  const explained = (await cli.explain('default/pod-l')).stdout;
+  t.match(explained, /PodNetworkConfig default\/l spec\.attachments\[1\]: the pod would have more attachments than the 1 this node's admin allows per pod/);
+  t.equal(await linkOf(pod.ns.name, 'net2'), undefined, 'net2 is not made');
+});

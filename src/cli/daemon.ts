@@ -4,6 +4,7 @@ import { jsonLogger } from '../log.ts';
 import { podnetVersion } from '../version.ts';
 import { defaultCniBinDir, defaultPluginTimeoutMs, defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
+import { defaultLimits } from '../model/desired.ts';
 
 
 export function daemonCommand(): Command {
@@ -18,13 +19,18 @@ export function daemonCommand(): Command {
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
     .option('--cni-bin-dir <dirs>', "where cni Networks' plugins are found, as CNI_PATH: dirs separated by ':'", defaultCniBinDir)
+    .option('--max-attachments-per-pod <n>', 'interfaces podnet attaches to one pod at most; the ones asked beyond it are refused, told on the pod and its config', String(defaultLimits.attachmentsPerPod))
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string }) => {
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
       const timeoutMs = Number(options.pluginTimeoutSeconds) * 1000;
       if (!(timeoutMs >= 100)) throw new Error(`--plugin-timeout-seconds must be a number of at least 0.1, not "${options.pluginTimeoutSeconds}"`);
+      const attachmentsPerPod = Number(options.maxAttachmentsPerPod);
+      if (!Number.isInteger(attachmentsPerPod) || attachmentsPerPod < 0 || attachmentsPerPod > 1024) {
+        throw new Error(`--max-attachments-per-pod must be a whole number from 0 to 1024, not "${options.maxAttachmentsPerPod}"`);
+      }
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
       const daemon = await startDaemon({
         socketPath: options.socket,
@@ -32,6 +38,7 @@ export function daemonCommand(): Command {
         version: podnetVersion,
         log,
         resyncMs,
+        limits: { attachmentsPerPod },
         plugins: { binDirs: options.cniBinDir.split(':').filter((d) => d !== ''), timeoutMs },
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),

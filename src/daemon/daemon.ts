@@ -23,6 +23,7 @@ import { KubeSource } from '../sources/kube.ts';
 import { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
 import type { PluginRunnerOptions } from '../delegate/plugin.ts';
+import type { NodeLimits } from '../model/desired.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -40,6 +41,8 @@ export interface DaemonOptions {
   kube?: { nodeName: string; kubeconfig?: string };
   /** Where delegated Networks' plugins are found, and how long one may take. */
   plugins: PluginRunnerOptions;
+  /** What this node's admin bounds per pod (default: defaultLimits in model/desired.ts). */
+  limits?: NodeLimits;
   /** How often every sandbox is reconciled even without a change (drift repair). */
   resyncMs?: number;
   /** The runtime's CNI conf dir, to keep podnet chained into the primary's config there, with this entry. */
@@ -78,11 +81,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       const api = KubeApi.load(opts.kube.kubeconfig);
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
       source = kubeSource;
-      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log, afterPass: () => void publisher?.publish() });
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish() });
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, log });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
-      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, log });
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log });
     }
     await reconciler?.recover();
     const following = reconciler;

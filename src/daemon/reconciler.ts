@@ -3,7 +3,7 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredFor, identityOf, type DesiredSandbox, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
@@ -70,6 +70,8 @@ export interface ReconcilerOptions {
   ipam: Pick<NodeIpam, 'allocate' | 'preview' | 'release' | 'holders'>;
   /** Attachments of cni Networks, run through their plugins. */
   delegated: DelegatedLifecycle;
+  /** What this node's admin bounds per pod (default: defaultLimits). */
+  limits?: NodeLimits;
   /** Told of a journal that cannot be read, set aside at start instead of run. */
   quarantined?: OnQuarantined;
   clock: Clock;
@@ -159,16 +161,16 @@ export class Reconciler {
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {
-    return { documentProblems: this.problemsOf(this.documents), items: [...this.reports.values()].map(({ record: _r, wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
+    return { documentProblems: this.judge(this.documents), items: [...this.reports.values()].map(({ record: _r, wanted: _w, known: _k, ...report }) => report) as SandboxList['items'] };
   }
 
-  /** What is wrong with each document, judged as apply -f and the Kubernetes status judge it. */
-  private problemsOf(docs: DesiredDocuments): Problem[] {
+  /** What is wrong with each document (documentProblems), with this node's namespace labels and limits: what the socket and the status tell. */
+  judge(docs: DesiredDocuments): Problem[] {
     // Judged once per view of the documents: the socket's list is read far more often than passes run.
     let problems = this.judged.get(docs);
     if (!problems) {
       const { source } = this.opts;
-      problems = documentProblems(docs, (namespace) => source.namespaceLabels?.(namespace));
+      problems = documentProblems(docs, (namespace) => source.namespaceLabels?.(namespace), this.opts.limits);
       this.judged.set(docs, problems);
     }
     return problems;
@@ -245,7 +247,7 @@ export class Reconciler {
     const identity = known ?? identityOf(record);
     // Names the annotation's unnamed selections got before, podnet's links and delegated alike.
     const earlier = [...(this.opts.applied.get(record.containerId)?.attachments ?? []), ...this.opts.delegated.recordsOf(record.containerId)];
-    const wanted = known ? desiredFor(known, docs.networks, docs.configs, earlier) : nothingWanted();
+    const wanted = known ? desiredFor(known, docs.networks, docs.configs, earlier, this.opts.limits) : nothingWanted();
     const { ipam } = this.opts;
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
     const { desired, problems } = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
@@ -276,7 +278,7 @@ export class Reconciler {
       const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
-    return { documentProblems: this.problemsOf(docs), hostSteps: hostSteps.map(view), items };
+    return { documentProblems: this.judge(docs), hostSteps: hostSteps.map(view), items };
   }
 
   /**

@@ -1,6 +1,7 @@
 // The one place a reconciler is put together from the real parts: the node's kernel (ip, tc and
 // /proc/sys through the netns runner), the state dir's stores, the node's IPAM, the CNI plugins of
 // cni Networks and the system clock. The daemon and `podnet uninstall` both take theirs from here.
+import type { NodeLimits } from '../model/desired.ts';
 import { join } from 'node:path';
 import { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import { PluginRunner, type PluginRunnerOptions } from '../delegate/plugin.ts';
@@ -25,12 +26,14 @@ export interface ReconcilerParts {
   source: DesiredSource;
   /** Where cni Networks' plugins are found, and how long one may take. */
   plugins: PluginRunnerOptions;
+  /** What this node's admin bounds per pod. */
+  limits?: NodeLimits;
   log: Logger;
   afterPass?: () => void;
 }
 
 /** A reconciler on this node's kernel and `stateDir`; the writes a crash cut short there are removed first. */
-export function wireReconciler({ stateDir, registry, source, plugins, log, afterPass }: ReconcilerParts): Reconciler {
+export function wireReconciler({ stateDir, registry, source, plugins, limits, log, afterPass }: ReconcilerParts): Reconciler {
   for (const dir of [stateDir, ...[...kernelStateDirs, stateLayout.delegated].map((d) => join(stateDir, d))]) {
     const removed = removeTempFiles(dir);
     if (removed.length > 0) log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
@@ -59,6 +62,7 @@ export function wireReconciler({ stateDir, registry, source, plugins, log, after
     delegated,
     clock: systemClock,
     timer: systemTimer,
+    ...(limits ? { limits } : {}),
     log,
     ...(afterPass ? { afterPass } : {}),
   });

@@ -12,7 +12,6 @@ import type { Reconciler } from '../daemon/reconciler.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
 import { configPodEntry, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
-import { documentProblems } from '../model/document-problems.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 
@@ -23,7 +22,7 @@ export interface PublisherOptions {
   api: KubeApi;
   source: KubeSource;
   /** The sandboxes whose pod is on this node, as the last pass left them. */
-  reconciler: Pick<Reconciler, 'facts'>;
+  reconciler: Pick<Reconciler, 'facts' | 'judge'>;
   log: Logger;
 }
 
@@ -75,7 +74,7 @@ export class StatusPublisher {
     const configs = new Map(source.objects('PodNetworkConfig').map((o) => [documentName({ kind: 'PodNetworkConfig', metadata: o.metadata }), o]));
     const docs = source.documents();
     const problems = new Map<string, string[]>();
-    for (const p of documentProblems(docs, (namespace) => source.namespaceLabels(namespace))) {
+    for (const p of this.opts.reconciler.judge(docs)) {
       problems.set(p.document, [...(problems.get(p.document) ?? []), `${p.field}: ${p.reason}`]);
     }
     const round: Round = { docs, problems, configs, now: new Date().toISOString() };

@@ -326,3 +326,17 @@ t.test("what a Network's type cannot give is refused naming the field, and nothi
     "spec.attachments[2].ips: Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them",
   ]);
 });
+
+t.test('attachments past the node\'s limit per pod are refused, each at its field; the same ones win every time', async (t) => {
+  const limits = { attachmentsPerPod: 2 };
+  const configs = [
+    config('b-second', { podSelector: all, attachments: [{ network: 'blue', interface: 'net3' }] }),
+    config('a-first', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }, { network: 'blue', interface: 'net2' }] }),
+  ];
+  for (const order of [configs, [...configs].reverse()]) {
+    const d = desiredFor(pod, networks, order, [], limits);
+    t.same(d.attachments.map((a) => a.interface), ['net1', 'net2'], 'the first configs by name keep theirs');
+    t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/b-second', field: 'spec.attachments[0]', reason: 'the pod would have more attachments than the 2 this node\'s admin allows per pod' }]);
+  }
+  t.equal(desiredFor(pod, networks, configs).attachments.length, 3, 'the default limit is higher');
+});

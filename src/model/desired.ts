@@ -58,6 +58,14 @@ export interface SandboxIdentity {
   primaryInterface?: string;
 }
 
+/** What a node's admin bounds for every pod on it (podnet daemon's flags). */
+export interface NodeLimits {
+  /** Interfaces podnet attaches to one pod: each may hold addresses of a shared range and a host link. */
+  attachmentsPerPod: number;
+}
+
+export const defaultLimits: NodeLimits = { attachmentsPerPod: 32 };
+
 /** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
 export interface EarlierAttachment {
   network: string;
@@ -86,6 +94,7 @@ export function desiredFor(
   networks: ReadonlyMap<string, Network>,
   configs: readonly PodNetworkConfig[],
   earlier: readonly EarlierAttachment[] = [],
+  limits: NodeLimits = defaultLimits,
 ): DesiredSandbox {
   const out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
   const namespaceLabels = identity.namespaceLabels ?? { [namespaceNameLabel]: identity.namespace };
@@ -182,7 +191,15 @@ export function desiredFor(
     if (attachmentBy.has(name) && !conflicted.has(`attach:${name}`)) tune(name, { mac }, from, () => field);
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
-  for (const [name, { at }] of attachmentBy) if (!conflicted.has(`attach:${name}`)) out.attachments.push(at);
+  for (const [name, { at, field }] of attachmentBy) {
+    if (conflicted.has(`attach:${name}`)) continue;
+    // In the merge order (the annotation, then the configs by name): the same ones win every pass.
+    if (out.attachments.length >= limits.attachmentsPerPod) {
+      out.problems.push({ document: at.from, field, reason: `the pod would have more attachments than the ${limits.attachmentsPerPod} this node's admin allows per pod` });
+      continue;
+    }
+    out.attachments.push(at);
+  }
   for (const { interface: name, settings, from } of tuningBy.values()) {
     const kept: LinkSettings = {};
     for (const setting of linkSettingNames) {

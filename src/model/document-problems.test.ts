@@ -152,3 +152,11 @@ t.test('namespace labels come from the source where it knows them', async (t) =>
   t.equal(documentProblems(docs).length, 1, 'a namespace known only by its name is not admitted');
   t.same(documentProblems(docs, (ns) => (ns === 'tenant-a' ? { ...tenantA, team: 'alpha' } : undefined)), []);
 });
+
+t.test('a config asking more attachments than the node allows a pod is told so on its own', async (t) => {
+  const many = config('many', { attachments: Array.from({ length: 3 }, (_, i) => ({ network: 'blue', interface: `net${i + 1}` })) });
+  t.same(configProblems(many, offers, tenantA, { attachmentsPerPod: 2 }).map((p) => `${p.field}: ${p.reason}`), [
+    "spec.attachments[2]: the pod would have more attachments than the 2 this node's admin allows per pod",
+  ]);
+  t.same(documentProblems({ networks: offers, configs: [many], problems: [] }, () => undefined, { attachmentsPerPod: 3 }), []);
+});

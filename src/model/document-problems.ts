@@ -4,7 +4,7 @@
 import { rangesProblem } from '../ipam/pools.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { delegatedConfigOf, isConfigProblem } from './cni-config.ts';
-import { desiredFor, documentName, namespaceNameLabel, type Problem } from './desired.ts';
+import { defaultLimits, desiredFor, documentName, namespaceNameLabel, type NodeLimits, type Problem } from './desired.ts';
 import { sharedBridgeReason } from './network.ts';
 
 /** The documents in force, and those a source could not read (each a problem naming it). */
@@ -38,12 +38,12 @@ export function networkProblems(network: Network, networks: ReadonlyMap<string, 
  * a route or rule that cannot be, a sysctl not allowed): the config alone, as if it selected one
  * pod of its namespace, so that its problems are told even while it selects no pod.
  */
-export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>): Problem[] {
+export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>, limits: NodeLimits = defaultLimits): Problem[] {
   const namespace = config.metadata.namespace ?? 'default';
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
   // A kubelet names every pod's primary interface eth0.
-  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone]).problems.filter((p) => p.document === name);
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name);
 }
 
 /**
@@ -51,12 +51,12 @@ export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<s
  * A source's problem with a field (a NetworkAttachmentDefinition it could not read) says more
  * than the spec check's of the same field, which is then left out.
  */
-export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = () => undefined): Problem[] {
+export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = () => undefined, limits: NodeLimits = defaultLimits): Problem[] {
   const checked = [
     ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
     ...docs.configs.flatMap((c) => {
       const namespace = c.metadata.namespace ?? 'default';
-      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace });
+      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits);
     }),
   ];
   const told = new Set(docs.problems.map((p) => `${p.document}\n${p.field}`));
