@@ -197,7 +197,8 @@ export class Reconciler {
   /** Takes back the passes a crash cut short; before the first pass. */
   async recover(): Promise<void> {
     const committed = (key: string, pass: string) => (key === hostJournalKey ? this.opts.applied.hostPass() : this.opts.applied.get(key)?.pass) === pass;
-    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir, committed, this.opts.quarantined);
+    const netnsOf = (key: string) => (key === hostJournalKey ? undefined : (this.opts.applied.get(key)?.netns ?? this.opts.records.list().find((r) => r.containerId === key)?.netns));
+    const undone = await runJournalUndo(this.opts.run, this.opts.stateDir, { committed, netnsOf, ...(this.opts.quarantined ? { onQuarantined: this.opts.quarantined } : {}) });
     if (undone.length > 0) this.opts.log.warn('undid passes a crash cut short', { sandboxes: undone });
   }
 

@@ -94,7 +94,7 @@ t.test('a journal left by a crash is undone whole at start, last first, unless i
   writeFileAtomic(`${path}/${journalFolder}/c8.json`, JSON.stringify(journalOf('p2')));
   const committed = (key: string, pass: string) => key === 'c8' && pass === 'p2';
   const told: string[] = [];
-  t.same(await runJournalUndo(crashing.ip, path, committed, (file) => told.push(file)), ['c9']);
+  t.same(await runJournalUndo(crashing.ip, path, { committed, netnsOf: () => '/run/netns/p', onQuarantined: (file) => told.push(file) }), ['c9']);
   t.same(crashing.batches, [
     { where: '/run/netns/p', lines: ['addr del 198.18.1.2/24 dev net1'] },
     { where: '/run/netns/p', lines: ['link del dev net1'] },
@@ -125,7 +125,7 @@ async function plantedJournals(t: Test, journals: Record<string, unknown>) {
   ensurePrivateDir(`${path}/${journalFolder}`);
   for (const [key, body] of Object.entries(journals)) writeFileAtomic(`${path}/${journalFolder}/${key}.json`, typeof body === 'string' ? body : JSON.stringify(body));
   const told: { file: string; quarantinedAs: string; reason: string }[] = [];
-  const undone = await runJournalUndo(ip, path, () => false, (file, quarantinedAs, reason) => told.push({ file, quarantinedAs, reason }));
+  const undone = await runJournalUndo(ip, path, { committed: () => false, netnsOf: (key) => (key === 'elsewhere' ? '/run/netns/q' : key === 'unknown' ? undefined : '/run/netns/p'), onQuarantined: (file, quarantinedAs, reason) => told.push({ file, quarantinedAs, reason }) });
   return { path, batches, told, undone };
 }
 
@@ -146,6 +146,9 @@ t.test('a planted journal is set aside in quarantine/ and told, and nothing of i
     // A valid action beside a bad one: the file is one document, refused whole.
     'one-bad-of-two': { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'net1' }, { where: pod, action: 'link-del', dev: 'net 1' }] },
     'not-json': '{ "version": 1,',
+    // Valid actions, in a netns that is not the one podnet recorded for the sandbox, or for a sandbox it has no record of.
+    elsewhere: { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'net1' }] },
+    unknown: { version: 1, pass: 'p1', undo: [{ where: pod, action: 'link-del', dev: 'net1' }] },
   };
   const { path, batches, told, undone } = await plantedJournals(t, hostile);
   t.same(batches, [], 'the runner ran nothing');
@@ -154,6 +157,8 @@ t.test('a planted journal is set aside in quarantine/ and told, and nothing of i
   t.same(readdirSync(`${path}/${journalFolder}`), [], 'none is left in journal/');
   t.same(readdirSync(`${path}/${stateLayout.quarantine}`).sort(), told.map((q) => q.quarantinedAs).sort(), 'each is kept in quarantine/ for a human');
   t.match(told.find((q) => q.file.endsWith('/unknown-version.json'))?.reason, /version: must be equal to constant/);
+  t.match(told.find((q) => q.file.endsWith('/elsewhere.json'))?.reason, /acts in netns \/run\/netns\/p, not in \/run\/netns\/q, the one podnet recorded for it/);
+  t.match(told.find((q) => q.file.endsWith('/unknown.json'))?.reason, /acts in netns \/run\/netns\/p, and podnet has recorded no netns for it/);
 });
 
 t.test('a valid journal beside a planted one: the valid one is undone, the other set aside', async (t) => {

@@ -107,18 +107,24 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
 }
 
+/** What the start's undo of cut-short passes is told of the sandboxes, and tells back. */
+export interface JournalChecks {
+  /** Whether the pass `pass` of `key` completed (its record says so): then nothing is undone. */
+  committed(key: string, pass: string): boolean;
+  /** The netns podnet recorded for sandbox `key`; undefined for the host's journal or an unknown key. */
+  netnsOf(key: string): string | undefined;
+  onQuarantined?: OnQuarantined;
+}
+
 /**
- * At start: takes back every pass a crash cut short, unless `committed(key, pass)` says it
- * completed. The keys whose passes it undid. A journal that is not of the current format (an older
- * podnet's held command lines) or fails its schema is set aside in quarantine/ and told to
- * `onQuarantined`, never run: what it names is not trusted to be podnet's.
+ * At start: takes back every pass a crash cut short, unless it completed. The keys whose passes it
+ * undid. A journal that is not of the current format (an older podnet's held command lines),
+ * fails its schema, or acts in a netns other than its sandbox's recorded one (the host's journal:
+ * in any netns) is set aside in quarantine/ and told, never run: what it names is not trusted to
+ * be podnet's.
  */
-export async function runJournalUndo(
-  run: NetnsRunner,
-  stateDir: string,
-  committed: (key: string, pass: string) => boolean,
-  onQuarantined: OnQuarantined = () => undefined,
-): Promise<string[]> {
+export async function runJournalUndo(run: NetnsRunner, stateDir: string, checks: JournalChecks): Promise<string[]> {
+  const { committed, netnsOf, onQuarantined = () => undefined } = checks;
   const dir = join(stateDir, stateLayout.journal);
   ensurePrivateDir(dir);
   const keys: string[] = [];
@@ -128,6 +134,11 @@ export async function runJournalUndo(
     let journal: { pass: string; undo: UndoAction[] };
     try {
       journal = readStateDocument('Journal', path, `journal ${name}`);
+      const own = netnsOf(key);
+      const stray = journal.undo.find((a) => a.where !== 'host' && a.where.netns !== own);
+      if (stray && stray.where !== 'host') {
+        throw new Error(`journal ${name} acts in netns ${stray.where.netns}, ${own === undefined ? 'and podnet has recorded no netns for it' : `not in ${own}, the one podnet recorded for it`}`);
+      }
     } catch (err) {
       const { file, reason } = setAside(stateDir, path, (err as Error).message);
       onQuarantined(path, file, reason);
