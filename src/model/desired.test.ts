@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
-import { desiredFor, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
+import { defaultLimits, desiredFor, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -328,7 +328,7 @@ t.test("what a Network's type cannot give is refused naming the field, and nothi
 });
 
 t.test('attachments past the node\'s limit per pod are refused, each at its field; the same ones win every time', async (t) => {
-  const limits = { attachmentsPerPod: 2 };
+  const limits = { ...defaultLimits, attachmentsPerPod: 2 };
   const configs = [
     config('b-second', { podSelector: all, attachments: [{ network: 'blue', interface: 'net3' }] }),
     config('a-first', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }, { network: 'blue', interface: 'net2' }] }),
@@ -339,4 +339,14 @@ t.test('attachments past the node\'s limit per pod are refused, each at its fiel
     t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/b-second', field: 'spec.attachments[0]', reason: 'the pod would have more attachments than the 2 this node\'s admin allows per pod' }]);
   }
   t.equal(desiredFor(pod, networks, configs).attachments.length, 3, 'the default limit is higher');
+});
+
+t.test('the primary interface\'s MAC is not a tenant\'s to change unless the node\'s admin allows it; its other settings are', async (t) => {
+  const c = config('mac', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:0a', mtu: 1400 }, { name: 'net1', mac: '02:00:00:00:00:0b' }] });
+  const d = desiredFor(pod, networks, [c]);
+  t.same(d.tuning, [{ interface: 'eth0', settings: { mtu: 1400 }, from: { mtu: 'PodNetworkConfig tenant-a/mac' } }, { interface: 'net1', settings: { mac: '02:00:00:00:00:0b' }, from: { mac: 'PodNetworkConfig tenant-a/mac' } }]);
+  t.match(d.problems, [{ document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[0].mac', reason: /changing the MAC of the pod's primary interface eth0 is off on this node/ }]);
+  const allowed = desiredFor(pod, networks, [c], [], { ...defaultLimits, primaryMac: true });
+  t.same(allowed.tuning[0]?.settings, { mac: '02:00:00:00:00:0a', mtu: 1400 });
+  t.same(allowed.problems, []);
 });

@@ -62,9 +62,14 @@ export interface SandboxIdentity {
 export interface NodeLimits {
   /** Interfaces podnet attaches to one pod: each may hold addresses of a shared range and a host link. */
   attachmentsPerPod: number;
+  /**
+   * Whether a config may change the MAC of a pod's primary interface. Off unless the admin turns it
+   * on: on the primary network, a pod taking another's MAC takes its traffic.
+   */
+  primaryMac: boolean;
 }
 
-export const defaultLimits: NodeLimits = { attachmentsPerPod: 32 };
+export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, primaryMac: false };
 
 /** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
 export interface EarlierAttachment {
@@ -167,7 +172,15 @@ export function desiredFor(
       if (a.interface === undefined) unnamed.push({ at, field });
       else attach({ ...at, interface: a.interface }, field);
     });
-    (config.spec.interfaces ?? []).forEach((tuning, i) => tune(tuning.name, tuning, from, (setting) => `spec.interfaces[${i}].${setting}`));
+    (config.spec.interfaces ?? []).forEach((tuning, i) => {
+      let settings: LinkSettings = tuning;
+      if (tuning.mac !== undefined && tuning.name === identity.primaryInterface && !limits.primaryMac) {
+        out.problems.push({ document: from, field: `spec.interfaces[${i}].mac`, reason: `changing the MAC of the pod's primary interface ${tuning.name} is off on this node: on the primary network it could take another pod's traffic` });
+        const { mac: _refused, ...rest } = tuning;
+        settings = rest;
+      }
+      tune(tuning.name, settings, from, (setting) => `spec.interfaces[${i}].${setting}`);
+    });
     (config.spec.routes ?? []).forEach((r, i) => {
       const field = `spec.routes[${i}]`;
       const route = resolveRoute(r);

@@ -1,5 +1,6 @@
 import t from 'tap';
 import type { IpRange, Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { defaultLimits } from './desired.ts';
 import { configProblems, documentProblems, networkProblems } from './document-problems.ts';
 
 const network = (name: string, spec: Partial<Network['spec']> = {}): Network => ({
@@ -155,8 +156,8 @@ t.test('namespace labels come from the source where it knows them', async (t) =>
 
 t.test('a config asking more attachments than the node allows a pod is told so on its own', async (t) => {
   const many = config('many', { attachments: Array.from({ length: 3 }, (_, i) => ({ network: 'blue', interface: `net${i + 1}` })) });
-  t.same(configProblems(many, offers, tenantA, { attachmentsPerPod: 2 }).map((p) => `${p.field}: ${p.reason}`), [
+  t.same(configProblems(many, offers, tenantA, { ...defaultLimits, attachmentsPerPod: 2 }).map((p) => `${p.field}: ${p.reason}`), [
     "spec.attachments[2]: the pod would have more attachments than the 2 this node's admin allows per pod",
   ]);
-  t.same(documentProblems({ networks: offers, configs: [many], problems: [] }, () => undefined, { attachmentsPerPod: 3 }), []);
+  t.same(documentProblems({ networks: offers, configs: [many], problems: [] }, () => undefined, { ...defaultLimits, attachmentsPerPod: 3 }), []);
 });
