@@ -72,7 +72,7 @@ t.test('vxlan: pods on two nodes reach each other through the tunnel', { skip },
     await daemon.start();
     const cli = podnetCli(daemon);
     const remote = `198.18.100.${2 - i}`;
-    await cli.apply('tun.yaml', network('tun', `  type: vxlan\n  vxlan: { vni: 42, remote: ${remote}, device: underlay }\n  mtu: 1400`));
+    await cli.apply('tun.yaml', network('tun', `  type: vxlan\n  vxlan: { vni: 42, remote: ${remote}, device: underlay }\n  mtu: 1400\n  staticAddresses: true`));
     await cli.apply('attach.yaml', config('tun', `198.18.101.${i + 1}/24`));
     pods.push({ pod: await startPod(t, daemon, `tun-${i}`), cli });
   }
@@ -109,7 +109,7 @@ t.test('vlan: a sub-interface of a host parent, made inside the pod', { skip: sk
   await execa('ip', ['link', 'set', parent, 'up']);
   const pod = await startPod(t, daemon, 'vl-a');
   const cli = podnetCli(daemon);
-  await cli.apply('vl.yaml', network('vl', `  type: vlan\n  vlan: { parent: ${parent}, id: 5 }`));
+  await cli.apply('vl.yaml', network('vl', `  type: vlan\n  vlan: { parent: ${parent}, id: 5 }\n  staticAddresses: true`));
   await cli.apply('attach.yaml', config('vl', '198.18.86.1/24'));
   await until('net1', () => addressOf(pod.ns.name, '198.18.86.'));
   t.match(await linkOf(pod.ns.name, 'net1'), { linkinfo: { info_kind: 'vlan', info_data: { id: 5 } } }, 'net1 is vlan 5');

@@ -541,6 +541,10 @@ export interface Network {
        */
       ranges: IpRange[];
     };
+    /**
+     * Without ipam: whether an attachment may bring its own addresses (ips). Off unless the admin says so: tenants' own addresses are not checked against each other. With ipam, an attachment's static addresses come from its ranges and are never held twice, whatever this says.
+     */
+    staticAddresses?: boolean;
     namespaceSelector?: LabelSelector;
     macvlan?: {
       parent: HostLinkName;

@@ -171,7 +171,8 @@ const admitting = (name: string, namespaceSelector: Network['spec']['namespaceSe
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
   kind: 'Network',
   metadata: { name },
-  spec: { type: 'bridge', ...(namespaceSelector ? { namespaceSelector } : {}) },
+  // No ipam here: addresses an attachment brings are allowed (see the staticAddresses test).
+  spec: { type: 'bridge', staticAddresses: true, ...(namespaceSelector ? { namespaceSelector } : {}) },
 });
 const ofTenantA = { matchLabels: { 'kubernetes.io/metadata.name': 'tenant-a' } };
 const shared = new Map([
@@ -349,4 +350,14 @@ t.test('the primary interface\'s MAC is not a tenant\'s to change unless the nod
   const allowed = desiredFor(pod, networks, [c], [], { ...defaultLimits, primaryMac: true });
   t.same(allowed.tuning[0]?.settings, { mac: '02:00:00:00:00:0a', mtu: 1400 });
   t.same(allowed.problems, []);
+});
+
+t.test('a Network without ipam takes an attachment\'s own addresses only when its admin says so', async (t) => {
+  const plain = { ...admitting('plain', ofTenantA), spec: { type: 'bridge' as const, namespaceSelector: ofTenantA } };
+  const c = config('own', { podSelector: all, attachments: [{ network: 'plain', interface: 'net1', ips: ['198.18.5.7/24'] }, { network: 'plain', interface: 'net2' }] });
+  const d = desiredFor(pod, new Map([['plain', plain]]), [c]);
+  t.same(d.attachments.map((a) => a.interface), ['net2'], 'one without addresses of its own is attached');
+  t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/own', field: 'spec.attachments[0].ips', reason: 'Network plain has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)' }]);
+  const open = { ...plain, spec: { ...plain.spec, staticAddresses: true } };
+  t.same(desiredFor(pod, new Map([['plain', open]]), [c]).attachments.map((a) => a.interface), ['net1', 'net2']);
 });

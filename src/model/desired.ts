@@ -250,6 +250,10 @@ function attachable(network: Network, asked: { ips?: readonly string[]; bandwidt
     problems.push({ document: from, field: `${field}.ips`, reason: `Network ${name}'s plugins choose its addresses (their ipam config); podnet does not pass static ones to them` });
     return false;
   }
+  if (asked.ips && !network.spec.ipam && network.spec.staticAddresses !== true) {
+    problems.push({ document: from, field: `${field}.ips`, reason: `Network ${name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` });
+    return false;
+  }
   return true;
 }
 
