@@ -2,7 +2,7 @@
 // chained into the primary's config in the conf dir. Everything is checked before anything is
 // written, and every write is atomic (temp file in the same folder, fsync, rename): the runtime
 // reads these files while pods start, and must see the old file or the new one, never a torn one.
-import { accessSync, chmodSync, closeSync, constants, copyFileSync, existsSync, fsyncSync, openSync, readFileSync, readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, copyFileSync, existsSync, fsyncSync, openSync, readFileSync, readSync, readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { parseDocument } from '../protocol/validate.ts';
@@ -75,14 +75,33 @@ async function waitForPrimary(confDir: string, waitMs: number): Promise<string> 
   }
 }
 
-function sameContent(a: string, b: string): boolean {
+/**
+ * Whether two files hold the same bytes, read a chunk at a time: the executable is about 150 MB,
+ * and the init container that compares it runs under a 128Mi limit (reading both whole took 372 MB).
+ */
+export function sameContent(a: string, b: string): boolean {
+  let fa: number | undefined;
+  let fb: number | undefined;
   try {
     if (statSync(a).size !== statSync(b).size) return false;
-    return readFileSync(a).equals(readFileSync(b));
+    fa = openSync(a, 'r');
+    fb = openSync(b, 'r');
+    const [ca, cb] = [Buffer.alloc(compareChunkBytes), Buffer.alloc(compareChunkBytes)];
+    for (;;) {
+      const na = readSync(fa, ca, 0, ca.length, null);
+      const nb = readSync(fb, cb, 0, cb.length, null);
+      if (na !== nb || !ca.subarray(0, na).equals(cb.subarray(0, nb))) return false;
+      if (na === 0) return true;
+    }
   } catch {
     return false;
+  } finally {
+    if (fa !== undefined) closeSync(fa);
+    if (fb !== undefined) closeSync(fb);
   }
 }
+
+const compareChunkBytes = 1 << 20;
 
 /**
  * Copies `binary` to `dir/podnet` atomically: a copy over a running executable fails with "text
