@@ -146,6 +146,20 @@ t.test('a journal holding command lines, as an older podnet or a local user wrot
   t.match(stdout, /quarantined: +1\n +\d+-\d+-planted\.json: invalid journal planted\.json: .*required property 'version'/, 'podnet status names it and why');
 });
 
+/** A bridge Network blue on `bridge`, and a config `name` attaching every pod of default to it at `interfaces`. */
+function blueFor(bridge: string, name: string, interfaces: string[]): string {
+  return `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: blue }
+spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: ${name}, namespace: default }
+spec: { podSelector: {}, attachments: [${interfaces.map((i) => `{ network: blue, interface: ${i} }`).join(', ')}] }
+`;
+}
+
 t.test('a host link that happens to have the name of a pod\'s host end, not made by podnet, is left alone and told', { skip }, async (t) => {
   const daemon = await daemonSandbox(t, { standalone: true });
   await daemon.start();
@@ -157,16 +171,7 @@ t.test('a host link that happens to have the name of a pod\'s host end, not made
   removeLinkAtTeardown(t, squatter);
   await execa('ip', ['link', 'add', 'name', squatter, 'type', 'bridge']);
   const cli = podnetCli(daemon);
-  await cli.apply('c.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
-kind: Network
-metadata: { name: blue }
-spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
----
-apiVersion: podnetwork.opdev.io/v1alpha1
-kind: PodNetworkConfig
-metadata: { name: c, namespace: default }
-spec: { podSelector: {}, attachments: [{ network: blue, interface: net1 }] }
-`);
+  await cli.apply('c.yaml', blueFor(bridge, 'c', ['net1']));
   const explained = await until('told', async () => {
     const out = (await cli.explain('default/pod-c')).stdout;
     return out.includes(`the host already has an interface ${squatter}`) ? out : undefined;
@@ -183,16 +188,7 @@ t.test('attachments past the node\'s limit per pod are refused and told; the one
   removeLinkAtTeardown(t, bridge);
   const pod = await startPod(t, daemon, 'pod-l');
   const cli = podnetCli(daemon);
-  await cli.apply('l.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
-kind: Network
-metadata: { name: blue }
-spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
----
-apiVersion: podnetwork.opdev.io/v1alpha1
-kind: PodNetworkConfig
-metadata: { name: l, namespace: default }
-spec: { podSelector: {}, attachments: [{ network: blue, interface: net1 }, { network: blue, interface: net2 }] }
-`);
+  await cli.apply('l.yaml', blueFor(bridge, 'l', ['net1', 'net2']));
   await until('net1 made', async () => ((await linkOf(pod.ns.name, 'net1')) ? true : undefined));
   const explained = (await cli.explain('default/pod-l')).stdout;
   t.match(explained, /PodNetworkConfig default\/l spec\.attachments\[1\]: the pod would have more attachments than the 1 this node's admin allows per pod/);

@@ -2,7 +2,7 @@ import t from 'tap';
 import { attachmentRoute, routes } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
-import { podNetns } from '../testing/netns.ts';
+import { liveRecord } from '../testing/records.ts';
 import {
   collectGarbage,
   deleteAttachment,
@@ -76,19 +76,7 @@ function request<Body>(params: string[], body?: Body): RouteRequest<Body> & { bo
 }
 const noBody = (params: string[] = []) => request<never>(params);
 
-function record(containerId: string, overrides: Partial<AttachmentRecord> = {}): AttachmentRecord {
-  return {
-    containerId,
-    ifname: 'eth0',
-    network: 'kindnet',
-    netns: podNetns(),
-    cniVersion: '1.1.0',
-    pod: { namespace: 'shop', name: `pod-${containerId}` },
-    prevResult: { cniVersion: '1.1.0', ips: [{ address: '10.244.0.5/24' }] },
-    createdAt: '2026-03-01T12:00:00.000Z',
-    ...overrides,
-  };
-}
+const record = liveRecord;
 
 t.test('health, readiness and status', async (t) => {
   const { registry, parts } = daemon();

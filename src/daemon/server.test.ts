@@ -8,11 +8,10 @@ import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
 import { silentLogger } from '../log.ts';
 import { callDaemon } from '../protocol/client.ts';
-import type { AttachmentRecord } from '../protocol/validate.ts';
 import { Registry } from '../registry/registry.ts';
 import { writeSpoolEntry } from '../registry/spool.ts';
 import { startServer, type RunningServer, type ServerOptions } from './server.ts';
-import { podNetns } from '../testing/netns.ts';
+import { liveRecord } from '../testing/records.ts';
 
 // ---- fixtures: a daemon on a temp socket with a real registry ----------------------------------
 
@@ -80,19 +79,7 @@ const json = (body: unknown) => {
   return { headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }, body: text };
 };
 
-function record(containerId: string, overrides: Partial<AttachmentRecord> = {}): AttachmentRecord {
-  return {
-    containerId,
-    ifname: 'eth0',
-    network: 'kindnet',
-    netns: podNetns(),
-    cniVersion: '1.1.0',
-    pod: { namespace: 'shop', name: `pod-${containerId}` },
-    prevResult: { cniVersion: '1.1.0', ips: [{ address: '10.244.0.5/24' }] },
-    createdAt: '2026-03-01T12:00:00.000Z',
-    ...overrides,
-  };
-}
+const record = liveRecord;
 
 const route = (containerId: string, ifname = 'eth0') => `/v1/attachments/${containerId}/${ifname}`;
 
