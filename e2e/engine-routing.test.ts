@@ -158,7 +158,11 @@ spec:
   t.match(applied.stdout, /not applied on any pod: spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
   await until('eth0 tuned', async () => (JSON.parse((await execa('ip', ['-n', pod.ns.name, '-json', 'link', 'show', 'eth0'])).stdout)[0].mtu === 1280 ? true : undefined));
   await until('ip_forward', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === '1' ? true : undefined));
-  const explained = (await cli.explain('default/cnf-1')).stdout;
+  // The pass that set ip_forward reports after its last step: wait for its report, not the kernel.
+  const explained = await until('the pass reported', async () => {
+    const out = (await cli.explain('default/cnf-1')).stdout;
+    return out.includes('the pod has no interface eth9') ? out : undefined;
+  });
   t.match(explained, /PodNetworkConfig default\/bad spec\.routes\[0\]\.to: 198\.18\.90\.7\/24 has host bits set/);
   t.match(explained, /PodNetworkConfig default\/bad spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
   t.match(explained, /routes\.dev: the pod has no interface eth9/);

@@ -276,3 +276,21 @@ t.test('a source that has not synced gets no pass: nothing is taken back on a pa
   t.same(run.lines(), []);
   t.ok(applied.get('c1'), 'the tuning stays applied');
 });
+
+t.test('two pods asking one static MAC: neither gets it, each is told at its field; the rest of their requests stands', async (t) => {
+  const mac = '02:00:00:00:00:0c';
+  const forA = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac, mtu: 1300 }] });
+  const forB: PodNetworkConfig = {
+    ...config({ podSelector: { matchLabels: { [podNameLabel]: 'pod-b' } }, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac }] }),
+    metadata: { name: 'cfg-b', namespace: 'default' },
+  };
+  const { records, run, observe, reconciler } = await setup(t, [forA, forB]);
+  records.push({ ...record, containerId: 'c2', netns: '/run/netns/pod-b', pod: { namespace: 'default', name: 'pod-b' } });
+  observe.pod('/run/netns/pod-b').set('eth0', FakeObserver.link('eth0'));
+  await reconciler.schedule();
+  t.notOk(run.lines().some((l) => l.includes(`address ${mac}`)), 'no pod is given the MAC');
+  t.ok(run.lines().some((l) => l.endsWith('ip link set dev net1 mtu 1300')), 'the rest of the request stands');
+  for (const [cid, doc] of [['c1', 'PodNetworkConfig default/cfg'], ['c2', 'PodNetworkConfig default/cfg-b']] as const) {
+    t.match(reconciler.list().items.find((i) => i.containerId === cid)?.problems, [{ document: doc, field: 'spec.interfaces[0].mac', reason: /MAC 02:00:00:00:00:0c is asked for another pod on this node too; neither gets it/ }], cid);
+  }
+});

@@ -6,6 +6,7 @@ import { PodnetError, toPodnetError } from '../errors.ts';
 import { desiredFor, identityOf, type DesiredSandbox, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
+import { refusedMacs } from '../model/macs.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
@@ -256,13 +257,41 @@ export class Reconciler {
   }
 
   /**
+   * `work` without the static MACs a sandbox may not have (model/macs.ts): against what every
+   * sandbox's interfaces had when last seen, what the others ask, and the host's links as the last
+   * pass saw them. A refused MAC is told at its field; the rest of the sandbox's request stands.
+   */
+  private withMacsChecked(work: SandboxWork[]): SandboxWork[] {
+    const claims = work.map((w) => ({
+      containerId: w.record.containerId,
+      asked: w.wanted.macs,
+      has: [...(this.tracks.get(w.record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
+    }));
+    const hostMacs = new Set([...(this.hostCache?.links.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])));
+    const refused = refusedMacs(claims, hostMacs);
+    for (const w of work) {
+      const mine = refused.get(w.record.containerId);
+      if (!mine) continue;
+      const interfaces = new Set(mine.map((r) => r.interface));
+      w.desired.tuning = w.desired.tuning.flatMap((t) => {
+        if (!interfaces.has(t.interface)) return [t];
+        const { mac: _refused, ...settings } = t.settings;
+        return Object.keys(settings).length > 0 ? [{ ...t, settings }] : [];
+      });
+      w.problems.push(...mine.map((r) => r.problem));
+      w.desiredJson = JSON.stringify(w.desired);
+    }
+    return work;
+  }
+
+  /**
    * What a pass would do with `extra` documents on top of the followed ones, without doing it:
    * the same desired state, observation and plan, addresses previewed rather than taken; the
    * sandboxes are planned as if the host steps (bridges) had run.
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.source.documents(), extra);
-    const work = [...this.liveSandboxes().live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview'));
+    const work = this.withMacsChecked([...this.liveSandboxes().live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview')));
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
     const { steps: hostSteps } = planBridges(attachments, hostView.links);
@@ -296,7 +325,7 @@ export class Reconciler {
     const docs = this.opts.source.documents();
     this.documents = docs;
     const { live, unsure } = this.liveSandboxes();
-    const work = [...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate'));
+    const work = this.withMacsChecked([...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate')));
     const now = this.opts.clock();
     const due: SandboxWork[] = [];
     for (const w of work) {
@@ -552,7 +581,7 @@ export class Reconciler {
 
 /** What a sandbox whose pod the source does not know should have: nothing of podnet's. */
 function nothingWanted(): DesiredSandbox {
-  return { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
+  return { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
 }
 
 /** Whether `b` records what `a` does; which pass wrote a record does not count. */

@@ -31,6 +31,7 @@ function sandbox(configs: DelegatedConfig[], more: Partial<DelegatedSandbox> = {
     routes: [],
     rules: [],
     sysctls: [],
+    macs: [],
     problems: [],
   };
   return { record, pod: 'tenant-a/pod-a', desired, wanted, tuned: new Set(), ...more };

@@ -9,6 +9,7 @@ import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
 import { sysctlPath } from './sysctl.ts';
+import type { AskedMac } from './macs.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
@@ -43,6 +44,8 @@ export interface DesiredSandbox {
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
   sysctls: ResolvedSysctl[];
+  /** The MACs asked among `tuning`, with the document and field that asked each (checked across pods: model/macs.ts). */
+  macs: AskedMac[];
   problems: Problem[];
 }
 
@@ -101,7 +104,7 @@ export function desiredFor(
   earlier: readonly EarlierAttachment[] = [],
   limits: NodeLimits = defaultLimits,
 ): DesiredSandbox {
-  const out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], problems: [] };
+  const out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
   const namespaceLabels = identity.namespaceLabels ?? { [namespaceNameLabel]: identity.namespace };
   /** The Network an attachment names, when it exists and admits the pod's namespace; else a problem. */
   const reachable = (name: string, from: string, field: string): Network | undefined => {
@@ -213,12 +216,13 @@ export function desiredFor(
     }
     out.attachments.push(at);
   }
-  for (const { interface: name, settings, from } of tuningBy.values()) {
+  for (const { interface: name, settings, from, fields } of tuningBy.values()) {
     const kept: LinkSettings = {};
     for (const setting of linkSettingNames) {
       if (settings[setting] !== undefined && !conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
     }
     if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
+    if (kept.mac !== undefined) out.macs.push({ interface: name, mac: kept.mac, from: from.mac!, field: fields.mac! });
   }
   out.routes.push(...routes.kept().map((e) => e.value));
   out.rules.push(...rules.kept().map((e) => e.value));
