@@ -6,7 +6,14 @@ import { PodnetError } from '../errors.ts';
 import { parseDocuments, type ApiDocument } from '../sources/documents.ts';
 
 export function readDocumentsFile(file: string): ApiDocument[] {
-  const text = readFileSync(file === '-' ? 0 : file, 'utf8');
+  let text: string;
+  try {
+    text = readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'there is no such file' : code === 'EISDIR' ? 'it is a folder' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new PodnetError('INVALID_REQUEST', `cannot read ${file === '-' ? 'stdin' : file}: ${why}`);
+  }
   const parsed = parseDocuments(text, file === '-' ? 'stdin' : file);
   if (parsed.problems.length > 0) {
     const lines = parsed.problems.map((p) => `  ${p.document} ${p.field}: ${p.reason}`);

@@ -93,10 +93,23 @@ function exchange(req: DaemonRequest): Promise<RawResponse> {
     socket.once('end', () =>
       settle(() => reject(new PodnetError('NOT_AVAILABLE', `podnet daemon at ${req.socketPath} closed the connection without a full answer`))),
     );
-    socket.once('error', (err: NodeJS.ErrnoException) =>
-      settle(() => reject(new PodnetError('NOT_AVAILABLE', `podnet daemon not reachable at ${req.socketPath}: ${err.code ?? err.message}`))),
-    );
+    socket.once('error', (err: NodeJS.ErrnoException) => settle(() => reject(new PodnetError('NOT_AVAILABLE', unreachable(req.socketPath, err)))));
   });
+}
+
+/** Why the daemon's socket could not be reached, in words that say what to check. */
+export function unreachable(socketPath: string, err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ENOENT':
+      return `no podnet daemon serves ${socketPath} (there is no socket): is the daemon running, and is that its socket?`;
+    case 'ECONNREFUSED':
+      return `no podnet daemon serves ${socketPath} (the socket is there, nothing listens): is the daemon running?`;
+    case 'EACCES':
+    case 'EPERM':
+      return `may not open ${socketPath} (permission denied): the daemon's socket is root's alone; run this as root`;
+    default:
+      return `podnet daemon not reachable at ${socketPath}: ${err.code ?? err.message}`;
+  }
 }
 
 function daemonError(req: DaemonRequest, res: RawResponse): PodnetError {

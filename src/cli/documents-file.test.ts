@@ -1,0 +1,10 @@
+import t from 'tap';
+import { join } from 'node:path';
+import { readDocumentsFile } from './documents-file.ts';
+
+t.test('a file that cannot be read is named with the reason, not a raw errno', async (t) => {
+  const dir = t.testdir({ 'empty.yaml': '' });
+  t.throws(() => readDocumentsFile(join(dir, 'blue.yaml')), { code: 'INVALID_REQUEST', message: /^cannot read .*blue\.yaml: there is no such file$/ });
+  t.throws(() => readDocumentsFile(dir), { message: /^cannot read .*: it is a folder$/ });
+  t.throws(() => readDocumentsFile(join(dir, 'empty.yaml')), { message: /empty\.yaml holds no document/ });
+});
