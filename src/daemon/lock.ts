@@ -3,7 +3,7 @@
 // The lock file holds the holder's pid and the time its process started (in clock ticks since
 // boot, /proc/<pid>/stat): a file whose holder is gone (a SIGKILL leaves it) is taken over, also
 // when another process has since been given the same pid.
-import { closeSync, existsSync, fsyncSync, lstatSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, lstatSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { checkPrivateDir, ensurePrivateDir } from '../registry/atomic-file.ts';
@@ -24,7 +24,8 @@ export function acquireStateLock(stateDir: string): StateLock {
   checkPrivateDir(stateDir, 'state dir');
   for (const folder of Object.values(stateLayout)) {
     const path = join(stateDir, folder);
-    if (existsSync(path) || isLink(path)) checkPrivateDir(path, 'state dir folder');
+    // lstat: a dangling link is refused too, not taken for a folder that is not there.
+    if (lstatSync(path, { throwIfNoEntry: false })) checkPrivateDir(path, 'state dir folder');
   }
   const path = join(stateDir, lockFileName);
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -88,14 +89,5 @@ function startTimeOf(pid: number): string | undefined {
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
   } catch {
     return undefined;
-  }
-}
-
-/** Whether `path` is a symlink, dangling ones included (existsSync follows links). */
-function isLink(path: string): boolean {
-  try {
-    return lstatSync(path).isSymbolicLink();
-  } catch {
-    return false;
   }
 }

@@ -243,8 +243,17 @@ export class Reconciler {
     return { live, unsure };
   }
 
+  /**
+   * What each sandbox should have, and its JSON: what tells a pass whether it changed. Static MACs
+   * are checked across the sandboxes first (withMacsChecked).
+   */
+  private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
+    const work = this.withMacsChecked([...sandboxes].map((sandbox) => this.desiredOf(sandbox, docs, addresses)));
+    return work.map((w) => ({ ...w, desiredJson: JSON.stringify(w.desired) }));
+  }
+
   /** What one sandbox should have: the documents' desired state with names and addresses decided. */
-  private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork {
+  private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): Omit<SandboxWork, 'desiredJson'> {
     const known = this.opts.source.identity(record);
     const identity = known ?? identityOf(record);
     // Names the annotation's unnamed selections got before, podnet's links and delegated alike.
@@ -253,7 +262,7 @@ export class Reconciler {
     const { ipam } = this.opts;
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
     const { desired, problems } = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
-    return { record, identity, desired, desiredJson: JSON.stringify(desired), problems, records, wanted, known: known !== undefined };
+    return { record, identity, desired, problems, records, wanted, known: known !== undefined };
   }
 
   /**
@@ -261,7 +270,7 @@ export class Reconciler {
    * sandbox's interfaces had when last seen, what the others ask, and the host's links as the last
    * pass saw them. A refused MAC is told at its field; the rest of the sandbox's request stands.
    */
-  private withMacsChecked(work: SandboxWork[]): SandboxWork[] {
+  private withMacsChecked<W extends Omit<SandboxWork, 'desiredJson'>>(work: W[]): W[] {
     const claims = work.map((w) => ({
       containerId: w.record.containerId,
       asked: w.wanted.macs,
@@ -279,7 +288,6 @@ export class Reconciler {
         return Object.keys(settings).length > 0 ? [{ ...t, settings }] : [];
       });
       w.problems.push(...mine.map((r) => r.problem));
-      w.desiredJson = JSON.stringify(w.desired);
     }
     return work;
   }
@@ -291,7 +299,7 @@ export class Reconciler {
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.source.documents(), extra);
-    const work = this.withMacsChecked([...this.liveSandboxes().live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'preview')));
+    const work = this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
     const { steps: hostSteps } = planBridges(attachments, hostView.links);
@@ -325,7 +333,7 @@ export class Reconciler {
     const docs = this.opts.source.documents();
     this.documents = docs;
     const { live, unsure } = this.liveSandboxes();
-    const work = this.withMacsChecked([...live.values()].map((sandbox) => this.desiredOf(sandbox, docs, 'allocate')));
+    const work = this.workOf(live.values(), docs, 'allocate');
     const now = this.opts.clock();
     const due: SandboxWork[] = [];
     for (const w of work) {

@@ -58,8 +58,7 @@ export class DelegatedStore {
       try {
         this.cache.set(name, read(path, name));
       } catch (err) {
-        const { file, reason } = setAside(this.stateDir, path, (err as Error).message);
-        this.onCorrupt(path, file, reason);
+        setAside(this.stateDir, path, (err as Error).message, this.onCorrupt);
       }
     }
     return this.cache;

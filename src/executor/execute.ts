@@ -135,13 +135,12 @@ export async function runJournalUndo(run: NetnsRunner, stateDir: string, checks:
     try {
       journal = readStateDocument('Journal', path, `journal ${name}`);
       const own = netnsOf(key);
-      const stray = journal.undo.find((a) => a.where !== 'host' && a.where.netns !== own);
-      if (stray && stray.where !== 'host') {
-        throw new Error(`journal ${name} acts in netns ${stray.where.netns}, ${own === undefined ? 'and podnet has recorded no netns for it' : `not in ${own}, the one podnet recorded for it`}`);
+      const stray = journal.undo.map((a) => a.where).find((w): w is Exclude<Where, 'host'> => w !== 'host' && w.netns !== own);
+      if (stray) {
+        throw new Error(`journal ${name} acts in netns ${stray.netns}, ${own === undefined ? 'and podnet has recorded no netns for it' : `not in ${own}, the one podnet recorded for it`}`);
       }
     } catch (err) {
-      const { file, reason } = setAside(stateDir, path, (err as Error).message);
-      onQuarantined(path, file, reason);
+      setAside(stateDir, path, (err as Error).message, onQuarantined);
       continue;
     }
     if (!committed(key, journal.pass)) {

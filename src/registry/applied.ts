@@ -42,7 +42,6 @@ export class AppliedStore {
     return [...this.records().values()];
   }
 
-
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
     // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
@@ -69,7 +68,7 @@ export class AppliedStore {
         const state = read(path, name);
         this.cache.set(state.containerId, state);
       } catch (err) {
-        this.quarantine(path, (err as Error).message);
+        setAside(this.stateDir, path, (err as Error).message, this.onQuarantined);
       }
     }
     return this.cache;
@@ -95,14 +94,9 @@ export class AppliedStore {
       return readStateDocument('HostObjects', this.hostObjectsFile, hostObjectsFile);
     } catch (err) {
       // Its bridges are left in place: podnet removes only bridges it knows it made.
-      this.quarantine(this.hostObjectsFile, (err as Error).message);
+      setAside(this.stateDir, this.hostObjectsFile, (err as Error).message, this.onQuarantined);
       return { bridges: [] };
     }
-  }
-
-  private quarantine(path: string, reason: string): void {
-    const set = setAside(this.stateDir, path, reason);
-    this.onQuarantined(path, set.file, reason);
   }
 }
 

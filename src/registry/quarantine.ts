@@ -21,12 +21,13 @@ export function quarantinedName(path: string): string {
   return `${Date.now()}-${process.hrtime.bigint()}-${path.split('/').pop() ?? 'file'}`;
 }
 
-/** Moves `path` into the state dir's quarantine/; what was set aside. */
-export function setAside(stateDir: string, path: string, reason: string): Quarantined {
+/** Moves `path` into the state dir's quarantine/ and tells `told` of it; what was set aside. */
+export function setAside(stateDir: string, path: string, reason: string, told: OnQuarantined = () => undefined): Quarantined {
   const dir = join(stateDir, stateLayout.quarantine);
   ensurePrivateDir(dir);
   const name = quarantinedName(path);
   renameSync(path, join(dir, name));
+  told(path, name, reason);
   return { file: name, reason };
 }
 

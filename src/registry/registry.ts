@@ -80,6 +80,8 @@ export class Registry {
 
   /** Applies one change after everything spooled before it; resolves once it is on disk. */
   apply(entry: SpoolEntry): Promise<FoldOutcome> {
+    const refused = entryRefusal(entry);
+    if (refused) return Promise.reject(new PodnetError('INVALID_REQUEST', refused));
     return this.serialize(async () => {
       await this.replaySpool();
       return this.commit(entry);
@@ -93,7 +95,7 @@ export class Registry {
   adopt(record: AttachmentRecord): Promise<boolean> {
     return this.serialize(async () => {
       await this.replaySpool();
-      if (this.records.has(keyOf(record)) || refusal(record) !== undefined) return false;
+      if (this.records.has(keyOf(record)) || recordRefusal(record) !== undefined) return false;
       this.commit({ op: 'add', record });
       return true;
     });
@@ -115,9 +117,8 @@ export class Registry {
     return this.changes;
   }
 
+  /** Writes one change; every way in (apply, adopt, the spool) has refused what may not be recorded. */
   private commit(entry: SpoolEntry): FoldOutcome {
-    const refused = entry.op === 'add' ? refusal(entry.record) : undefined;
-    if (refused) throw new PodnetError('INVALID_REQUEST', refused);
     const changes = changesFor(this.records, entry);
     if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
@@ -138,7 +139,7 @@ export class Registry {
         this.setAside(join(spoolDir(this.stateDir), name), (err as Error).message);
         continue;
       }
-      const refused = entry.op === 'add' ? refusal(entry.record) : undefined;
+      const refused = entryRefusal(entry);
       if (refused) {
         this.setAside(join(spoolDir(this.stateDir), name), refused);
         continue;
@@ -161,7 +162,7 @@ export class Registry {
       try {
         const record = parseStateDocument('AttachmentRecord', await readFile(path, 'utf8'), `record ${name}`);
         if (recordFileName(record) !== name) throw new Error(`holds the record of ${keyOf(record)}, not of its own name`);
-        const refused = refusal(record);
+        const refused = recordRefusal(record);
         if (refused) throw new Error(refused);
         this.records.set(keyOf(record), record);
       } catch (err) {
@@ -183,15 +184,18 @@ export class Registry {
 
   /** Moves a corrupt file out of the way, keeping it for a human, and remembers why. */
   private setAside(path: string, reason: string): void {
-    const set = setAside(this.stateDir, path, reason);
-    this.quarantine.told('what it recorded is not known to podnet')(path, set.file, reason);
+    setAside(this.stateDir, path, reason, this.quarantine.told('what it recorded is not known to podnet'));
   }
 }
 
 /** Why a record may not be, whoever wrote it (the plugin, the socket, a file planted in the spool), if so. */
-function refusal(record: AttachmentRecord): string | undefined {
+function recordRefusal(record: AttachmentRecord): string | undefined {
   if (isNodeNetworkNamespace(record.netns)) {
     return `netns ${record.netns} of container ${record.containerId} is the node's own network namespace, not a pod's: podnet changes pods' networks, never the node's`;
   }
   return undefined;
+}
+
+function entryRefusal(entry: SpoolEntry): string | undefined {
+  return entry.op === 'add' ? recordRefusal(entry.record) : undefined;
 }
