@@ -3,11 +3,12 @@
 // the host or in the pods, and no address stays held.
 import t from 'tap';
 import { execa } from 'execa';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { daemonSandbox } from './lib/daemon.ts';
 import { hostLinkNames, linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { addressesIn, linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { NodeIpam } from '../src/ipam/ipam.ts';
 import { hostInterfaceName } from '../src/model/host-links.ts';
 
 const skip = missingPrerequisite();
@@ -66,10 +67,12 @@ spec:
   t.pass('every pod has net1 with an address, its route and eth0 MTU');
   await until('nothing left to do', async () => ((await cli.diff('crashy.yaml', config)).stdout === 'no changes' ? true : undefined));
   t.pass('and the daemon has nothing left to do: no half-applied state is in its way');
-  const held = async () => {
-    const file = await readFile(`${daemon.stateDir}/ipam/crashy.json`, 'utf8').catch(() => '{"owners":{}}');
-    return Object.keys((JSON.parse(file) as { owners: Record<string, unknown> }).owners);
-  };
+  // What the IPAM log on disk says, read as the next daemon would read it.
+  const held = async () =>
+    NodeIpam.open(daemon.stateDir)
+      .holders()
+      .filter((h) => h.network === 'crashy')
+      .map((h) => h.owner);
   t.same((await held()).sort(), pods.map((p) => `${p.att.containerId}/net1`).sort(), 'each pod holds exactly one address');
 
   await cli.delete('crashy.yaml');

@@ -44,6 +44,7 @@ const validated = {
   CniResult: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/CniResult',
   IpamState: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamState',
   IpamOwner: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamOwner',
+  IpamLogEntry: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamLogEntry',
 } as const;
 
 const schemaFiles = ['cni-plugin-config.schema.json', 'protocol.schema.json', 'api.schema.json', 'state.schema.json'];

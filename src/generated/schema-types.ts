@@ -927,6 +927,13 @@ export type UndoAction =
  * via the `definition` "IpamOwner".
  */
 export type IpamOwner = string;
+/**
+ * One line of ipam/<network>.log (src/ipam/ipam.ts): the Network's changes in the order made, each appended in one write before the allocation or release returns, so a change costs the same however many addresses are held. The first line names the Network and the round robin's positions when the log was (re)written; each later line holds or releases one owner's addresses. Replayed whole when read: a log that is not what podnet wrote is never reset, which could hand out an address twice.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "IpamLogEntry".
+ */
+export type IpamLogEntry = IpamLogHeader | IpamHold | IpamRelease;
 
 /**
  * The documents the daemon keeps in its state dir about what it did to the kernel and to the plugins it runs: applied/, host-objects.json, delegated/ and journal/. Each is checked against its definition when read; a file that fails is set aside in quarantine/, never acted on. Every name that reaches a command line is bounded and patterned here, as in the API.
@@ -1216,7 +1223,7 @@ export interface DelegatedConfig {
   disableGC?: boolean;
 }
 /**
- * ipam/<network>.json: which addresses of a Network's ranges this node holds, and for whom (src/ipam/ipam.ts). Checked whole when read: a file that is not what podnet wrote is never reset, which could hand out an address twice.
+ * ipam/<network>.json as podnet wrote it before its IPAM log: the whole state of a Network in one file, rewritten at each change. Still read, when a Network has no log yet (ipam/<network>.log), and turned into a log at its first change.
  *
  * This interface was referenced by `State`'s JSON-Schema
  * via the `definition` "IpamState".
@@ -1224,12 +1231,7 @@ export interface DelegatedConfig {
 export interface IpamState {
   version: FormatVersion;
   network: Name;
-  /**
-   * Per range (its subnet), the address handed out last: the round robin's position.
-   */
-  lastHandedOut: {
-    [k: string]: Ip;
-  };
+  lastHandedOut: IpamPositions;
   /**
    * What each owner (a sandbox's interface) holds, in the order handed out.
    */
@@ -1238,9 +1240,42 @@ export interface IpamState {
      * @minItems 1
      * @maxItems 64
      */
-    [k: string]: {
-      address: Cidr;
-      gateway?: Ip;
-    }[];
+    [k: string]: IpamAllocation[];
   };
+}
+/**
+ * Per range (its subnet), the address handed out last: the round robin's position.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "IpamPositions".
+ */
+export interface IpamPositions {
+  [k: string]: Ip;
+}
+/**
+ * An address an owner holds, with its range's prefix length, and the range's gateway.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "IpamAllocation".
+ */
+export interface IpamAllocation {
+  address: Cidr;
+  gateway?: Ip;
+}
+export interface IpamLogHeader {
+  version: FormatVersion;
+  network: Name;
+  lastHandedOut: IpamPositions;
+}
+export interface IpamHold {
+  hold: IpamOwner;
+  /**
+   * @minItems 1
+   * @maxItems 64
+   */
+  addresses: IpamAllocation[];
+  lastHandedOut?: IpamPositions;
+}
+export interface IpamRelease {
+  release: IpamOwner;
 }

@@ -18,7 +18,15 @@ const v6: IpRange = { subnet: '2001:db8:5::/64' };
 /** One address to hand out: .0 is the network, .1 the gateway, .3 the broadcast address. */
 const tiny: IpRange = { subnet: '198.18.5.0/30' };
 
-const stateFile = (path: string, network = 'blue') => join(path, 'ipam', `${network}.json`);
+const stateFile = (path: string, network = 'blue') => join(path, 'ipam', `${network}.log`);
+/** An older podnet's whole-state file of a Network. */
+const snapshotFile = (path: string, network = 'blue') => join(path, 'ipam', `${network}.json`);
+/** The lines of a Network's log, parsed. */
+const logOf = (path: string, network = 'blue') =>
+  readFileSync(stateFile(path, network), 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 const addresses = (allocations: { address: string }[]) => allocations.map((a) => a.address);
 /** The error `fn` throws; fails the test when it throws none. */
 function thrown(t: Test, fn: () => unknown): unknown {
@@ -43,19 +51,14 @@ t.test('hands out the subnet in order after the gateway, with the range prefix a
   t.notOk(existsSync(stateFile(path, 'green')), 'reading makes no file');
 
   t.strictSame(
-    JSON.parse(readFileSync(stateFile(path), 'utf8')),
-    {
-      version: 1,
-      network: 'blue',
-      lastHandedOut: { '198.18.5.0/24': '198.18.5.3' },
-      owners: {
-        'pod-a/net1': [{ address: '198.18.5.2/24', gateway: '198.18.5.1' }],
-        'pod-b/net1': [{ address: '198.18.5.3/24', gateway: '198.18.5.1' }],
-      },
-    },
-    'the state file is plain JSON',
+    logOf(path),
+    [
+      { version: 1, network: 'blue', lastHandedOut: { '198.18.5.0/24': '198.18.5.2' } },
+      { hold: 'pod-a/net1', addresses: [{ address: '198.18.5.2/24', gateway: '198.18.5.1' }] },
+      { hold: 'pod-b/net1', addresses: [{ address: '198.18.5.3/24', gateway: '198.18.5.1' }], lastHandedOut: { '198.18.5.0/24': '198.18.5.3' } },
+    ],
+    'the log: a header, then a line of plain JSON per change',
   );
-  t.match(readFileSync(stateFile(path), 'utf8'), /^\{\n {2}"version": 1,\n/, 'indented for humans');
   t.equal(statSync(stateFile(path)).mode & 0o777, 0o600, 'the file is 0600');
   t.equal(statSync(join(path, 'ipam')).mode & 0o777, 0o700, 'its folder is 0700');
 });
@@ -218,9 +221,10 @@ t.test('release', async (t) => {
   ipam.allocate('blue', [v4, v6], 'b');
   ipam.release('blue', 'a');
   ipam.release('blue', 'a');
-  const state = JSON.parse(readFileSync(stateFile(path), 'utf8')) as { owners: Record<string, unknown>; lastHandedOut: Record<string, string> };
-  t.strictSame(Object.keys(state.owners), ['b'], 'durable: gone from the file');
-  t.strictSame(state.lastHandedOut, { '198.18.5.0/24': '198.18.5.3', '2001:db8:5::/64': '2001:db8:5::3' }, 'the position stays');
+  const lines = logOf(path);
+  t.strictSame(lines.at(-1), { release: 'a' }, 'durable: a line in the log');
+  t.equal(lines.filter((line) => 'release' in line).length, 1, 'releasing what is not held writes nothing');
+  t.strictSame(addresses(NodeIpam.open(path).allocate('blue', [v4, v6], 'c')), ['198.18.5.4/24', '2001:db8:5::4/64'], 'the position stays');
   t.strictSame(NodeIpam.open(path).held('blue', 'a'), [], 'and after a reopen');
 });
 
@@ -299,42 +303,105 @@ t.test('network names and owners must be safe as file names and keys', async (t)
   t.strictSame(addresses(NodeIpam.open(path).allocate(twin, [v4], 'other')), ['198.18.5.3/24']);
   const files = readdirSync(join(path, 'ipam'));
   t.equal(files.length, 2, 'one file each');
-  for (const file of files) t.match(file, /^a{63}\.b{63}\.c{52}~[0-9a-f]{16}\.json$/, 'a long name is cut and hashed to fit a file name');
+  for (const file of files) t.match(file, /^a{63}\.b{63}\.c{52}~[0-9a-f]{16}\.log$/, 'a long name is cut and hashed to fit a file name');
   t.strictSame(addresses(ipam.allocate('blue.example-1', [v4], 'ns/pod@net1:x')), ['198.18.5.2/24']);
 });
 
-t.test('a corrupt state file is an IO_FAILURE naming the file, and is left alone', async (t) => {
-  const path = await stateDir(t);
-  await mkdir(join(path, 'ipam'));
-  const owned = (owners: unknown) => JSON.stringify({ version: 1, network: 'blue', lastHandedOut: {}, owners });
-  const corrupt: [string, RegExp][] = [
-    ['{"version": 1, "network": "bl', /not JSON/],
-    ['[]', /at \(top level\): must be object/],
-    [JSON.stringify({ version: 2, network: 'blue', lastHandedOut: {}, owners: {} }), /at \/version: must be equal to constant/],
-    [JSON.stringify({ version: 1, network: 'green', lastHandedOut: {}, owners: {} }), /it is the file of network "green"/],
-    [JSON.stringify({ version: 1, network: 'blue', owners: {} }), /must have required property 'lastHandedOut'/],
-    [JSON.stringify({ version: 1, network: 'blue', lastHandedOut: { x: '1.2.3.4' }, owners: {} }), /lastHandedOut "x"/],
-    [owned([]), /at \/owners: must be object/],
-    [owned({ a: [] }), /at \/owners\/a: must NOT have fewer than 1 items/],
-    [owned({ a: [{ address: '198.18.5.2' }] }), /at \/owners\/a\/0\/address: must match pattern/],
-    [owned({ a: [{ address: '198.18.5.2/24', gateway: 'x' }] }), /at \/owners\/a\/0\/gateway: must match pattern/],
-    [owned({ 'a b': [{ address: '198.18.5.2/24' }] }), /at \/owners: property name must be valid/],
-    [owned({ a: [{ address: '198.18.5.2/24' }], b: [{ address: '198.18.5.2/24' }] }), /198\.18\.5\.2 is held by both a and b/],
-  ];
+/** Each corrupt text in `file` of network blue is refused by every call, naming the file and why, and left as it was. */
+function refusesEach(t: Test, path: string, file: string, corrupt: [string, RegExp][]): void {
   for (const [text, reason] of corrupt) {
-    writeFileSync(stateFile(path), text);
+    writeFileSync(file, text);
     const ipam = NodeIpam.open(path);
-    const message = new RegExp(`^network blue: the IPAM state file ${stateFile(path)} is corrupt \\(.*${reason.source}.*\\); podnet will not reset it`);
+    const message = new RegExp(`^network blue: the IPAM state file ${file} is corrupt \\(.*${reason.source}.*\\); podnet will not reset it`);
     t.match(thrown(t, () => ipam.allocate('blue', [v4], 'c')), { name: 'PodnetError', code: 'IO_FAILURE', message }, `allocate: ${reason.source}`);
     t.match(thrown(t, () => ipam.held('blue', 'a')), { code: 'IO_FAILURE', message }, 'held');
     t.match(thrown(t, () => ipam.release('blue', 'a')), { code: 'IO_FAILURE', message }, 'release');
-    t.equal(readFileSync(stateFile(path), 'utf8'), text, 'the file is left as it was');
+    t.equal(readFileSync(file, 'utf8'), text, 'the file is left as it was');
     t.strictSame(addresses(ipam.allocate('green', [v4], 'c')), ['198.18.5.2/24'], 'other networks still work');
     rmSync(stateFile(path, 'green'));
   }
+  rmSync(file);
+}
 
-  writeFileSync(stateFile(path), owned({ a: [{ address: '2001:DB8:5:0::2/64' }] }));
-  t.strictSame(NodeIpam.open(path).held('blue', 'a'), [{ address: '2001:db8:5::2/64' }], 'a hand-edited file in another spelling is read in canonical form');
+t.test('a corrupt log is an IO_FAILURE naming the file and line, and is left alone', async (t) => {
+  const path = await stateDir(t);
+  await mkdir(join(path, 'ipam'));
+  const header = JSON.stringify({ version: 1, network: 'blue', lastHandedOut: {} });
+  const log = (...lines: unknown[]) => [header, ...lines.map((line) => JSON.stringify(line))].join('\n') + '\n';
+  const a2 = { hold: 'a', addresses: [{ address: '198.18.5.2/24' }] };
+  refusesEach(t, path, stateFile(path), [
+    ['{"version": 1, "network": "bl\n', /line 1: the line is not JSON|line 1: .*JSON/],
+    ['[]\n', /line 1: .*must be object/],
+    [`${JSON.stringify({ version: 2, network: 'blue', lastHandedOut: {} })}\n`, /line 1: .*at \/version: must be equal to constant/],
+    [`${JSON.stringify({ version: 1, network: 'green', lastHandedOut: {} })}\n`, /line 1: it is the log of network "green"/],
+    [`${JSON.stringify(a2)}\n`, /line 1: the log does not start with its header/],
+    [log({ version: 1, network: 'blue', lastHandedOut: {} }), /line 2: a second header/],
+    [log({ release: 'x' }), /line 2: x is released but holds nothing/],
+    [log(a2, a2), /line 3: a holds addresses twice/],
+    [log(a2, { hold: 'b', addresses: [{ address: '198.18.5.2/24' }] }), /line 3: 198\.18\.5\.2 is held by both a and b/],
+    [log({ hold: 'b', addresses: [{ address: '198.18.5.2/24' }, { address: '198.18.5.2/24' }] }), /line 2: 198\.18\.5\.2 is held by both b and b/],
+    [log({ hold: 'b', addresses: [{ address: '198.18.5.2' }] }), /line 2: .*must match pattern/],
+    [log({ hold: 'a b', addresses: [{ address: '198.18.5.2/24' }] }), /line 2: .*must match pattern/],
+    [log({ hold: 'b', addresses: [{ address: '198.18.5.2/24' }], lastHandedOut: { x: '1.2.3.4' } }), /line 2: lastHandedOut "x"/],
+    ['{"version":1,"network":"bl', /the log has no header/],
+  ]);
+});
+
+t.test("an older podnet's whole-state file is read, refused when corrupt, and becomes a log at the first change", async (t) => {
+  const path = await stateDir(t);
+  await mkdir(join(path, 'ipam'));
+  const owned = (owners: unknown) => JSON.stringify({ version: 1, network: 'blue', lastHandedOut: {}, owners });
+  refusesEach(t, path, snapshotFile(path), [
+    ['{"version": 1, "network": "bl', /not JSON/],
+    [JSON.stringify({ version: 1, network: 'green', lastHandedOut: {}, owners: {} }), /it is the file of network "green"/],
+    [JSON.stringify({ version: 1, network: 'blue', owners: {} }), /must have required property 'lastHandedOut'/],
+    [JSON.stringify({ version: 1, network: 'blue', lastHandedOut: { x: '1.2.3.4' }, owners: {} }), /lastHandedOut "x"/],
+    [owned({ a: [] }), /at \/owners\/a: must NOT have fewer than 1 items/],
+    [owned({ a: [{ address: '198.18.5.2/24', gateway: 'x' }] }), /at \/owners\/a\/0\/gateway: must match pattern/],
+    [owned({ a: [{ address: '198.18.5.2/24' }], b: [{ address: '198.18.5.2/24' }] }), /198\.18\.5\.2 is held by both a and b/],
+  ]);
+
+  writeFileSync(
+    snapshotFile(path),
+    JSON.stringify({ version: 1, network: 'blue', lastHandedOut: { '198.18.5.0/24': '198.18.5.3' }, owners: { a: [{ address: '198.18.5.2/24' }], b: [{ address: '2001:DB8:5:0::2/64' }] } }),
+  );
+  const ipam = NodeIpam.open(path);
+  t.strictSame(ipam.held('blue', 'b'), [{ address: '2001:db8:5::2/64' }], 'an address in another spelling is read in canonical form');
+  t.strictSame(ipam.holders(), [{ network: 'blue', owner: 'a' }, { network: 'blue', owner: 'b' }], 'its holders are listed');
+  t.notOk(existsSync(stateFile(path)), 'reading writes nothing');
+  t.strictSame(addresses(ipam.allocate('blue', [v4], 'c')), ['198.18.5.4/24'], 'the first change goes on from its position');
+  t.notOk(existsSync(snapshotFile(path)), 'the file is gone');
+  t.strictSame(
+    logOf(path).slice(1).map((line) => line['hold']),
+    ['a', 'b', 'c'],
+    'its holders are in the log',
+  );
+  t.strictSame(NodeIpam.open(path).holders().map((h) => h.owner), ['a', 'b', 'c'], 'and after a reopen');
+});
+
+t.test('the log: bounded by its holders, and a line cut short is left out', async (t) => {
+  const path = await stateDir(t);
+  const ipam = NodeIpam.open(path);
+  ipam.allocate('blue', [v4], 'kept');
+  for (let i = 0; i < 500; i++) {
+    ipam.allocate('blue', [v4], `o${i}`);
+    ipam.release('blue', `o${i}`);
+  }
+  const lines = logOf(path);
+  t.ok(lines.length <= 2 * 2 + 64 + 1, `1001 changes, ${lines.length} lines: rewritten as it grows`);
+  const next = addresses(ipam.preview('blue', [v4], 'next'));
+  t.strictSame(next, ['198.18.5.251/24'], '500 handed out round robin after .2, through the /24 and on');
+  const reopened = NodeIpam.open(path);
+  t.strictSame(reopened.holders(), [{ network: 'blue', owner: 'kept' }], 'what is held survives the rewrites');
+  t.strictSame(addresses(reopened.allocate('blue', [v4], 'next')), next, 'and so does the round robin');
+
+  // A process that died inside its append leaves the line's first part, with no newline.
+  writeFileSync(stateFile(path), '{"hold":"ghost","addre', { flag: 'a' });
+  const afterCrash = NodeIpam.open(path);
+  t.strictSame(afterCrash.holders().map((h) => h.owner), ['kept', 'next'], 'the cut line is no change');
+  t.strictSame(addresses(afterCrash.allocate('blue', [v4], 'after')), ['198.18.5.252/24']);
+  t.notMatch(readFileSync(stateFile(path), 'utf8'), /ghost/, 'the next change rewrote the log without it');
+  t.strictSame(NodeIpam.open(path).holders().map((h) => h.owner), ['kept', 'next', 'after']);
 });
 
 t.test('a failed write changes nothing in memory either', async (t) => {
@@ -351,7 +418,7 @@ t.test('a failed write changes nothing in memory either', async (t) => {
   rmSync(join(path, 'ipam'));
   renameSync(join(path, 'ipam.kept'), join(path, 'ipam'));
   t.strictSame(addresses(ipam.allocate('blue', [v4], 'c')), ['198.18.5.3/24'], 'the round robin did not move');
-  t.strictSame(Object.keys(JSON.parse(readFileSync(stateFile(path), 'utf8')).owners), ['a', 'c']);
+  t.strictSame(NodeIpam.open(path).holders(), [{ network: 'blue', owner: 'a' }, { network: 'blue', owner: 'c' }], 'on file: a and c');
 });
 
 t.test('preview: what allocate would give, nothing taken', async (t) => {

@@ -45,6 +45,7 @@ const documents = {
   CniResult: validators.CniResult as Validator,
   IpamState: validators.IpamState as Validator,
   IpamOwner: validators.IpamOwner as Validator,
+  IpamLogEntry: validators.IpamLogEntry as Validator,
 };
 
 export interface DocumentTypes {
@@ -79,6 +80,7 @@ export interface DocumentTypes {
   CniResult: Doc.CniResult;
   IpamState: Doc.IpamState;
   IpamOwner: Doc.IpamOwner;
+  IpamLogEntry: Doc.IpamLogEntry;
 }
 
 export type DocumentName = keyof DocumentTypes;
