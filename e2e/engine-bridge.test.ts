@@ -194,3 +194,52 @@ t.test('attachments past the node\'s limit per pod are refused and told; the one
   t.match(explained, /PodNetworkConfig default\/l spec\.attachments\[1\]: the pod would have more attachments than the 1 this node's admin allows per pod/);
   t.equal(await linkOf(pod.ns.name, 'net2'), undefined, 'net2 is not made');
 });
+
+t.test("a Network's quota per namespace and the node's addresses per pod: a tenant cannot starve another, and is told only of its own", { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true, args: ['--max-addresses-per-pod', '1'] });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const hungry = await Promise.all(['a-1', 'a-2', 'a-3'].map((name) => startPod(t, daemon, name, 'tenant-a')));
+  const other = await startPod(t, daemon, 'b-1', 'tenant-b');
+  const cli = podnetCli(daemon);
+  const shared = `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: shared }
+spec:
+  type: bridge
+  bridge: { name: ${bridge} }
+  ipam: { ranges: [{ subnet: 198.18.120.0/28 }] }
+  limits: { attachmentsPerNamespace: 2 }
+  namespaceSelector: { matchExpressions: [{ key: kubernetes.io/metadata.name, operator: In, values: [tenant-a, tenant-b] }] }
+`;
+  const takeAll = (namespace: string, interfaces: string[]) => `---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: take-all, namespace: ${namespace} }
+spec: { podSelector: {}, attachments: [${interfaces.map((i) => `{ network: shared, interface: ${i} }`).join(', ')}] }
+`;
+  await cli.apply('quota.yaml', shared + takeAll('tenant-a', ['net1']) + takeAll('tenant-b', ['net1', 'net2']));
+
+  const hasNet1 = async (pod: Pod) => (await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.some((a) => a.startsWith('198.18.120.')) ?? false;
+  await until("tenant-b's pod has net1 with an address", async () => ((await hasNet1(other)) ? true : undefined));
+  const attached = await until('two of tenant-a\'s three pods have net1', async () => {
+    const have = await Promise.all(hungry.map(hasNet1));
+    return have.filter(Boolean).length === 2 ? have : undefined;
+  });
+  const refused = hungry[attached.indexOf(false)]!;
+  const told = await until('the third is told', async () => {
+    const out = (await cli.explain(`tenant-a/${refused.name}`)).stdout;
+    return out.includes('attachmentsPerNamespace') ? out : undefined;
+  });
+  t.match(told, /PodNetworkConfig tenant-a\/take-all spec\.attachments\[0\]: Network shared allows 2 attachments per namespace on a node \(its spec\.limits\.attachmentsPerNamespace\), and namespace tenant-a has 2 here already/);
+  for (const pod of [...hungry.filter((p) => p !== refused), other]) {
+    t.notMatch(told, new RegExp(`${pod.name}|${pod.att.containerId}`), `no word of ${pod.name}`);
+  }
+  t.notMatch(told, /tenant-b/, 'nor of the other tenant');
+  t.equal(await linkOf(refused.ns.name, 'net1'), undefined, 'and it got no net1');
+
+  const b = (await cli.explain('tenant-b/b-1')).stdout;
+  t.match(b, /PodNetworkConfig tenant-b\/take-all spec\.attachments\[1\]: the pod would hold more addresses than the 1 this node's admin allows per pod/);
+  t.equal(await linkOf(other.ns.name, 'net2'), undefined, "tenant-b's second address is refused by the node's limit per pod");
+});

@@ -51,14 +51,14 @@ export interface Pod {
  * A pod named `name` in namespace default: a netns with an eth0 (a veth whose peer stays in the
  * pod, as if a primary plugin made it), recorded through podnet's CNI ADD.
  */
-export async function startPod(t: Test, daemon: DaemonSandbox, name: string): Promise<Pod> {
+export async function startPod(t: Test, daemon: DaemonSandbox, name: string, namespace = 'default'): Promise<Pod> {
   const runtime = new CniRuntime([daemon.binDir]);
   const list = { cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'podnet', ...daemon.pluginSettings() }] };
   const ns = await makeNetns(t);
   await execa('ip', ['-n', ns.name, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
   await execa('ip', ['-n', ns.name, 'link', 'set', 'eth0', 'up']);
   await execa('ip', ['-n', ns.name, 'link', 'set', 'lo', 'up']);
-  const att: Attachment = { containerId: uniqueName('ctr'), netns: ns.path, ifname: 'eth0', args: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
+  const att: Attachment = { containerId: uniqueName('ctr'), netns: ns.path, ifname: 'eth0', args: `K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name}` };
   await runtime.invoke(list, list.plugins[0]!, 'ADD', att, { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [] });
   return { name, ns, att };
 }

@@ -20,18 +20,17 @@ export function daemonCommand(): Command {
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
     .option('--cni-bin-dir <dirs>', "where cni Networks' plugins are found, as CNI_PATH: dirs separated by ':'", defaultCniBinDir)
     .option('--max-attachments-per-pod <n>', 'interfaces podnet attaches to one pod at most; the ones asked beyond it are refused, told on the pod and its config', String(defaultLimits.attachmentsPerPod))
+    .option('--max-addresses-per-pod <n>', "addresses podnet gives one pod at most, across its attachments (from Networks' ranges, or its own); the attachments beyond it are refused, told on the pod and its config", String(defaultLimits.addressesPerPod))
     .option('--allow-primary-mac', "let PodNetworkConfigs change the MAC of a pod's primary interface (off: on the primary network a pod could take another's traffic)")
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; allowPrimaryMac?: boolean }) => {
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
       const timeoutMs = Number(options.pluginTimeoutSeconds) * 1000;
       if (!(timeoutMs >= 100)) throw new Error(`--plugin-timeout-seconds must be a number of at least 0.1, not "${options.pluginTimeoutSeconds}"`);
-      const attachmentsPerPod = Number(options.maxAttachmentsPerPod);
-      if (!Number.isInteger(attachmentsPerPod) || attachmentsPerPod < 0 || attachmentsPerPod > 1024) {
-        throw new Error(`--max-attachments-per-pod must be a whole number from 0 to 1024, not "${options.maxAttachmentsPerPod}"`);
-      }
+      const attachmentsPerPod = wholeNumber('--max-attachments-per-pod', options.maxAttachmentsPerPod, 1024);
+      const addressesPerPod = wholeNumber('--max-addresses-per-pod', options.maxAddressesPerPod, 4096);
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
       const daemon = await startDaemon({
         socketPath: options.socket,
@@ -39,7 +38,7 @@ export function daemonCommand(): Command {
         version: podnetVersion,
         log,
         resyncMs,
-        limits: { attachmentsPerPod, primaryMac: options.allowPrimaryMac === true },
+        limits: { attachmentsPerPod, addressesPerPod, primaryMac: options.allowPrimaryMac === true },
         plugins: { binDirs: options.cniBinDir.split(':').filter((d) => d !== ''), timeoutMs },
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),
@@ -70,4 +69,11 @@ export function daemonCommand(): Command {
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
+}
+
+/** A limit flag's value: a whole number from 0 to `max`, else an error naming the flag. */
+function wholeNumber(flag: string, text: string, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0 || n > max) throw new Error(`${flag} must be a whole number from 0 to ${max}, not "${text}"`);
+  return n;
 }

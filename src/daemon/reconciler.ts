@@ -3,10 +3,11 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredSandbox, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredFor, identityOf, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { refusedMacs } from '../model/macs.ts';
+import { overQuota } from '../model/quotas.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
@@ -125,6 +126,9 @@ interface SandboxWork {
   /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
   records: string;
 }
+
+/** A sandbox's work before its names and addresses are decided. */
+type WantedWork = Pick<SandboxWork, 'record' | 'identity' | 'wanted' | 'records' | 'known'>;
 
 /** A recorded sandbox whose netns is there: the record a pass works from, and all of its records' key. */
 interface LiveSandbox {
@@ -248,21 +252,52 @@ export class Reconciler {
    * are checked across the sandboxes first (withMacsChecked).
    */
   private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
-    const work = this.withMacsChecked([...sandboxes].map((sandbox) => this.desiredOf(sandbox, docs, addresses)));
+    const wanted = this.withQuotasChecked([...sandboxes].map((sandbox) => this.wantedOf(sandbox, docs)));
+    const work = this.withMacsChecked(wanted.map((w) => this.resolved(w, docs, addresses)));
     return work.map((w) => ({ ...w, desiredJson: JSON.stringify(w.desired) }));
   }
 
-  /** What one sandbox should have: the documents' desired state with names and addresses decided. */
-  private desiredOf({ record, records }: LiveSandbox, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): Omit<SandboxWork, 'desiredJson'> {
+  /** What the documents want for one sandbox, before names and addresses are decided. */
+  private wantedOf({ record, records }: LiveSandbox, docs: DesiredDocuments): WantedWork {
     const known = this.opts.source.identity(record);
     const identity = known ?? identityOf(record);
-    // Names the annotation's unnamed selections got before, podnet's links and delegated alike.
-    const earlier = [...(this.opts.applied.get(record.containerId)?.attachments ?? []), ...this.opts.delegated.recordsOf(record.containerId)];
-    const wanted = known ? desiredFor(known, docs.networks, docs.configs, earlier, this.opts.limits) : nothingWanted();
+    const wanted = known ? desiredFor(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits) : nothingWanted();
+    return { record, identity, wanted, records, known: known !== undefined };
+  }
+
+  /** The attachments a sandbox has: podnet's links and delegated ones alike. An annotation's unnamed selections keep the names they got. */
+  private earlierOf(containerId: string): EarlierAttachment[] {
+    return [...(this.opts.applied.get(containerId)?.attachments ?? []), ...this.opts.delegated.recordsOf(containerId)];
+  }
+
+  /** One sandbox's wanted state with its names and addresses decided (taken, or previewed for a diff). */
+  private resolved(w: WantedWork, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): Omit<SandboxWork, 'desiredJson'> {
     const { ipam } = this.opts;
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
-    const { desired, problems } = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
-    return { record, identity, desired, problems, records, wanted, known: known !== undefined };
+    const { desired, problems } = resolveSandbox(w.record.containerId, w.wanted, docs.networks, allocate);
+    return { ...w, desired, problems };
+  }
+
+  /**
+   * `wanted` without the attachments beyond their Network's quota per namespace on this node
+   * (model/quotas.ts), counted across every sandbox before any address is taken; each refused one
+   * is told at its field.
+   */
+  private withQuotasChecked(wanted: WantedWork[]): WantedWork[] {
+    const claims = wanted.map((w) => ({
+      containerId: w.record.containerId,
+      namespace: w.identity.namespace,
+      attachments: w.wanted.attachments,
+      has: new Set(this.earlierOf(w.record.containerId).map((e) => `${e.network}/${e.interface}`)),
+    }));
+    const refused = overQuota(claims);
+    for (const w of wanted) {
+      const mine = refused.get(w.record.containerId);
+      if (!mine) continue;
+      const interfaces = new Set(mine.map((r) => r.interface));
+      w.wanted = { ...w.wanted, attachments: w.wanted.attachments.filter((a) => !interfaces.has(a.interface)), problems: [...w.wanted.problems, ...mine.map((r) => r.problem)] };
+    }
+    return wanted;
   }
 
   /**

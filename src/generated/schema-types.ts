@@ -546,6 +546,12 @@ export interface Network {
      */
     staticAddresses?: boolean;
     namespaceSelector?: LabelSelector;
+    /**
+     * What the admin lets each namespace take of this Network. attachmentsPerNamespace: at most this many attachments to it from the pods of one namespace on each node (its addresses come from node-local ranges, so a node is what one tenant could exhaust for the others); the ones asked beyond it are refused, told on the pod and its config. Attachments a pod already has keep their place; new ones are counted after them, in a fixed order.
+     */
+    limits?: {
+      attachmentsPerNamespace?: number;
+    };
     macvlan?: {
       parent: HostLinkName;
       mode?: 'bridge' | 'private' | 'vepa' | 'passthru';

@@ -342,6 +342,31 @@ t.test('attachments past the node\'s limit per pod are refused, each at its fiel
   t.equal(desiredFor(pod, networks, configs).attachments.length, 3, 'the default limit is higher');
 });
 
+t.test('addresses past the node\'s limit per pod are refused with the attachment that would hold them', async (t) => {
+  const dual: Network = { ...network('dual', ['tenant-a']), spec: { ...network('dual', ['tenant-a']).spec, ipam: { ranges: [{ subnet: '198.18.5.0/24' }, { subnet: '2001:db8:5::/64' }] } } };
+  const plugins: Network = { ...network('plugins', ['tenant-a']), spec: { type: 'cni', namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'tenant-a' } }, cni: { config: { cniVersion: '1.0.0', type: 'bridge' } } } };
+  const own: Network = { ...network('own', ['tenant-a']), spec: { ...network('own', ['tenant-a']).spec, staticAddresses: true } };
+  const offered = new Map([...networks, ['dual', dual], ['plugins', plugins], ['own', own]]);
+  const limits = { ...defaultLimits, addressesPerPod: 3 };
+  const c = config('many', {
+    podSelector: all,
+    attachments: [
+      { network: 'dual', interface: 'net1' },
+      { network: 'blue', interface: 'net2' },
+      { network: 'dual', interface: 'net3' },
+      { network: 'plugins', interface: 'net4' },
+      { network: 'own', interface: 'net5', ips: ['198.18.6.7/24'] },
+      { network: 'own', interface: 'net6', ips: ['198.18.6.8/24'] },
+    ],
+  });
+  const d = desiredFor(pod, offered, [c], [], limits);
+  t.same(d.attachments.map((a) => a.interface), ['net1', 'net2', 'net4', 'net5'], 'two from dual, none without ipam, none from a cni Network\'s plugins, one brought');
+  t.same(d.problems, [
+    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[2]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod' },
+    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[5]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod' },
+  ]);
+});
+
 t.test('the primary interface\'s MAC is not a tenant\'s to change unless the node\'s admin allows it; its other settings are', async (t) => {
   const c = config('mac', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:0a', mtu: 1400 }, { name: 'net1', mac: '02:00:00:00:00:0b' }] });
   const d = desiredFor(pod, networks, [c]);

@@ -65,6 +65,8 @@ export interface SandboxIdentity {
 export interface NodeLimits {
   /** Interfaces podnet attaches to one pod: each may hold addresses of a shared range and a host link. */
   attachmentsPerPod: number;
+  /** Addresses podnet gives one pod across its attachments (from Networks' ranges, or its own): each may be one of a shared range. */
+  addressesPerPod: number;
   /**
    * Whether a config may change the MAC of a pod's primary interface. Off unless the admin turns it
    * on: on the primary network, a pod taking another's MAC takes its traffic.
@@ -72,7 +74,7 @@ export interface NodeLimits {
   primaryMac: boolean;
 }
 
-export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, primaryMac: false };
+export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, addressesPerPod: 64, primaryMac: false };
 
 /** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
 export interface EarlierAttachment {
@@ -207,6 +209,7 @@ export function desiredFor(
     if (attachmentBy.has(name) && !conflicted.has(`attach:${name}`)) tune(name, { mac }, from, () => field);
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
+  let addresses = 0;
   for (const [name, { at, field }] of attachmentBy) {
     if (conflicted.has(`attach:${name}`)) continue;
     // In the merge order (the annotation, then the configs by name): the same ones win every pass.
@@ -214,6 +217,12 @@ export function desiredFor(
       out.problems.push({ document: at.from, field, reason: `the pod would have more attachments than the ${limits.attachmentsPerPod} this node's admin allows per pod` });
       continue;
     }
+    const more = addressesOf(at);
+    if (addresses + more > limits.addressesPerPod) {
+      out.problems.push({ document: at.from, field, reason: `the pod would hold more addresses than the ${limits.addressesPerPod} this node's admin allows per pod` });
+      continue;
+    }
+    addresses += more;
     out.attachments.push(at);
   }
   for (const { interface: name, settings, from, fields } of tuningBy.values()) {
@@ -236,6 +245,12 @@ export function desiredFor(
 }
 
 type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
+
+/** The addresses podnet gives an attachment: those it brings, or one from each of its Network's ranges (a cni Network's plugins choose their own). */
+function addressesOf(at: Omit<DesiredAttachment, 'field'>): number {
+  if (at.ips) return at.ips.length;
+  return at.network.spec.type === 'cni' ? 0 : (at.network.spec.ipam?.ranges.length ?? 0);
+}
 
 /**
  * Whether what an attachment asks can be had on its Network's type; else a problem naming the

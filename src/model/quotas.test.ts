@@ -1,0 +1,45 @@
+import t from 'tap';
+import type { Network } from '../protocol/validate.ts';
+import type { DesiredAttachment } from './desired.ts';
+import { overQuota, type QuotaClaims } from './quotas.ts';
+
+const limited = (name: string, attachmentsPerNamespace?: number): Network => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name },
+  spec: { type: 'bridge', ...(attachmentsPerNamespace === undefined ? {} : { limits: { attachmentsPerNamespace } }) },
+});
+const blue = limited('blue', 2);
+const open = limited('open');
+const at = (network: Network, iface: string, from = 'PodNetworkConfig ns/c'): DesiredAttachment => ({ network, interface: iface, from, field: `spec.attachments[${iface.slice(3)}]` });
+const sandbox = (containerId: string, namespace: string, attachments: DesiredAttachment[], has: string[] = []): QuotaClaims => ({ containerId, namespace, attachments, has: new Set(has) });
+const refusedOf = (result: ReturnType<typeof overQuota>) => Object.fromEntries([...result].map(([id, list]) => [id, list.map((r) => r.interface)]));
+
+t.test('a namespace gets at most the quota of a Network on the node; other namespaces and Networks are apart', async (t) => {
+  const result = overQuota([
+    sandbox('c1', 'tenant-a', [at(blue, 'net1'), at(blue, 'net2'), at(open, 'net3')]),
+    sandbox('c2', 'tenant-a', [at(blue, 'net1'), at(open, 'net2')]),
+    sandbox('c3', 'tenant-b', [at(blue, 'net1'), at(blue, 'net2')]),
+  ]);
+  t.same(refusedOf(result), { c2: ['net1'] }, "tenant-a's third is refused; tenant-b has its own two; the Network without limits counts nothing");
+  t.same(result.get('c2')?.[0]?.problem, {
+    document: 'PodNetworkConfig ns/c',
+    field: 'spec.attachments[1]',
+    reason: 'Network blue allows 2 attachments per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace tenant-a has 2 here already',
+  });
+});
+
+t.test('what a pod has keeps its place: a new pod never takes it away, whatever its name', async (t) => {
+  const running = sandbox('z-running', 'tenant-a', [at(blue, 'net1'), at(blue, 'net2')], ['blue/net1', 'blue/net2']);
+  const newcomer = sandbox('a-new', 'tenant-a', [at(blue, 'net1')]);
+  for (const order of [[running, newcomer], [newcomer, running]]) t.same(refusedOf(overQuota(order)), { 'a-new': ['net1'] });
+  const moved = sandbox('z-running', 'tenant-a', [at(blue, 'net1'), at(blue, 'net2')], ['red/net1']);
+  t.same(refusedOf(overQuota([moved, newcomer])), { 'z-running': ['net2'] }, 'an interface that had another Network is new to this one: counted by name');
+});
+
+t.test('a quota of 0 shuts a Network to every namespace; no quota, no limit', async (t) => {
+  const shut = limited('shut', 0);
+  t.same(refusedOf(overQuota([sandbox('c1', 'ns', [at(shut, 'net1')], ['shut/net1'])])), { c1: ['net1'] }, 'even what a pod had');
+  t.same(refusedOf(overQuota([sandbox('c1', 'ns', Array.from({ length: 40 }, (_, i) => at(open, `net${i}`)))])), {});
+  t.match(overQuota([sandbox('c1', 'ns', [at(limited('one', 1), 'net1'), at(limited('one', 1), 'net2')])]).get('c1')?.[0]?.problem.reason, /allows 1 attachment per namespace/);
+});

@@ -1,0 +1,47 @@
+// A Network's quota per namespace (spec.limits.attachmentsPerNamespace) across the pods of a
+// node: its addresses come from node-local ranges, so a node is what one tenant could exhaust for
+// the others. Counted before any address is taken. An attachment a pod already has keeps its
+// place; new ones are counted after them, by pod and interface, so the same ones win every pass
+// and a new pod never takes a running pod's attachment away. Pure.
+import type { Problem } from '../protocol/validate.ts';
+import type { DesiredAttachment } from './desired.ts';
+
+export interface QuotaClaims {
+  containerId: string;
+  namespace: string;
+  attachments: readonly DesiredAttachment[];
+  /** What it has attached already, as "network/interface". */
+  has: ReadonlySet<string>;
+}
+
+/** Per sandbox, its attachments beyond their Network's quota, each with the problem to tell. */
+export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, { interface: string; problem: Problem }[]> {
+  const claims = sandboxes.flatMap((s) =>
+    s.attachments
+      .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined)
+      .map((a) => ({ sandbox: s, attachment: a, held: s.has.has(`${a.network.metadata.name}/${a.interface}`) })),
+  );
+  claims.sort((x, y) => Number(y.held) - Number(x.held) || compare(x.sandbox.containerId, y.sandbox.containerId) || compare(x.attachment.interface, y.attachment.interface));
+  const counted = new Map<string, number>();
+  const refused = new Map<string, { interface: string; problem: Problem }[]>();
+  for (const { sandbox, attachment } of claims) {
+    const network = attachment.network.metadata.name;
+    const limit = attachment.network.spec.limits!.attachmentsPerNamespace!;
+    const key = `${network}\n${sandbox.namespace}`;
+    const count = counted.get(key) ?? 0;
+    if (count < limit) {
+      counted.set(key, count + 1);
+      continue;
+    }
+    // Only the asking namespace's own count is told: other tenants' use is not theirs to learn.
+    const problem = {
+      document: attachment.from,
+      field: attachment.field,
+      reason: `Network ${network} allows ${limit} attachment${limit === 1 ? '' : 's'} per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace ${sandbox.namespace} has ${limit} here already`,
+    };
+    refused.set(sandbox.containerId, [...(refused.get(sandbox.containerId) ?? []), { interface: attachment.interface, problem }]);
+  }
+  return refused;
+}
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
