@@ -243,3 +243,33 @@ spec: { podSelector: {}, attachments: [${interfaces.map((i) => `{ network: share
   t.match(b, /PodNetworkConfig tenant-b\/take-all spec\.attachments\[1\]: the pod would hold more addresses than the 1 this node's admin allows per pod/);
   t.equal(await linkOf(other.ns.name, 'net2'), undefined, "tenant-b's second address is refused by the node's limit per pod");
 });
+
+t.test("podnet marks the host links it makes with their owner, and never deletes one of its names that someone else marked", { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'pod-m');
+  const cli = podnetCli(daemon);
+  await cli.apply('m.yaml', blueFor(bridge, 'm', ['net1']));
+  const hostEnd = hostInterfaceName(pod.att.containerId, 'net1');
+  await until('net1 made', async () => ((await linkOf(pod.ns.name, 'net1')) ? true : undefined));
+  const aliasOf = async (name: string) => (JSON.parse((await execa('ip', ['-json', 'link', 'show', 'dev', name])).stdout) as { ifalias?: string }[])[0]?.ifalias;
+  t.equal(await aliasOf(hostEnd), `podnet:${pod.att.containerId}/net1`, 'the host end names its owner, as an operator sees it in ip link');
+  t.equal(await aliasOf(bridge), 'podnet:bridge', 'so does the bridge podnet made');
+
+  // Someone replaces the host end with a link of their own under its name.
+  removeLinkAtTeardown(t, hostEnd);
+  await execa('ip', ['link', 'del', 'dev', hostEnd]);
+  await execa('ip', ['link', 'add', 'name', hostEnd, 'type', 'bridge']);
+  await execa('ip', ['link', 'set', 'dev', hostEnd, 'alias', 'uplink-of-someone']);
+  const told = await until('told at the next resync', async () => {
+    const out = (await cli.explain('default/pod-m')).stdout;
+    return out.includes(`the host already has an interface ${hostEnd}`) ? out : undefined;
+  }, 30_000);
+  t.match(told, /which podnet did not make for this attachment; it is left alone/);
+  await cli.delete('m.yaml');
+  await until('the attachment taken back', async () => ((await cli.explain('default/pod-m')).stdout.includes('net1') ? undefined : true), 30_000);
+  t.ok(await linkExists(hostEnd), 'their link is still there');
+  t.equal(await aliasOf(hostEnd), 'uplink-of-someone');
+});

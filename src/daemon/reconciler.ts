@@ -12,6 +12,7 @@ import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
+import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { linkDelLine } from '../model/undo.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
@@ -594,7 +595,12 @@ export class Reconciler {
    * now, through a journaled pass like any other change (a crash in it is taken back at start).
    */
   private async forget(state: AppliedState, hostView: HostView): Promise<void> {
-    const names = state.attachments.flatMap((a) => [a.hostIf, a.ifb]).filter((n): n is string => n !== undefined && hostView.podnetLinks.has(n));
+    // Only the links that bear this sandbox's mark: one of the recorded name that someone else
+    // marked is left alone.
+    const names = state.attachments.flatMap((a) => {
+      const mark = ownerMark({ containerId: state.containerId, podInterface: a.interface });
+      return [a.hostIf, a.ifb].filter((n): n is string => n !== undefined && hostView.podnetLinks.has(n) && bearsMark(hostView.podnetLinks.get(n)!, mark));
+    });
     const steps = names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }));
     if (steps.length > 0) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, state.containerId, steps, () => {
@@ -615,7 +621,8 @@ export class Reconciler {
     const known = applied.bridges();
     const unused = known.filter((b) => !inUse.has(b));
     if (unused.length === 0) return;
-    const steps = unused.filter((b) => hostView.links.has(b)).map((b): Step => ({ where: host, tool: 'ip', line: linkDelLine(b) }));
+    const bridgeMark = ownerMark('bridge');
+    const steps = unused.filter((b) => hostView.links.has(b) && bearsMark(hostView.links.get(b)!, bridgeMark)).map((b): Step => ({ where: host, tool: 'ip', line: linkDelLine(b) }));
     if (steps.length > 0) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
     if (result.error) this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });

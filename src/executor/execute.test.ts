@@ -104,6 +104,18 @@ t.test('a journal left by a crash is undone whole at start, last first, unless i
   t.same(readdirSync(`${path}/${journalFolder}`), [], 'every journal is gone, the committed one without an undo');
 });
 
+t.test("a crash's undo deletes a host link only while it bears the mark podnet gave it", async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  const linksNow = [{ ifname: 'pnvmine' }, { ifname: 'pnvmarked', ifalias: 'podnet:c9/net1' }, { ifname: 'pnvtaken', ifalias: 'podnet:c7/net1' }, { ifname: 'pnvhand', ifalias: 'uplink' }];
+  const run: NetnsRunner = { ...ip, query: async (where, tool, options, commands) => (where === 'host' && commands[0] === 'link show' ? [linksNow] : ip.query(where, tool, options, commands)) };
+  const del = (dev: string) => ({ where: 'host', action: 'link-del', dev, mark: 'podnet:c9/net1' });
+  ensurePrivateDir(`${path}/${journalFolder}`);
+  writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify({ version: 1, pass: 'p1', undo: ['pnvmine', 'pnvmarked', 'pnvtaken', 'pnvhand', 'pnvgone'].map(del) }));
+  await runJournalUndo(run, path, { committed: () => false, netnsOf: () => '/run/netns/p' });
+  t.same(batches.flatMap((b) => b.lines), ['link del dev pnvgone', 'link del dev pnvmarked', 'link del dev pnvmine'], 'the unmarked one (made, not yet marked) and its own; never one marked by another pod or by hand');
+});
+
 t.test('the journal holds the undo actions only, never a command line', async (t) => {
   const path = await stateDir(t);
   const seen: unknown[] = [];

@@ -8,7 +8,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import { sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
+import { bearsMark } from '../model/host-links.ts';
+import { host, sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
 import { renderUndo, type UndoAction } from '../model/undo.ts';
 import { parseDocument, type Journal } from '../protocol/validate.ts';
 import type { BatchResult, NetnsRunner } from '../netns/runner.ts';
@@ -107,6 +108,22 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
 }
 
+/**
+ * `actions` without the deletes of host links that do not bear the mark the action carries
+ * (model/host-links.ts): the host's links are read once, when there is such an action.
+ */
+async function bearingTheirMarks(run: NetnsRunner, actions: readonly UndoAction[]): Promise<UndoAction[]> {
+  const markedDelete = (a: UndoAction) => (a.action === 'link-del' && a.where === 'host' ? a.mark : undefined);
+  if (!actions.some((a) => markedDelete(a) !== undefined)) return [...actions];
+  const [links] = (await run.query(host, 'ip', [], ['link show'])) as [{ ifname: string; ifalias?: string }[]];
+  const aliases = new Map(links.map((l) => [l.ifname, l.ifalias]));
+  return actions.filter((a) => {
+    const mark = markedDelete(a);
+    const alias = a.action === 'link-del' ? aliases.get(a.dev) : undefined;
+    return mark === undefined || bearsMark(alias === undefined ? {} : { alias }, mark);
+  });
+}
+
 /** What the start's undo of cut-short passes is told of the sandboxes, and tells back. */
 export interface JournalChecks {
   /** Whether the pass `pass` of `key` completed (its record says so): then nothing is undone. */
@@ -144,8 +161,10 @@ export async function runJournalUndo(run: NetnsRunner, stateDir: string, checks:
       continue;
     }
     if (!committed(key, journal.pass)) {
-      // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly.
-      await undo(run, journal.undo);
+      // Which steps ran is unknown: undo all; an undo of a step that never ran fails harmlessly,
+      // except a host link's delete, which could hit a link someone made under the name since:
+      // it runs only while the link bears podnet's mark.
+      await undo(run, await bearingTheirMarks(run, journal.undo));
       keys.push(key);
     }
     removeFile(path, kernelState);

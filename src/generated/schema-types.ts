@@ -906,6 +906,13 @@ export type RouteTableNumber = number;
  */
 export type LinkCount = number;
 /**
+ * The alias podnet gives a host link it makes (src/model/host-links.ts): podnet: and the link's owner (a sandbox's interface, or bridge for a Network's bridge). Read back before the link is changed or deleted, so a link that merely has a podnet name is never taken for podnet's.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "OwnerMark".
+ */
+export type OwnerMark = string;
+/**
  * ip link set: one setting of a pod's interface back to what it was.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1006,7 +1013,7 @@ export interface LinkSettings {
   promisc?: boolean;
 }
 /**
- * ip link del: a link podnet made. On the host only a link podnet names (pn...).
+ * ip link del: a link podnet made. On the host only a link podnet names (pn...), and, when it carries mark, only while the link's alias is that mark or none (it was made and the pass died before marking it): a link of the name that someone else marked is not podnet's to delete.
  *
  * This interface was referenced by `State`'s JSON-Schema
  * via the `definition` "LinkDelUndo".
@@ -1015,6 +1022,7 @@ export interface LinkDelUndo {
   where: Where;
   action: 'link-del';
   dev: PodInterfaceName;
+  mark?: OwnerMark;
 }
 /**
  * ip addr del: an address podnet added. On the host only on a link podnet names (a bridge).

@@ -26,6 +26,8 @@ export interface ObservedLink {
   promisc?: boolean;
   kind?: string;
   master?: string;
+  /** Its alias: on a host link podnet made, its owner mark (model/host-links.ts). */
+  alias?: string;
   /** "198.18.5.2/24", as ip shows local/prefixlen. */
   addresses: string[];
 }

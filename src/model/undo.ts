@@ -13,6 +13,11 @@ export function linkDelLine(dev: string): string {
   return `link del dev ${dev}`;
 }
 
+/** The ip line that gives a host link podnet made its owner mark (model/host-links.ts). */
+export function markLine(dev: string, mark: string): string {
+  return `link set dev ${dev} alias ${mark}`;
+}
+
 export function addrLine(verb: 'add' | 'del', address: string, dev: string): string {
   return `addr ${verb} ${address} dev ${dev}`;
 }

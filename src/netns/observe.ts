@@ -12,6 +12,7 @@ interface IpAddrEntry {
   address?: string;
   flags?: string[];
   master?: string;
+  ifalias?: string;
   linkinfo?: { info_kind?: string };
   addr_info?: { local: string; prefixlen: number; scope?: string }[];
 }
@@ -56,6 +57,7 @@ function toLink(e: IpAddrEntry): ObservedLink {
     ...(e.address ? { mac: e.address } : {}),
     ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
     ...(e.master ? { master: e.master } : {}),
+    ...(e.ifalias ? { alias: e.ifalias } : {}),
     // Link-local IPv6 addresses are the kernel's, not a request's.
     addresses: (e.addr_info ?? []).filter((a) => a.scope !== 'link').map((a) => `${a.local}/${a.prefixlen}`),
   };

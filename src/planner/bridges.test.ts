@@ -14,7 +14,7 @@ const attachment = (name: string, bridge: string): ResolvedAttachment => ({
 
 t.test('each bridge once, made with its MTU, up, gateway address; only what differs', async (t) => {
   const { steps, created } = planBridges([attachment('net1', 'pn-blue'), attachment('net2', 'pn-blue'), { ...attachment('net3', 'pn-x'), link: { kind: 'macvlan', parent: 'eth0', mode: 'bridge' } }], new Map());
-  t.same(steps.map((s) => s.line), ['link add name pn-blue type bridge', 'link set dev pn-blue mtu 1400', 'link set dev pn-blue up', 'addr add 198.18.80.1/24 dev pn-blue']);
+  t.same(steps.map((s) => s.line), ['link add name pn-blue type bridge', 'link set dev pn-blue alias podnet:bridge', 'link set dev pn-blue mtu 1400', 'link set dev pn-blue up', 'addr add 198.18.80.1/24 dev pn-blue']);
   t.same(created, ['pn-blue']);
   const there: ObservedLink = { name: 'pn-blue', mtu: 1400, up: true, kind: 'bridge', addresses: ['198.18.80.1/24'] };
   t.same(planBridges([attachment('net1', 'pn-blue')], new Map([['pn-blue', there]])).steps, [], 'nothing when it is as wanted');

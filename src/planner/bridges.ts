@@ -3,7 +3,8 @@
 // applied side by side.
 import type { ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
-import { addrLine, settingLine } from '../model/undo.ts';
+import { ownerMark } from '../model/host-links.ts';
+import { addrLine, markLine, settingLine } from '../model/undo.ts';
 
 /** The steps, and the bridges they create: podnet removes only bridges it made, once nothing uses them. */
 export function planBridges(attachments: readonly ResolvedAttachment[], observedHost: ReadonlyMap<string, ObservedLink>): { steps: Step[]; created: string[] } {
@@ -16,7 +17,9 @@ export function planBridges(attachments: readonly ResolvedAttachment[], observed
     planned.add(spec.bridge);
     const bridge = observedHost.get(spec.bridge);
     if (!bridge) {
-      steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, action: 'link-del', dev: spec.bridge } });
+      const mark = ownerMark('bridge');
+      steps.push({ where: host, tool: 'ip', line: `link add name ${spec.bridge} type bridge`, undo: { where: host, action: 'link-del', dev: spec.bridge, mark } });
+      steps.push({ where: host, tool: 'ip', line: markLine(spec.bridge, mark) });
       created.push(spec.bridge);
     }
     if (want.mtu && bridge?.mtu !== want.mtu) steps.push({ where: host, tool: 'ip', line: settingLine(spec.bridge, 'mtu', want.mtu) });

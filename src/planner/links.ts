@@ -4,7 +4,8 @@
 // `netns PATH`), so there is never a moment it exists on the host under the pod's name.
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
-import { addrLine, linkDelLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
+import { bearsMark, ownerMark } from '../model/host-links.ts';
+import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 type BridgeSpec = Extract<LinkSpec, { kind: 'bridge' }>;
@@ -41,12 +42,14 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
   const part = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
   const { observed, applied, desired, pod } = ctx;
 
-  // Take back attachments no longer wanted: deleting one end of a veth deletes both.
+  // Take back attachments no longer wanted: deleting one end of a veth deletes both. A host link
+  // of the recorded name that someone else marked is not podnet's: the pod end goes instead.
   for (const was of applied.attachments) {
     if (desired.attachments.some((w) => sameAttachment(was, w))) continue;
-    if (was.hostIf && observed.host.has(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf) });
+    const mine = (name: string | undefined) => ownsHostLink(ctx, name, was.interface);
+    if (mine(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf!) });
     else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
-    if (was.ifb && observed.host.has(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb) });
+    if (mine(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb!) });
   }
 
   for (const want of desired.attachments) {
@@ -73,11 +76,15 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         if (mine) part.next.push(mine);
         continue;
       }
-      // The host ends are named by a hash: a link of the name that podnet's records do not give
-      // this attachment is someone else's (another pod's, a hand-made one), never deleted or used.
-      const foreign = [want.hostIf, ...(want.bandwidth?.egressRate !== undefined ? [want.ifb] : [])].find(
-        (name) => observed.host.has(name) && name !== mine?.hostIf && name !== mine?.ifb,
-      );
+      // The host ends are named by a hash: a link of the name is this attachment's only when it
+      // bears its mark and podnet's records give it the name (or its mark is this attachment's:
+      // made by a pass that died before recording it). Any other is someone else's (another
+      // pod's, a hand-made one), never deleted or used.
+      const mark = ownerMark({ containerId: applied.containerId, podInterface: want.interface });
+      const foreign = [want.hostIf, ...(want.bandwidth?.egressRate !== undefined ? [want.ifb] : [])].find((name) => {
+        const link = observed.host.get(name);
+        return link !== undefined && link.alias !== mark && !(bearsMark(link, mark) && (name === mine?.hostIf || name === mine?.ifb));
+      });
       if (foreign !== undefined) {
         part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
         if (mine) part.next.push(mine);
@@ -121,6 +128,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
  */
 function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, steps: Step[]): boolean {
   const hostEnd = ctx.observed.host.get(want.hostIf);
+  const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const fresh = !existing || !hostEnd;
   if (fresh) {
     // A pod end without its host end (or the reverse) is drift: make the pair anew.
@@ -131,11 +139,13 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
       where: host,
       tool: 'ip',
       line: `link add name ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
-      undo: { where: host, action: 'link-del', dev: want.hostIf },
+      undo: { where: host, action: 'link-del', dev: want.hostIf, mark },
     });
   } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
     steps.push({ where: host, tool: 'ip', line: `link set dev ${want.hostIf} master ${spec.bridge} up` });
   }
+  // A fresh link, or one an older podnet made without a mark, gets it now.
+  if (fresh || hostEnd?.alias === undefined) steps.push({ where: host, tool: 'ip', line: markLine(want.hostIf, mark) });
   return fresh;
 }
 
@@ -167,9 +177,11 @@ function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: Applie
 
   const ifb = observed.host.get(want.ifb);
   if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) {
+    const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
     if (!ifb) {
-      steps.push({ where: host, tool: 'ip', line: `link add name ${want.ifb} type ifb`, undo: { where: host, action: 'link-del', dev: want.ifb } });
+      steps.push({ where: host, tool: 'ip', line: `link add name ${want.ifb} type ifb`, undo: { where: host, action: 'link-del', dev: want.ifb, mark } });
     }
+    if (ifb?.alias === undefined) steps.push({ where: host, tool: 'ip', line: markLine(want.ifb, mark) });
     if (!ifb?.up) steps.push({ where: host, tool: 'ip', line: settingLine(want.ifb, 'up', true) });
     if (!qdiscs.ingress) {
       steps.push(tc(`qdisc add dev ${want.hostIf} handle ffff: ingress`, { where: host, action: 'qdisc-del', dev: want.hostIf, parent: 'ingress' }));
@@ -179,10 +191,16 @@ function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: Applie
     if (!ifb || changed || observed.qdiscs.get(want.ifb)?.root !== 'tbf') steps.push(tc(tbfLine(want.ifb, wanted.egressRate, wanted.egressBurst)));
   } else if (had.egressRate !== undefined) {
     if (qdiscs.ingress) steps.push(tc(qdiscDelLine(want.hostIf, 'ingress')));
-    if (ifb) steps.push({ where: host, tool: 'ip', line: linkDelLine(want.ifb) });
+    if (ownsHostLink(ctx, want.ifb, want.interface)) steps.push({ where: host, tool: 'ip', line: linkDelLine(want.ifb) });
   }
   const out: Bandwidth = {};
   if (wanted.ingressRate !== undefined && wanted.ingressBurst !== undefined) Object.assign(out, { ingressRate: wanted.ingressRate, ingressBurst: wanted.ingressBurst });
   if (wanted.egressRate !== undefined && wanted.egressBurst !== undefined) Object.assign(out, { egressRate: wanted.egressRate, egressBurst: wanted.egressBurst });
   return out;
+}
+
+/** Whether the host has the link `name` and it is the one podnet made for the pod's `podInterface` (it bears that mark, or none). */
+function ownsHostLink(ctx: PlanContext, name: string | undefined, podInterface: string): boolean {
+  const link = name === undefined ? undefined : ctx.observed.host.get(name);
+  return link !== undefined && bearsMark(link, ownerMark({ containerId: ctx.applied.containerId, podInterface }));
 }

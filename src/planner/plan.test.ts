@@ -51,7 +51,7 @@ const lines = (p: { steps: { where: unknown; line: string; tool: string }[] }) =
 /** What the kernel shows once `blue` is in place. */
 const attachedObserved = observed({
   pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]),
-  host: new Map([link('pn-blue', { mtu: 1400, kind: 'bridge', addresses: ['198.18.80.1/24'] }), link('pnv0123456789', { mtu: 1400, kind: 'veth', master: 'pn-blue' })]),
+  host: new Map([link('pn-blue', { mtu: 1400, kind: 'bridge', addresses: ['198.18.80.1/24'] }), link('pnv0123456789', { mtu: 1400, kind: 'veth', master: 'pn-blue', alias: 'podnet:c1/net1' })]),
 });
 const attachedApplied: AppliedState = {
   ...emptyApplied('c1', netns),
@@ -64,9 +64,11 @@ t.test('a fresh attachment: veth made from the host, on the bridge and up; the p
   const p = plan(input({ attachments: [blue] }, { observed: withBridge }));
   t.same(lines(p), [
     ['host', 'ip', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a'],
+    ['host', 'ip', 'link set dev pnv0123456789 alias podnet:c1/net1'],
     ['pod', 'ip', 'link set dev net1 up'],
     ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
   ]);
+  t.same(p.steps[0]?.undo, { where: 'host', action: 'link-del', dev: 'pnv0123456789', mark: 'podnet:c1/net1' }, 'its undo deletes it only while it bears the mark');
   t.same(p.next, attachedApplied);
   t.same(p.problems, []);
   t.ok(p.steps.filter((s) => s.line.startsWith('link add') || s.line.startsWith('addr add')).every((s) => s.undo), 'every creation has its undo');
@@ -106,10 +108,32 @@ t.test('a host end podnet made whose pod end is gone is made anew; a host link o
     'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a',
   ], 'podnet\'s own, by its records');
   // Another pod's host end, or a hand-made link, that happens to have the name: no record of it here.
-  const p = plan(input({ attachments: [blue] }, { observed: podEndGone }));
-  t.same(p.steps, [], 'nothing deleted, nothing made');
-  t.match(p.problems, [{ field: 'interface', reason: /the host already has an interface pnv0123456789, which podnet did not make for this attachment; it is left alone/ }]);
-  t.same(p.next.attachments, []);
+  for (const alias of [undefined, 'podnet:c9/net1', 'uplink']) {
+    const squatted = { ...podEndGone, host: new Map([...podEndGone.host, link('pnv0123456789', { kind: 'veth', ...(alias ? { alias } : {}) })]) };
+    const p = plan(input({ attachments: [blue] }, { observed: squatted }));
+    t.same(p.steps, [], `nothing deleted, nothing made (alias ${alias})`);
+    t.match(p.problems, [{ field: 'interface', reason: /the host already has an interface pnv0123456789, which podnet did not make for this attachment; it is left alone/ }]);
+    t.same(p.next.attachments, []);
+  }
+});
+
+t.test("a host link of the recorded name that someone else marked is not podnet's: never deleted, used or taken back", async (t) => {
+  const remarked = (alias: string | undefined) =>
+    observed({ pod: attachedObserved.pod, host: new Map([...attachedObserved.host].map(([name, l]) => [name, name === 'pnv0123456789' ? { ...l, alias } : l])) });
+  const taken = remarked('podnet:c9/net1');
+  const p = plan(input({ attachments: [blue] }, { observed: taken, applied: attachedApplied }));
+  t.same(p.steps, [], 'not used');
+  t.match(p.problems, [{ reason: /the host already has an interface pnv0123456789, which podnet did not make for this attachment/ }]);
+  t.same(p.next.attachments, attachedApplied.attachments, 'what was applied stays recorded');
+  t.same(plan(input({}, { observed: taken, applied: attachedApplied })).steps.map((s) => s.line), ['link del dev net1'], 'taken back: the pod end goes, the host link stays');
+
+  const older = remarked(undefined);
+  t.same(
+    plan(input({ attachments: [blue] }, { observed: older, applied: attachedApplied })).steps.map((s) => s.line),
+    ['link set dev pnv0123456789 alias podnet:c1/net1'],
+    "one an older podnet made without a mark, by podnet's records, gets the mark",
+  );
+  t.same(plan(input({}, { observed: older, applied: attachedApplied })).steps.map((s) => s.line), ['link del dev pnv0123456789'], 'and is taken back like a marked one');
 });
 
 t.test('an ifb of the name podnet would shape egress with, not made by podnet, is neither used nor deleted', async (t) => {
@@ -176,6 +200,7 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
   t.same(lines(p), [
     ['host', 'tc', 'qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms'],
     ['host', 'ip', 'link add name pnb0123456789 type ifb'],
+    ['host', 'ip', 'link set dev pnb0123456789 alias podnet:c1/net1'],
     ['host', 'ip', 'link set dev pnb0123456789 up'],
     ['host', 'tc', 'qdisc add dev pnv0123456789 handle ffff: ingress'],
     ['host', 'tc', 'filter add dev pnv0123456789 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev pnb0123456789'],
@@ -185,7 +210,7 @@ t.test('bandwidth: tbf on the host end for ingress; ifb, ingress qdisc, mirred a
 
   const shaped = observed({
     pod: attachedObserved.pod,
-    host: new Map([...attachedObserved.host, link('pnb0123456789', { kind: 'ifb' })]),
+    host: new Map([...attachedObserved.host, link('pnb0123456789', { kind: 'ifb', alias: 'podnet:c1/net1' })]),
     qdiscs: new Map([['pnv0123456789', { root: 'tbf', ingress: true }], ['pnb0123456789', { root: 'tbf', ingress: false }]]),
   });
   t.same(plan(input({ attachments: [{ ...blue, bandwidth }] }, { observed: shaped, applied: p.next })).steps, [], 'in place: nothing to do');
