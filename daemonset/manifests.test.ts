@@ -1,5 +1,6 @@
 // What `kubectl apply -k daemonset/` installs, read as the API server would get it: valid YAML,
-// every object named, and the DaemonSet as the issue asks for it (the e2e runs its containers).
+// every object named, the admission policies that hold the daemon to its node, and the DaemonSet as
+// the issue asks for it (the e2e runs its containers).
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { parse, parseAllDocuments } from 'yaml';
@@ -19,7 +20,7 @@ const objects = kustomization.resources.flatMap(documents);
 const find = (kind: string, name: string) => objects.find((o) => o['kind'] === kind && o['metadata']?.['name'] === name);
 
 t.test('every resource of the kustomization is valid YAML of named objects', async (t) => {
-  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'daemonset.yaml']);
+  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'daemonset.yaml']);
   for (const o of objects) t.ok(o['apiVersion'] && o['kind'] && o['metadata']?.['name'], `${String(o['kind'])} ${String(o['metadata']?.['name'])}`);
   t.strictSame(
     objects.map((o) => `${String(o['kind'])}/${String(o['metadata']['name'])}`),
@@ -32,6 +33,12 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ClusterRoleBinding/podnet-node',
       'ClusterRole/podnet-tenant-edit',
       'ClusterRole/podnet-tenant-view',
+      'ValidatingAdmissionPolicy/podnet-node-pods',
+      'ValidatingAdmissionPolicyBinding/podnet-node-pods',
+      'ValidatingAdmissionPolicy/podnet-node-podnetworkconfig-status',
+      'ValidatingAdmissionPolicyBinding/podnet-node-podnetworkconfig-status',
+      'ValidatingAdmissionPolicy/podnet-node-network-status',
+      'ValidatingAdmissionPolicyBinding/podnet-node-network-status',
       'DaemonSet/podnet',
     ],
   );
@@ -51,6 +58,33 @@ t.test("the daemon's role reads, and writes only status, pod annotations and Eve
   t.strictSame(patched.sort(), ['events', 'networks/status', 'podnetworkconfigs/status', 'pods'], 'it patches pods (network-status), the two statuses and Events; never a spec');
   const tenant = find('ClusterRole', 'podnet-tenant-edit')!;
   t.strictSame((tenant['rules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['podnetworkconfigs'], 'tenants get PodNetworkConfigs, never Networks');
+});
+
+t.test("the admission policies hold the daemon's account to its own node for every write RBAC gives it but Events", async (t) => {
+  const account = objects.find((o) => o['kind'] === 'ServiceAccount')!;
+  const username = `system:serviceaccount:${String(account['metadata']['namespace'])}:${String(account['metadata']['name'])}`;
+  const policies = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicy');
+  const bindings = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicyBinding');
+  const matched = policies.flatMap((p) => (p['spec']['matchConstraints']['resourceRules'] as Obj[]).flatMap((r) => r['resources'] as string[]));
+  const patched = (find('ClusterRole', 'podnet-node')!['rules'] as Obj[]).filter((r) => (r['verbs'] as string[]).includes('patch')).flatMap((r) => r['resources'] as string[]);
+  t.strictSame(matched.sort(), patched.filter((r) => r !== 'events').sort(), 'every resource the role patches, Events aside');
+  for (const policy of policies) {
+    const name = String(policy['metadata']['name']);
+    const spec = policy['spec'] as Obj;
+    t.equal(spec['failurePolicy'], 'Fail', `${name}: refuses when it cannot decide`);
+    t.strictSame(spec['matchConditions'], [{ name: 'podnet-daemon', expression: `request.userInfo.username == '${username}'` }], `${name}: only the daemon's account (the one rbac.yaml makes)`);
+    t.ok((spec['variables'] as Obj[]).some((v) => String(v['expression']).includes("'authentication.kubernetes.io/node-name'")), `${name}: reads the node from the token`);
+    for (const v of spec['validations'] as Obj[]) {
+      t.equal(v['reason'], 'Forbidden', `${name}: refuses with 403`);
+      t.ok(v['message'] && v['messageExpression'], `${name}: says what it refused and why`);
+    }
+    const bound = bindings.filter((b) => b['spec']['policyName'] === name);
+    t.strictSame(
+      bound.map((b) => b['spec']),
+      [{ policyName: name, validationActions: ['Deny'] }],
+      `${name}: one binding, which denies`,
+    );
+  }
 });
 
 t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, resources, every node', async (t) => {
