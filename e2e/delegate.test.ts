@@ -286,7 +286,7 @@ t.test('a failed ADD whose DEL keeps failing is held: not run again, so not leak
     `${fakes.path}/leaky`,
     `#!/bin/sh
 case "$(cat)" in *size*) config=changed ;; *) config=first ;; esac
-touch ${fakes.path}/$CNI_COMMAND-$config.$$
+mktemp ${fakes.path}/$CNI_COMMAND-$config.XXXXXX >/dev/null
 echo '{"cniVersion":"1.0.0","code":7,"msg":"no room left"}'
 exit 1
 `,

@@ -1,8 +1,9 @@
 import t, { type Test } from 'tap';
-import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { findExecutable, startProcess, type ProcessOptions } from './process.ts';
+import { findExecutable, probePidNamespaces, startProcess, type PidNamespaces, type ProcessOptions } from './process.ts';
 
 const node = process.execPath;
 const bounds: ProcessOptions = { maxStdoutBytes: 1 << 20, maxStderrBytes: 4096 };
@@ -100,15 +101,19 @@ t.test('running() and kill() of a process of no group of its own', async (t) => 
   t.notOk(started.running());
 });
 
-/** A node that starts /bin/sleep holding its stdout, writes the sleep's pid to the file named by its argument, and waits. */
+/**
+ * A node that starts /bin/sleep holding its stdout, writes the sleep's pid to the file named by
+ * its first argument, and waits, or exits when its second argument is `exit`.
+ */
 const parentOfSleep = `const c = require("node:child_process").spawn("/bin/sleep", ["30"], { stdio: ["ignore", "inherit", "ignore"] });
 require("node:fs").writeFileSync(process.argv[1], String(c.pid));
+if (process.argv[2] === "exit") process.exit(0);
 setInterval(() => {}, 1000);`;
 
 /** Starts parentOfSleep; resolves with it and its sleep's pid once the sleep runs. */
-async function startParentOfSleep(t: Test, ownGroup: boolean) {
+async function startParentOfSleep(t: Test, ownGroup: boolean, then: 'wait' | 'exit' = 'wait') {
   const pidFile = join(t.testdir(), 'pid');
-  const started = startProcess(node, ['-e', parentOfSleep, pidFile], { ...bounds, ownGroup });
+  const started = startProcess(node, ['-e', parentOfSleep, pidFile, then], { ...bounds, ownGroup });
   started.feed('');
   t.ok(await eventually(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== ''), 'the sleep started');
   return { started, sleeper: Number(readFileSync(pidFile, 'utf8')) };
@@ -119,6 +124,12 @@ t.test('kill() of a process group kills what it started too', async (t) => {
   started.kill();
   t.match(await started.exited, { code: null, signal: 'SIGKILL' });
   t.ok(await eventually(() => gone(sleeper)), 'the grandchild is killed with the group');
+});
+
+t.test('the exit of a group\'s leader ends what is left of its group, which then holds its pipes no longer', async (t) => {
+  const { started, sleeper } = await startParentOfSleep(t, true, 'exit');
+  t.ok(await eventually(() => gone(sleeper)), 'the grandchild is killed with the rest of the group');
+  t.match(await started.exited, { code: 0, signal: null }, 'exited came, though the sleep held stdout');
 });
 
 t.test('kill() without a group of its own leaves what it started, and exited does not wait on the pipe that holds', async (t) => {
@@ -136,4 +147,95 @@ t.test('a process not held does not keep the event loop alive', async (t) => {
   const result = await run(node, ['-e', script], bounds);
   t.equal(result.code, 0, result.stderr);
   t.ok(Date.now() - begun < 10_000, 'it exited without waiting on cat');
+});
+
+/** Whether this process may make PID and mount namespaces: CAP_SYS_ADMIN, bit 21 of CapEff. */
+function hasSysAdmin(): boolean {
+  const capEff = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+  return capEff !== undefined && ((BigInt(`0x${capEff}`) >> 21n) & 1n) === 1n;
+}
+
+const noNamespaces = hasSysAdmin() ? false : 'needs CAP_SYS_ADMIN (root): unshare --pid makes the PID namespace';
+
+/** The pids (of this test's /proc) of every process in the PID namespace `ns` (a /proc/PID/ns/pid link). */
+function inNamespace(ns: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readlinkSync(`/proc/${pid}/ns/pid`) === ns && !gone(Number(pid));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+async function namespaces(t: Test): Promise<PidNamespaces> {
+  const unshare = findExecutable('unshare', ['/usr/bin', '/bin']);
+  if (unshare === undefined) throw new Error('no unshare in /usr/bin or /bin (util-linux)');
+  const probe = await probePidNamespaces(unshare);
+  if (typeof probe === 'string') throw new Error(`unshare cannot make a PID namespace here: ${probe}`);
+  t.equal(await probePidNamespaces(unshare), probe, 'probed once');
+  return probe;
+}
+
+/**
+ * A node that starts /bin/sleep in a session of its own (setsid) holding nothing of its, writes
+ * its pid and its /proc/self/ns/pid link to the file named by its first argument, then exits, or
+ * waits when its second argument is `wait`.
+ */
+const parentOfDetachedSleep = `const { readlinkSync, writeFileSync } = require("node:fs");
+require("node:child_process").spawn("/bin/sleep", ["30"], { detached: true, stdio: "ignore" }).unref();
+writeFileSync(process.argv[1], JSON.stringify({ pid: process.pid, ns: readlinkSync("/proc/self/ns/pid") }));
+if (process.argv[2] !== "wait") process.exit(0);
+setInterval(() => {}, 1000);`;
+
+/** What parentOfDetachedSleep wrote, once it has. */
+async function seenBy(file: string): Promise<{ pid: number; ns: string }> {
+  if (!(await eventually(() => existsSync(file) && readFileSync(file, 'utf8') !== ''))) throw new Error(`nothing written to ${file}`);
+  return JSON.parse(readFileSync(file, 'utf8')) as { pid: number; ns: string };
+}
+
+t.test('in a PID namespace of its own, a process is pid 1 with its /proc, and what it started in a session of its own ends when it exits', { skip: noNamespaces }, async (t) => {
+  const pidNamespace = await namespaces(t);
+  const file = join(t.testdir(), 'seen');
+  const result = await run(node, ['-e', parentOfDetachedSleep, file, 'exit'], { ...bounds, pidNamespace });
+  t.equal(result.code, 0, result.stderr);
+  const seen = await seenBy(file);
+  t.equal(seen.pid, 1, 'it is pid 1 there');
+  t.not(seen.ns, readlinkSync('/proc/self/ns/pid'), "its /proc is its namespace's");
+  t.ok(await eventually(() => inNamespace(seen.ns).length === 0), 'nothing is left in its namespace: the detached sleep is gone');
+});
+
+t.test('kill() of a process in a PID namespace ends everything in it, also what left its group', { skip: noNamespaces }, async (t) => {
+  const pidNamespace = await namespaces(t);
+  const file = join(t.testdir(), 'seen');
+  const started = startProcess(node, ['-e', parentOfDetachedSleep, file, 'wait'], { ...bounds, pidNamespace, ownGroup: true });
+  started.feed('');
+  const { ns } = await seenBy(file);
+  t.ok(await eventually(() => inNamespace(ns).length === 2), 'it and its sleep run');
+  started.kill();
+  t.match(await started.exited, { code: null, signal: 'SIGKILL' });
+  t.ok(await eventually(() => inNamespace(ns).length === 0), 'nothing is left in its namespace');
+});
+
+t.test('an exec that unshare cannot do rejects exited with unshare\'s reason', { skip: noNamespaces }, async (t) => {
+  const pidNamespace = await namespaces(t);
+  const started = startProcess('/nonexistent/tool', [], { ...bounds, pidNamespace });
+  started.feed('');
+  await t.rejects(started.exited, { name: 'PodnetError', code: 'NOT_AVAILABLE', message: 'failed to execute /nonexistent/tool: No such file or directory' });
+});
+
+t.test('probePidNamespaces tells why unshare cannot make the namespaces, and asks once', async (t) => {
+  // An unshare that answers as the real one does without CAP_SYS_ADMIN.
+  const dir = mkdtempSync(join(tmpdir(), 'podnet-process-test-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const fake = join(dir, 'unshare');
+  const count = join(dir, 'count');
+  writeFileSync(fake, `#!${node}\nrequire('node:fs').appendFileSync(${JSON.stringify(count)}, 'x');\nprocess.stderr.write('unshare: unshare failed: Operation not permitted\\n');\nprocess.exit(1);\n`);
+  chmodSync(fake, 0o755);
+  t.equal(await probePidNamespaces(fake), 'unshare failed: Operation not permitted');
+  t.equal(await probePidNamespaces(fake), 'unshare failed: Operation not permitted');
+  t.equal(readFileSync(count, 'utf8'), 'x', 'run once');
 });

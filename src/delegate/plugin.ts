@@ -3,10 +3,11 @@
 // limit; the answer read as a result (ADD), nothing (DEL, CHECK, GC, STATUS) or a CNI error
 // object. A list is run by the chaining rules of the CNI spec: ADD in order, each plugin given the
 // result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
-// STATUS (1.1) for every plugin, for the network as a whole.
+// STATUS (1.1) for every plugin, for the network as a whole. Each plugin runs in a PID namespace
+// of its own, so that nothing it started outlives its run (ADR 14).
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
-import { findExecutable, startProcess } from '../process.ts';
+import { findExecutable, probePidNamespaces, startProcess, type PidNamespaces } from '../process.ts';
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'GC' | 'STATUS';
 
@@ -56,9 +57,12 @@ const cniCodeNames: Record<number, string> = {
 
 export class PluginRunner {
   private readonly opts: PluginRunnerOptions;
+  /** util-linux's unshare, which gives each plugin its PID namespace: from the system's folders too. */
+  private readonly unshare: string | undefined;
 
   constructor(opts: PluginRunnerOptions) {
     this.opts = opts;
+    this.unshare = findExecutable('unshare', systemPath.split(':'));
   }
 
   /**
@@ -118,9 +122,23 @@ export class PluginRunner {
     throw new PodnetError('NOT_AVAILABLE', `Network ${network}: plugin ${type} is not in the CNI bin dirs (${this.opts.binDirs.join(', ')})`);
   }
 
+  /**
+   * The PID namespace a plugin runs in, when this node can make one (CAP_SYS_ADMIN, unshare).
+   * Not for a netns named through /proc (/proc/<pid>/ns/net, as some runtimes pass it): the
+   * plugin's /proc is its namespace's, where that pid is not. Those plugins, and all where no
+   * namespace can be had, run in a process group of their own, which a setsid leaves.
+   */
+  private async pidNamespaceFor(target: PluginTarget | undefined): Promise<PidNamespaces | undefined> {
+    if (this.unshare === undefined || target?.netns.startsWith('/proc/')) return undefined;
+    // A probe that could not start (EMFILE) is asked again by the next plugin.
+    const probe = await probePidNamespaces(this.unshare).catch(() => undefined);
+    return typeof probe === 'object' ? probe : undefined;
+  }
+
   /** One plugin, for one attachment (`target`), or for its whole network (GC, STATUS: none). */
   private async run(type: string, command: CniCommand, stdin: Record<string, unknown>, target: PluginTarget | undefined, network: string): Promise<unknown> {
     const file = this.binaryOf(type, network);
+    const pidNamespace = await this.pidNamespaceFor(target);
     const env: Record<string, string> = {
       CNI_COMMAND: command,
       ...(target ? { CNI_CONTAINERID: target.containerId, CNI_NETNS: target.netns, CNI_IFNAME: target.ifname, CNI_ARGS: target.args } : {}),
@@ -131,8 +149,9 @@ export class PluginRunner {
     const what = `Network ${network}: plugin ${type} ${command}`;
     return new Promise((resolve, reject) => {
       // No shell and no argv beyond the binary: the spec passes everything in env and on stdin.
-      // A process group of its own, so that a timeout kills what the plugin started too.
-      const plugin = startProcess(file, [], { env, ownGroup: true, maxStdoutBytes: maxOutputBytes, maxStderrBytes: maxLogBytes });
+      // Its PID namespace ends whatever it started when it exits or is killed at the time limit;
+      // a process group of its own does, as far as it reaches, where there is no namespace.
+      const plugin = startProcess(file, [], { env, ownGroup: true, pidNamespace, maxStdoutBytes: maxOutputBytes, maxStderrBytes: maxLogBytes });
       // The call ends at the time limit, not when the plugin's exit is seen; that exit then settles nothing.
       const timer = setTimeout(() => {
         plugin.kill();
