@@ -72,7 +72,8 @@ spec:
   }
   t.not(addresses[0], addresses[1], 'each pod has its own address');
   const explained = await cli.explain('default/pod-a');
-  t.match(explained.stdout, /net1 on Network blue: bridge pnbr\w+, host end pnv\w+, addresses 198\.18\.80\.\d+\/24, mtu 1400/, 'podnet explain shows what is desired');
+  t.match(explained.stdout, /net1 on Network blue: bridge pnbr\w+, port security on, host end pnv\w+, addresses 198\.18\.80\.\d+\/24, mtu 1400/, 'podnet explain shows what is desired');
+  t.match(explained.stdout, /net1 on Network blue: 198\.18\.80\.\d+\/24, port admits only 02(:[0-9a-f]{2}){5} with its addresses/, 'and that its port is secured');
   t.match(explained.stdout, /problems: none\nlast error: none/);
   const { stdout: bridgeAddr } = await execa('ip', ['-json', 'addr', 'show', 'dev', bridge]);
   t.match(JSON.parse(bridgeAddr), [{ mtu: 1400, addr_info: [{ local: '198.18.80.1', prefixlen: 24 }] }], 'the bridge has the MTU and the gateway address');

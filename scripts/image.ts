@@ -16,10 +16,10 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const release = 'bookworm';
 /**
- * ip and tc (iproute2), sysctl (procps); nsenter comes with util-linux, which minbase has. The
- * executable itself, Node's, links libstdc++ and libatomic.
+ * ip and tc (iproute2), sysctl (procps), nft for port security (nftables); nsenter and unshare
+ * come with util-linux, which minbase has. The executable itself, Node's, links libstdc++ and libatomic.
  */
-const packages = ['iproute2', 'procps', 'libatomic1', 'libstdc++6'];
+const packages = ['iproute2', 'procps', 'nftables', 'libatomic1', 'libstdc++6'];
 
 /** Debian's root for the image, from the cache when it was made before with the same release and packages. */
 export function rootfsTarball(log: (line: string) => void = () => undefined): string {

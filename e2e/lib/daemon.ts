@@ -1,12 +1,14 @@
 // The node daemon as a real process of the built executable, in folders of the test's own.
 import { execa, type ResultPromise } from 'execa';
 import { dir } from 'tmp-promise';
-import { mkdir, symlink } from 'node:fs/promises';
+import { mkdir, readdir, readFile, symlink } from 'node:fs/promises';
 import type { Test } from 'tap';
 import { callDaemon } from '../../src/protocol/client.ts';
-import { routes } from '../../src/protocol/paths.ts';
+import { routes, stateLayout } from '../../src/protocol/paths.ts';
 import { parseDocument, type AttachmentRecord } from '../../src/protocol/validate.ts';
 import { podnetBinary } from './env.ts';
+import { releasePortLine } from '../../src/model/port-security.ts';
+import type { AppliedState } from '../../src/model/state.ts';
 
 export interface DaemonSandbox {
   /** Holds state/, run/podnet.sock and bin/podnet (a link to the built executable). */
@@ -97,7 +99,25 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
   };
   t.teardown(async () => {
     await end('SIGKILL');
+    // The daemon's netns goes with its test; on the host, the ports it secured are taken out.
+    if (!options.netns) await releaseSecuredPorts(stateDir);
     await tmp.cleanup();
   });
   return sandbox;
+}
+
+/**
+ * Takes the ports the daemon's applied states name out of the host's port security table, as the
+ * daemon would once their pods are gone: the test's own entries, never another podnet's. The
+ * table itself stays (another podnet on the machine may be using it).
+ */
+async function releaseSecuredPorts(stateDir: string): Promise<void> {
+  const folder = `${stateDir}/${stateLayout.applied}`;
+  const files = await readdir(folder).catch(() => [] as string[]);
+  const lines: string[] = [];
+  for (const file of files.filter((f) => f.endsWith('.json') && !f.startsWith('.'))) {
+    const state = JSON.parse(await readFile(`${folder}/${file}`, 'utf8')) as AppliedState;
+    for (const a of state.attachments ?? []) if (a.hostIf && a.portSecurity) lines.push(releasePortLine(a.hostIf, a.portSecurity));
+  }
+  if (lines.length > 0) await execa('nft', ['-f', '-'], { input: `${lines.join('\n')}\n`, reject: false });
 }

@@ -28,7 +28,7 @@ function settingsText(settings: object): string {
 function linkText(link: LinkSpec): string {
   switch (link.kind) {
     case 'bridge':
-      return `bridge ${link.bridge}`;
+      return `bridge ${link.bridge}, port security ${link.portSecurity ? 'on' : 'off'}`;
     case 'macvlan':
       return `macvlan on ${link.parent}, mode ${link.mode}`;
     case 'vlan':
@@ -68,7 +68,10 @@ export function explainText(report: Report): string {
   if (lines.length === before) lines.push('  nothing');
   lines.push('applied:');
   const appliedFrom = lines.length;
-  for (const a of applied?.attachments ?? []) lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}`);
+  for (const a of applied?.attachments ?? []) {
+    const port = a.portSecurity ? `, port admits only ${a.portSecurity.mac} with its addresses` : a.hostIf ? ', port security off' : '';
+    lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${port}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}`);
+  }
   for (const d of (report.delegated ?? []) as DelegatedRecord[]) {
     const given = resultFor(d.result, d.interface);
     lines.push(`  ${d.interface} on Network ${d.network} (plugins ${pluginsText(d.config)}): ${given.ips.join(', ') || 'no address'}${given.mac ? `, mac ${given.mac}` : ''}`);

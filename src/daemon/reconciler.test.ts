@@ -23,7 +23,8 @@ const blue: Network = {
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
   kind: 'Network',
   metadata: { name: 'blue' },
-  spec: { type: 'bridge', bridge: { name: 'pnbr-blue' }, ipam: { ranges: [{ subnet: '198.18.20.0/24' }] }, namespaceSelector: {} },
+  // Port security is the planner's to test (planner/plan.test.ts) and the kernel's (e2e): off here, so each pass's steps stay few.
+  spec: { type: 'bridge', bridge: { name: 'pnbr-blue', portSecurity: false }, ipam: { ranges: [{ subnet: '198.18.20.0/24' }] }, namespaceSelector: {} },
 };
 const plugged: Network = {
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
@@ -90,7 +91,7 @@ async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue]) {
 }
 
 const attachLines = [
-  `host ip link add name ${hostEnd} master pnbr-blue up type veth peer name net1 netns ${netns}`,
+  `host ip link add name ${hostEnd} master pnbr-blue up type veth peer name net1 address 02:3f:8e:07:a5:15 netns ${netns}`,
   `host ip link set dev ${hostEnd} alias podnet:c1/net1`,
   `netns ${netns} ip link set dev net1 up`,
   `netns ${netns} ip addr add 198.18.20.2/24 dev net1`,

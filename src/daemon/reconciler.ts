@@ -13,6 +13,7 @@ import type { DelegatedRecord } from '../delegate/store.ts';
 import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
+import { releasePortLine } from '../model/port-security.ts';
 import { linkDelLine } from '../model/undo.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
@@ -30,7 +31,7 @@ import type { SandboxFacts } from '../status/status.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
-import { asksThePlanner, covers, hostViewOf, observedWith, podNeeds, readHost, readPod, recordsKey, type HostView, type PodNeeds, type PodSight } from './views.ts';
+import { asksThePlanner, covers, hostViewOf, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
 /** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
 interface SandboxOutcome {
@@ -338,12 +339,12 @@ export class Reconciler {
     const work = this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
-    const { steps: hostSteps } = planBridges(attachments, hostView.links);
+    const { steps: hostSteps } = planBridges(attachments, hostView.links, hostView.securedPorts);
     const links = new Map(hostView.links);
     for (const a of attachments) {
       if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
     }
-    const asIfMade = hostViewOf(links, hostView.qdiscs, hostView.shaped);
+    const asIfMade = hostViewOf(links, hostView.qdiscs, hostView, hostView.securedPorts);
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.opts.applied.get(w.record.containerId);
@@ -434,8 +435,8 @@ export class Reconciler {
    * what they need, else read; read again after making the bridges they need.
    */
   private async hostWithBridges(work: readonly SandboxWork[], cached: HostView | undefined): Promise<HostView> {
-    const hostView = cached && (cached.shaped || !this.shapes(work)) ? cached : await this.observeHost(work);
-    const { steps, created } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links);
+    const hostView = cached && readsEnough(cached, this.hostReads(work)) ? cached : await this.observeHost(work);
+    const { steps, created } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links, hostView.securedPorts);
     if (steps.length === 0) return hostView;
     this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
@@ -458,13 +459,18 @@ export class Reconciler {
     }
   }
 
-  /** Whether any sandbox has or wants a rate limit. */
-  private shapes(work: readonly SandboxWork[]): boolean {
-    return work.some((w) => w.desired.attachments.some((a) => a.bandwidth)) || this.opts.applied.all().some((s) => s.attachments.some((a) => a.bandwidth));
+  /** What of the host a pass reads beyond its links: the qdiscs when any sandbox has or wants a rate limit, the port security table when any has or wants a secured port. */
+  private hostReads(work: readonly SandboxWork[]): HostReads {
+    const wanted = work.flatMap((w) => w.desired.attachments);
+    const applied = this.opts.applied.all().flatMap((s) => s.attachments);
+    return {
+      shaped: wanted.some((a) => a.bandwidth) || applied.some((a) => a.bandwidth),
+      secured: wanted.some((a) => a.link.kind === 'bridge' && a.link.portSecurity) || applied.some((a) => a.portSecurity),
+    };
   }
 
   private observeHost(work: readonly SandboxWork[]): Promise<HostView> {
-    return readHost(this.opts.observe, this.shapes(work));
+    return readHost(this.opts.observe, this.hostReads(work));
   }
 
   private readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
@@ -601,7 +607,10 @@ export class Reconciler {
       const mark = ownerMark({ containerId: state.containerId, podInterface: a.interface });
       return [a.hostIf, a.ifb].filter((n): n is string => n !== undefined && hostView.podnetLinks.has(n) && bearsMark(hostView.podnetLinks.get(n)!, mark));
     });
-    const steps = names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }));
+    // Its ports' entries in the port security table go too: they are keyed by a name the next
+    // sandbox with the same container and interface would get.
+    const ports = state.attachments.flatMap((a): Step[] => (a.hostIf && a.portSecurity ? [{ where: host, tool: 'nft', line: releasePortLine(a.hostIf, a.portSecurity) }] : []));
+    const steps = [...ports, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];
     if (steps.length > 0) this.hostChanged = true;
     const result = await execute(this.opts.run, this.opts.stateDir, state.containerId, steps, () => {
       for (const a of state.attachments) this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));

@@ -35,7 +35,7 @@ t.test('a sandbox with nothing wanted and nothing applied asks nothing of the pl
 });
 
 t.test('of the host\'s links, a plan may touch only podnet\'s (prefix pn); it sees every name, to avoid them', async (t) => {
-  const view = hostViewOf(new Map([['eth0', link('eth0')], ['cni0', link('cni0')], ['pnv1234', link('pnv1234')], ['pn-blue', link('pn-blue')]]), new Map(), false);
+  const view = hostViewOf(new Map([['eth0', link('eth0')], ['cni0', link('cni0')], ['pnv1234', link('pnv1234')], ['pn-blue', link('pn-blue')]]), new Map(), { shaped: false, secured: false });
   t.same([...view.podnetLinks.keys()].sort(), ['pn-blue', 'pnv1234']);
   t.same([...view.names].sort(), ['cni0', 'eth0', 'pn-blue', 'pnv1234']);
 });

@@ -47,7 +47,7 @@ export function covers(sight: PodSight, needs: PodNeeds): boolean {
 
 /** What a plan sees: a sandbox's netns and the host. */
 export function observedWith(pod: PodView, host: HostView): Observed {
-  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs };
+  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs, ...(host.securedPorts ? { securedPorts: host.securedPorts } : {}) };
 }
 
 /** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
@@ -59,16 +59,40 @@ export interface HostView {
   podnetLinks: ReadonlyMap<string, ObservedLink>;
   names: ReadonlySet<string>;
   qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
+  /** Whether podnet's port security table was read (only when some sandbox has or wants a secured port). */
+  secured: boolean;
+  /** The ports in it; undefined when it is not there, or was not read. */
+  securedPorts?: ReadonlySet<string>;
 }
 
-export function hostViewOf(links: ReadonlyMap<string, ObservedLink>, qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>, shaped: boolean): HostView {
-  return { links, shaped, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs };
+/** What a host read covers beyond the links: the qdiscs (`shaped`), the port security table (`secured`). */
+export interface HostReads {
+  shaped: boolean;
+  secured: boolean;
 }
 
-/** The host's links and, when `shaped` (a sandbox has or wants rate limits), the qdiscs on podnet's links; both read at once. */
-export async function readHost(observe: NetnsObserver, shaped: boolean): Promise<HostView> {
-  const [links, qdiscs] = await Promise.all([observe.links(host), shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>()]);
-  return hostViewOf(links, qdiscs, shaped);
+export function hostViewOf(
+  links: ReadonlyMap<string, ObservedLink>,
+  qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>,
+  reads: HostReads,
+  securedPorts?: ReadonlySet<string>,
+): HostView {
+  return { links, ...reads, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs, ...(securedPorts ? { securedPorts } : {}) };
+}
+
+/** The host's links and what `reads` asks beyond them, read at once. */
+export async function readHost(observe: NetnsObserver, reads: HostReads): Promise<HostView> {
+  const [links, qdiscs, securedPorts] = await Promise.all([
+    observe.links(host),
+    reads.shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>(),
+    reads.secured ? observe.securedPorts() : undefined,
+  ]);
+  return hostViewOf(links, qdiscs, reads, securedPorts);
+}
+
+/** Whether a view read what `reads` asks. */
+export function readsEnough(view: HostView, reads: HostReads): boolean {
+  return (view.shaped || !reads.shaped) && (view.secured || !reads.secured);
 }
 
 /** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */

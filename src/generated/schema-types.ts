@@ -299,7 +299,7 @@ export interface PlannedCommand {
    * host, or the pod's netns path
    */
   where: string;
-  tool: 'ip' | 'ip6' | 'tc' | 'sysctl';
+  tool: 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft';
   line: string;
 }
 /**
@@ -527,11 +527,12 @@ export interface Network {
      */
     type: 'bridge' | 'macvlan' | 'vxlan' | 'vlan' | 'cni';
     /**
-     * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it.
+     * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it; portSecurity: each pod's port on the bridge admits only frames from the pod's own MAC and its assigned addresses (IPv4 with ARP, IPv6 with neighbor discovery and the link-local address of its MAC), and drops anything else a pod sends as another or as a router (on unless the admin turns it off, for CNFs that need VRRP, bonding or addresses of their own).
      */
     bridge?: {
       name?: HostInterfaceName;
       gateway?: boolean;
+      portSecurity?: boolean;
     };
     mtu?: Mtu;
     ipam?: {
@@ -932,7 +933,15 @@ export type LinkSetUndo = {
  * via the `definition` "UndoAction".
  */
 export type UndoAction =
-  LinkDelUndo | AddrDelUndo | LinkSetUndo | RouteUndo | RuleUndo | SysctlUndo | TbfUndo | QdiscDelUndo;
+  | LinkDelUndo
+  | AddrDelUndo
+  | LinkSetUndo
+  | RouteUndo
+  | RuleUndo
+  | SysctlUndo
+  | TbfUndo
+  | QdiscDelUndo
+  | PortReleaseUndo;
 /**
  * Who holds addresses: printable ASCII without spaces, room for a pod and an interface name; nothing that breaks a log line or a message.
  *
@@ -1098,6 +1107,34 @@ export interface QdiscDelUndo {
   parent: 'root' | 'ingress';
 }
 /**
+ * nft: a bridge port's entries taken out of podnet's table (bridge podnet) again, on the host. Its port is a name podnet gives (pnv...).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "PortReleaseUndo".
+ */
+export interface PortReleaseUndo {
+  where: 'host';
+  action: 'port-release';
+  /**
+   * A veth host end as podnet names it (src/model/host-links.ts): pnv and ten hex digits, a word nft reads as a name.
+   */
+  port: string;
+  secured: SecuredPort;
+}
+/**
+ * A bridge port's entries in podnet's nftables table (bridge podnet): its MAC and addresses, without prefix lengths; the IPv6 link-local address of the MAC is implied.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "SecuredPort".
+ */
+export interface SecuredPort {
+  mac: Mac;
+  /**
+   * @maxItems 16
+   */
+  addresses: Ip[];
+}
+/**
  * journal/<key>.json: the pass under way and the undo of each of its steps, in step order; undone last first at the next start unless the pass was committed. Apply lines never go to disk.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1125,11 +1162,23 @@ export interface AppliedAttachment {
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;
+  mac?: Mac;
+  portSecurity?: SecuredPort1;
   /**
    * @maxItems 16
    */
   addresses: Cidr[];
   bandwidth?: Bandwidth;
+}
+/**
+ * A bridge port's entries in podnet's nftables table (bridge podnet): its MAC and addresses, without prefix lengths; the IPv6 link-local address of the MAC is implied.
+ */
+export interface SecuredPort1 {
+  mac: Mac;
+  /**
+   * @maxItems 16
+   */
+  addresses: Ip[];
 }
 /**
  * applied/<containerId>.json: what podnet has done to one sandbox, written after each successful pass. The lists an older podnet did not write are read as empty.

@@ -82,6 +82,7 @@ function linkSpecOf(network: Network, allocations: readonly Allocation[]): LinkS
         kind: 'bridge',
         bridge: bridgeNameOf(network),
         bridgeAddresses: spec.bridge?.gateway ? allocations.flatMap((a) => (a.gateway ? [`${a.gateway}${prefixOf(a.address)}`] : [])) : [],
+        portSecurity: spec.bridge?.portSecurity !== false,
       };
     case 'macvlan':
       return { kind: 'macvlan', parent: spec.macvlan!.parent, mode: spec.macvlan!.mode ?? 'bridge' };

@@ -63,15 +63,18 @@ export interface Observed {
   sysctls: ReadonlyMap<string, string>;
   /** Root (tbf) and ingress qdiscs on podnet's host links, by link. */
   qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
+  /** The host ports in podnet's port security table; undefined when the table is not there (or was not read: nothing secured, none wanted). */
+  securedPorts?: ReadonlySet<string>;
 }
 
 export type LinkSpec =
-  | { kind: 'bridge'; bridge: string; bridgeAddresses: string[] }
+  | { kind: 'bridge'; bridge: string; bridgeAddresses: string[]; portSecurity: boolean }
   | { kind: 'macvlan'; parent: string; mode: string }
   | { kind: 'vlan'; parent: string; id: number }
   | { kind: 'vxlan'; vni: number; remote?: string; group?: string; port: number; device?: string };
 
 export type { Bandwidth } from '../protocol/validate.ts';
+import type { SecuredPort } from '../protocol/validate.ts';
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {
@@ -147,6 +150,10 @@ export interface AppliedAttachment {
   bridge?: string;
   hostIf?: string;
   ifb?: string;
+  /** Bridge kind: the MAC podnet gave the pod end (or found on one an older podnet made). */
+  mac?: string;
+  /** Bridge kind: what the host end's port admits, as in podnet's nftables sets; absent when its Network's port security is off. */
+  portSecurity?: SecuredPort;
   addresses: string[];
   bandwidth?: Bandwidth;
 }

@@ -11,9 +11,9 @@ export const host = 'host' satisfies Where;
 /**
  * ip and tc take batches; ip6 is `ip -6`, for the commands whose words do not say the family (an
  * IPv6 rule that names no address); a sysctl line is `path=value`, path under /proc/sys
- * (net/ipv4/ip_forward).
+ * (net/ipv4/ip_forward); nft reads a batch as one transaction (podnet's port security table).
  */
-export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl';
+export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft';
 
 export interface Command {
   where: Where;

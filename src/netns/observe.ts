@@ -1,7 +1,8 @@
 // What is there now, read with ip -json, tc -json and /proc/sys: links with their settings and
 // addresses, routes and rules of one address family, the qdiscs on podnet's host links.
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
-import type { Where } from '../model/step.ts';
+import { host, type Where } from '../model/step.ts';
+import { portSecurityTable } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import type { NetnsRunner } from './runner.ts';
 
@@ -139,6 +140,8 @@ export interface NetnsObserver {
   qdiscs(): Promise<Map<string, { root?: string; ingress: boolean }>>;
   /** The values of sysctls by path under /proc/sys; a path that does not exist is left out. */
   sysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
+  /** The host ports in podnet's port security table (model/port-security.ts); undefined when the table is not there. */
+  securedPorts(): Promise<Set<string> | undefined>;
 }
 
 /** The kernel as `run`'s ip, tc and /proc/sys show it. */
@@ -148,5 +151,6 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     routing: (where, family) => observeRouting(run, where, family),
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
+    securedPorts: () => run.readNftNames(host, portSecurityTable, 'ports'),
   };
 }

@@ -39,6 +39,8 @@ export interface NetnsRunner {
   start(where: Where, tool: Tool): StartedBatch;
   /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
+  /** The elements of an nftables set of single names (`bridge podnet`, `ports`); undefined when its table is not there. */
+  readNftNames(where: Where, table: string, set: string): Promise<Set<string> | undefined>;
 }
 
 /**
@@ -117,8 +119,8 @@ function hostBatchProcess(file: string, args: readonly string[]): StartedProcess
   return taken;
 }
 
-function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
-  const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : argv(where, tool, ['-batch', '-']);
+function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft'): StartedBatch {
+  const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : tool === 'nft' ? argv(where, 'nft', ['-f', '-']) : argv(where, tool, ['-batch', '-']);
   const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startTool(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
   started.exited.catch(() => undefined);
@@ -134,6 +136,8 @@ function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc'): StartedBatch {
 
 function batchResult(where: Where, tool: Tool, lines: readonly string[], result: ProcessExit): BatchResult {
   if (result.code === 0) return { done: lines.length };
+  // nft runs its batch as one transaction: nothing of it took.
+  if (tool === 'nft') return { done: 0, error: new PodnetError('IO_FAILURE', `nft in ${describeWhere(where)}: ${result.stderr.split('\n').slice(0, 3).join(' ').trim()}`) };
   // ip and tc name the failing line: "Command failed -:3".
   const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
   const line = lines[failed - 1] ?? '';
@@ -191,6 +195,18 @@ export const netnsRunner: NetnsRunner = {
       run: async (lines) => refusal(tool, lines) ?? runSysctls(where, lines),
       cancel: () => undefined,
     };
+  },
+
+  async readNftNames(where, table, set) {
+    const [file, list] = argv(where, 'nft', ['-j', 'list', 'set', ...table.split(' '), set]);
+    const result = await exec(file, list);
+    if (result.code !== 0) {
+      if (/No such file or directory/.test(result.stderr)) return undefined;
+      throw new PodnetError('IO_FAILURE', `nft list set ${table} ${set} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
+    }
+    // {"nftables": [{"metainfo": ...}, {"set": {..., "elem": ["pnv...", ...]}}]}; no elem when empty.
+    const entries = (JSON.parse(result.stdout) as { nftables?: { set?: { elem?: unknown[] } }[] }).nftables ?? [];
+    return new Set(entries.flatMap((e) => e.set?.elem ?? []).filter((n): n is string => typeof n === 'string'));
   },
 
   async readSysctls(where, paths) {

@@ -5,6 +5,7 @@
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
+import { podMacOf, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -50,6 +51,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     if (mine(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf!) });
     else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
     if (mine(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb!) });
+    if (was.hostIf && was.portSecurity) part.takeBack.push(releasePort(was.hostIf, was.portSecurity));
   }
 
   for (const want of desired.attachments) {
@@ -68,6 +70,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       continue;
     }
     let fresh: boolean;
+    let mac: string | undefined;
+    let portSecurity: SecuredPort | undefined;
     if (want.link.kind === 'bridge') {
       // Bridges are the pass's, made before any sandbox is planned (planBridges).
       // Without its bridge (the pass could not make it) the next pass tries again.
@@ -90,7 +94,10 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         if (mine) part.next.push(mine);
         continue;
       }
-      fresh = vethSteps(ctx, want, want.link, existing, part.apply);
+      // The port's entries go in before the veth exists: there is no moment its port admits anything.
+      mac = macOf(ctx, want, mine, existing);
+      portSecurity = portSteps(ctx, want, want.link, mine, mac, part.apply);
+      fresh = vethSteps(ctx, want, want.link, existing, mac, part.apply);
     } else {
       fresh = !existing;
       if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
@@ -98,6 +105,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     if (fresh) part.creates.add(want.interface);
     // Up, unless the request tunes it down (the tuning part owns that setting then).
     const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
+    // Its IPv6 link-local address from its MAC, the one its port admits, whatever the pod's default.
+    if (fresh && portSecurity) part.apply.push({ where: pod, tool: 'ip', line: `link set dev ${want.interface} addrgenmode eui64` });
     if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'up', true) });
     const present = new Set(fresh ? [] : existing?.addresses);
     for (const address of want.addresses) {
@@ -115,6 +124,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       kind: want.link.kind,
       ...(want.link.kind === 'bridge' ? { bridge: want.link.bridge, hostIf: want.hostIf } : {}),
       ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
+      ...(mac ? { mac } : {}),
+      ...(portSecurity ? { portSecurity } : {}),
       addresses: [...want.addresses],
       ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
     });
@@ -126,7 +137,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
  * The veth between pod and bridge; true when the pair is made anew in this pass. Made from the
  * host in one command: the host end on the bridge and up, the pod end straight into the pod.
  */
-function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, steps: Step[]): boolean {
+function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, mac: string, steps: Step[]): boolean {
   const hostEnd = ctx.observed.host.get(want.hostIf);
   const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const fresh = !existing || !hostEnd;
@@ -138,7 +149,7 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
     steps.push({
       where: host,
       tool: 'ip',
-      line: `link add name ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface}${mtu} netns ${ctx.netns}`,
+      line: `link add name ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface} address ${mac}${mtu} netns ${ctx.netns}`,
       undo: { where: host, action: 'link-del', dev: want.hostIf, mark },
     });
   } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
@@ -203,4 +214,35 @@ function bandwidthSteps(ctx: PlanContext, want: ResolvedAttachment, mine: Applie
 function ownsHostLink(ctx: PlanContext, name: string | undefined, podInterface: string): boolean {
   const link = name === undefined ? undefined : ctx.observed.host.get(name);
   return link !== undefined && bearsMark(link, ownerMark({ containerId: ctx.applied.containerId, podInterface }));
+}
+
+/**
+ * The MAC of a bridge attachment's pod end: the one podnet gave it (a hash, model/port-security.ts),
+ * or, on a link an older podnet made, the one it has. What a config asks for is a tuning of it.
+ */
+function macOf(ctx: PlanContext, want: ResolvedAttachment, mine: AppliedAttachment | undefined, existing: ObservedLink | undefined): string {
+  return mine?.mac ?? (mine && existing?.mac ? existing.mac : podMacOf(ctx.applied.containerId, want.interface));
+}
+
+/**
+ * The nft steps that make the port admit what the pod is now (its MAC, tuned or its own, and its
+ * addresses), when the table does not have it so already; and what the port then admits.
+ */
+function portSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, mine: AppliedAttachment | undefined, mac: string, steps: Step[]): SecuredPort | undefined {
+  const had = mine?.portSecurity;
+  if (!spec.portSecurity) {
+    if (had) steps.push(releasePort(want.hostIf, had));
+    return undefined;
+  }
+  const tuned = ctx.desired.tuning.find((t) => t.interface === want.interface)?.settings.mac;
+  const secured: SecuredPort = { mac: (tuned ?? mac).toLowerCase(), addresses: want.addresses.map((a) => a.slice(0, a.indexOf('/'))) };
+  if (sameSecuredPort(had, secured) && ctx.observed.securedPorts?.has(want.hostIf)) return secured;
+  // One nft batch, one transaction: the old entries out and the new in at once.
+  if (had && !sameSecuredPort(had, secured)) steps.push(releasePort(want.hostIf, had));
+  steps.push({ where: host, tool: 'nft', line: securePortLine(want.hostIf, secured), undo: { where: host, action: 'port-release', port: want.hostIf, secured } });
+  return secured;
+}
+
+function releasePort(port: string, secured: SecuredPort): Step {
+  return { where: host, tool: 'nft', line: releasePortLine(port, secured) };
 }

@@ -20,7 +20,7 @@ const netns = '/run/netns/pod-a';
 const blue: ResolvedAttachment = {
   interface: 'net1',
   network: 'blue',
-  link: { kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: ['198.18.80.1/24'] },
+  link: { kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: ['198.18.80.1/24'], portSecurity: false },
   hostIf: 'pnv0123456789',
   ifb: 'pnb0123456789',
   mtu: 1400,
@@ -48,14 +48,17 @@ function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): Plan
 
 const lines = (p: { steps: { where: unknown; line: string; tool: string }[] }) => p.steps.map((s) => [s.where === 'host' ? 'host' : 'pod', s.tool, s.line]);
 
+/** The MAC podnet gives net1 of sandbox c1 (podMacOf). */
+const podMac = '02:3f:8e:07:a5:15';
+
 /** What the kernel shows once `blue` is in place. */
 const attachedObserved = observed({
-  pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]),
+  pod: new Map([link('eth0'), link('net1', { mtu: 1400, mac: podMac, addresses: ['198.18.80.2/24'] })]),
   host: new Map([link('pn-blue', { mtu: 1400, kind: 'bridge', addresses: ['198.18.80.1/24'] }), link('pnv0123456789', { mtu: 1400, kind: 'veth', master: 'pn-blue', alias: 'podnet:c1/net1' })]),
 });
 const attachedApplied: AppliedState = {
   ...emptyApplied('c1', netns),
-  attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge', bridge: 'pn-blue', hostIf: 'pnv0123456789', addresses: ['198.18.80.2/24'] }],
+  attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge', bridge: 'pn-blue', hostIf: 'pnv0123456789', mac: podMac, addresses: ['198.18.80.2/24'] }],
 };
 
 const withBridge = observed({ host: new Map([attachedObserved.host.entries().next().value!]) });
@@ -63,7 +66,7 @@ const withBridge = observed({ host: new Map([attachedObserved.host.entries().nex
 t.test('a fresh attachment: veth made from the host, on the bridge and up; the pod end up with its address', async (t) => {
   const p = plan(input({ attachments: [blue] }, { observed: withBridge }));
   t.same(lines(p), [
-    ['host', 'ip', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a'],
+    ['host', 'ip', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address 02:3f:8e:07:a5:15 mtu 1400 netns /run/netns/pod-a'],
     ['host', 'ip', 'link set dev pnv0123456789 alias podnet:c1/net1'],
     ['pod', 'ip', 'link set dev net1 up'],
     ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
@@ -96,7 +99,7 @@ t.test('an attachment no longer wanted: its host end goes, which takes the pair'
 t.test('drift: a pod end without its host end is made anew; a removed address comes back', async (t) => {
   const halfGone = { ...attachedObserved, host: new Map([attachedObserved.host.entries().next().value!]) };
   const p = plan(input({ attachments: [blue] }, { observed: halfGone, applied: attachedApplied }));
-  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del dev net1', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a']);
+  t.same(p.steps.map((s) => s.line).slice(0, 2), ['link del dev net1', 'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address 02:3f:8e:07:a5:15 mtu 1400 netns /run/netns/pod-a']);
   const flushed = { ...attachedObserved, pod: new Map([link('eth0'), link('net1', { mtu: 1400 })]) };
   t.same(plan(input({ attachments: [blue] }, { observed: flushed, applied: attachedApplied })).steps.map((s) => s.line), ['addr add 198.18.80.2/24 dev net1']);
 });
@@ -105,7 +108,7 @@ t.test('a host end podnet made whose pod end is gone is made anew; a host link o
   const podEndGone = { ...attachedObserved, pod: new Map([link('eth0')]) };
   t.same(plan(input({ attachments: [blue] }, { observed: podEndGone, applied: attachedApplied })).steps.map((s) => s.line).slice(0, 2), [
     'link del dev pnv0123456789',
-    'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 mtu 1400 netns /run/netns/pod-a',
+    'link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address 02:3f:8e:07:a5:15 mtu 1400 netns /run/netns/pod-a',
   ], 'podnet\'s own, by its records');
   // Another pod's host end, or a hand-made link, that happens to have the name: no record of it here.
   for (const alias of [undefined, 'podnet:c9/net1', 'uplink']) {
@@ -393,4 +396,38 @@ t.test('tuning waits for an interface only when this pass makes it, not for one 
   const p = plan(input({ attachments: [{ ...blue, link: { kind: 'macvlan', parent: 'ens9', mode: 'bridge' } }], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }] }));
   t.notOk(p.deferred);
   t.match(p.problems, [{ reason: 'the host has no interface ens9' }, { reason: 'the pod has no interface net1' }]);
+});
+
+t.test('port security: the port admits its pod\'s MAC and addresses before the veth exists, and follows what the pod is', async (t) => {
+  const secure = { ...blue, link: { ...blue.link, portSecurity: true } as ResolvedAttachment['link'], addresses: ['198.18.80.2/24', '2001:db8:80::2/64'] };
+  const secured = { mac: podMac, addresses: ['198.18.80.2', '2001:db8:80::2'] };
+  const fresh = plan(input({ attachments: [secure] }, { observed: withBridge }));
+  t.same(lines(fresh).slice(0, 2), [
+    ['host', 'nft', `add element bridge podnet macs { pnv0123456789 . ${podMac} }; add element bridge podnet ndll { pnv0123456789 . 0x023f8e07a515 }; add element bridge podnet addr4 { pnv0123456789 . ${podMac} . 198.18.80.2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . 2001:db8:80::2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . fe80::3f:8eff:fe07:a515 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0x20010db8008000000000000000000002 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0xfe80000000000000003f8efffe07a515 }; add element bridge podnet ports { pnv0123456789 }`],
+    ['host', 'ip', `link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address ${podMac} mtu 1400 netns /run/netns/pod-a`],
+  ], 'its entries first, in one transaction, then the veth with the MAC they admit');
+  t.same(fresh.steps[0]?.undo, { where: 'host', action: 'port-release', port: 'pnv0123456789', secured });
+  const podLines = fresh.steps.filter((s) => s.where !== 'host').map((s) => s.line);
+  t.ok(podLines.indexOf('link set dev net1 addrgenmode eui64') < podLines.indexOf('link set dev net1 up'), 'its link-local address from its MAC, set before it is up');
+  t.same(fresh.next.attachments[0]?.portSecurity, secured);
+
+  const applied = fresh.next;
+  const inPlace = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, mac: podMac, addresses: secure.addresses })]), host: attachedObserved.host, securedPorts: new Set(['pnv0123456789']) });
+  t.same(plan(input({ attachments: [secure] }, { observed: inPlace, applied })).steps, [], 'in place: nothing to do');
+  const tableGone = { ...inPlace, securedPorts: new Set<string>() };
+  t.same(plan(input({ attachments: [secure] }, { observed: tableGone, applied })).steps.map((s) => s.tool), ['nft'], 'entries gone from the table (flushed by hand): put back');
+
+  const moved = plan(input({ attachments: [{ ...secure, addresses: ['198.18.80.9/24'] }] }, { observed: inPlace, applied }));
+  t.same(moved.steps.map((s) => s.tool).slice(0, 2), ['nft', 'nft'], 'a new address: the old entries out and the new in, one batch, before the address changes');
+  t.match(moved.steps[0]?.line, /delete element bridge podnet addr4 \{ pnv0123456789 \. 02:3f:8e:07:a5:15 \. 198\.18\.80\.2 \}/);
+  t.match(moved.steps[1]?.line, /add element bridge podnet addr4 \{ pnv0123456789 \. 02:3f:8e:07:a5:15 \. 198\.18\.80\.9 \}/);
+
+  const tuned = plan(input({ attachments: [secure], tuning: [{ interface: 'net1', settings: { mac: '02:00:00:00:00:AB' } }] }, { observed: inPlace, applied }));
+  t.same(tuned.next.attachments[0]?.portSecurity?.mac, '02:00:00:00:00:ab', "a MAC a config asks is the one the port admits");
+  t.same(tuned.next.attachments[0]?.mac, podMac, 'and the one podnet gave it is kept, for when the config goes');
+
+  const opened = plan(input({ attachments: [blue] }, { observed: inPlace, applied }));
+  t.match(lines(opened), [['host', 'nft', /^add element .*; delete element bridge podnet ports \{ pnv0123456789 \}/]], 'turned off: the entries go');
+  t.equal(opened.next.attachments[0]?.portSecurity, undefined);
+  t.match(plan(input({}, { observed: inPlace, applied })).steps.map((s) => s.line), [/^link del dev pnv0123456789$/, /delete element bridge podnet ports \{ pnv0123456789 \}/], 'taken back: the link and its entries');
 });

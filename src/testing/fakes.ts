@@ -69,6 +69,10 @@ export class RecordingRunner implements NetnsRunner {
   async readSysctls(): Promise<Map<string, string>> {
     throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
   }
+
+  async readNftNames(): Promise<Set<string> | undefined> {
+    throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
+  }
 }
 
 /** The kernel as a test says it is: links of the host and of each netns, counted reads. */
@@ -109,6 +113,13 @@ export class FakeObserver implements NetnsObserver {
 
   async sysctls(): Promise<Map<string, string>> {
     return new Map();
+  }
+
+  /** The ports in podnet's port security table; undefined: no table. */
+  securedPortNames: Set<string> | undefined;
+
+  async securedPorts(): Promise<Set<string> | undefined> {
+    return this.securedPortNames && new Set(this.securedPortNames);
   }
 }
 

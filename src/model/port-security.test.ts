@@ -1,0 +1,28 @@
+import t from 'tap';
+import { linkLocalOf, podMacOf, releasePortLine, sameSecuredPort, securePortLine } from './port-security.ts';
+
+t.test('the link-local address of a MAC is the one the kernel derives (EUI-64)', async (t) => {
+  // As `ip -6 addr` shows them for these MACs under addrgenmode eui64.
+  t.equal(linkLocalOf('02:3f:8e:07:a5:15'), 'fe80::3f:8eff:fe07:a515');
+  t.equal(linkLocalOf('52:54:00:12:34:56'), 'fe80::5054:ff:fe12:3456');
+  t.equal(linkLocalOf('00:00:00:00:00:01'), 'fe80::200:ff:fe00:1');
+});
+
+t.test('the MAC podnet gives a pod end: unicast, locally administered, the same for the same interface, another for another', async (t) => {
+  const mac = podMacOf('c1', 'net1');
+  t.match(mac, /^02(:[0-9a-f]{2}){5}$/);
+  t.equal(podMacOf('c1', 'net1'), mac);
+  t.not(podMacOf('c1', 'net2'), mac);
+  t.not(podMacOf('c2', 'net1'), mac);
+});
+
+t.test('a release adds the entries first and then deletes them, in one line: nft fails a whole batch on one missing element', async (t) => {
+  const secured = { mac: '02:00:00:00:00:01', addresses: ['198.18.0.2'] };
+  const commands = releasePortLine('pnv0123456789', secured).split('; ');
+  const adds = securePortLine('pnv0123456789', secured).split('; ');
+  t.same(commands.slice(0, adds.length), adds);
+  t.same(commands.slice(adds.length), adds.map((c) => c.replace(/^add /, 'delete ')));
+  t.ok(sameSecuredPort(secured, { mac: '02:00:00:00:00:01', addresses: ['198.18.0.2'] }));
+  t.notOk(sameSecuredPort(secured, { mac: '02:00:00:00:00:01', addresses: [] }));
+  t.notOk(sameSecuredPort(secured, undefined));
+});
