@@ -17,7 +17,13 @@ export function explainCommand(): Command {
       const list = await getDocument(options.socket, routes.sandboxes, 'SandboxList');
       const found = list.items.filter((r) => r.name === pod || `${r.namespace}/${r.name}` === pod || r.containerId.startsWith(pod));
       if (found.length === 0) throw new PodnetError('NOT_FOUND', `no recorded pod matches "${pod}"`);
-      process.stdout.write(options.output === 'json' ? `${JSON.stringify(found, null, 2)}\n` : found.map(explainText).join('\n'));
+      if (options.output === 'json') return void process.stdout.write(`${JSON.stringify(found, null, 2)}\n`);
+      process.stdout.write(found.map(explainText).join('\n'));
+      // A document no pod gets anything from (a file that is not one, a schema it fails) is no pod's problem: told once, after them.
+      if (list.documentProblems.length > 0) {
+        const lines = ['documents podnet cannot use, for any pod:', ...list.documentProblems.map((p) => `  ${p.document} ${p.field}: ${p.reason}`)];
+        process.stdout.write(`\n${lines.join('\n')}\n`);
+      }
     });
 }
 

@@ -1,17 +1,12 @@
 // The plugin process: real stdin, environment and stdout around runPlugin. This module and what it
 // imports are the whole main script of the executable, so nothing else loads on a pod's creation.
-import { readFileSync, writeSync } from 'node:fs';
-import { runPlugin } from './plugin.ts';
+import { readSync, writeSync } from 'node:fs';
+import { maxStdinBytes, runPlugin } from './plugin.ts';
 import { spoolRecorder } from './recorder.ts';
 import { isNamespaceFile, isNodeNetworkNamespace } from '../netns/probe.ts';
 
 export async function pluginMain(): Promise<void> {
-  let stdin = '';
-  try {
-    stdin = readFileSync(0, 'utf8');
-  } catch {
-    // No stdin (a closed descriptor): the config parse reports it.
-  }
+  const stdin = readStdin(maxStdinBytes + 1);
   const out = await runPlugin({
     env: process.env,
     stdin,
@@ -22,4 +17,19 @@ export async function pluginMain(): Promise<void> {
   });
   if (out.stdout) writeSync(1, out.stdout);
   process.exitCode = out.exitCode;
+}
+
+/**
+ * Stdin up to `limit` bytes: a runtime that sends more gets the config parse's refusal of its
+ * size, not a plugin that holds all of it in memory. None (a closed descriptor) is ''.
+ */
+function readStdin(limit: number): string {
+  const buffer = Buffer.allocUnsafe(limit);
+  let length = 0;
+  try {
+    for (let n = 1; n > 0 && length < limit; length += n) n = readSync(0, buffer, length, limit - length, null);
+  } catch {
+    // A closed or unreadable descriptor ends stdin: the config parse says what is missing.
+  }
+  return buffer.subarray(0, length).toString('utf8');
 }

@@ -277,6 +277,15 @@ t.test('stdin that is not JSON: code 6', async (t) => {
   assertCniError(t, await invoke(kubeletEnv('ADD'), ''), { cniVersion: '1.1.0', code: 6, msg: /not JSON/ });
 });
 
+t.test('stdin nested too deep or too big: code 6 naming the bound, nothing recorded', async (t) => {
+  const deep = `{"cniVersion":"1.0.0","name":"k","type":"podnet","prevResult":${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}}`;
+  const out = await invoke(kubeletEnv('ADD'), deep);
+  assertCniError(t, out, { cniVersion: '1.1.0', code: 6, msg: /^network configuration on stdin nests arrays and objects more than 64 deep$/ });
+  t.strictSame(changesSent(out), []);
+  const big = JSON.stringify({ cniVersion: '1.0.0', name: 'k', type: 'podnet', pad: 'x'.repeat(1024 * 1024) });
+  assertCniError(t, await invoke(kubeletEnv('ADD'), big), { cniVersion: '1.1.0', code: 6, msg: /network configuration on stdin is 10486\d\d bytes, more than the 1048576 podnet reads/ });
+});
+
 t.test('a configuration without cniVersion: code 7', async (t) => {
   const out = await invoke(kubeletEnv('ADD'), { name: 'kindnet', type: 'podnet', prevResult: prevResult('1.0.0') });
   assertCniError(t, out, { cniVersion: '1.1.0', code: 7, msg: /invalid network configuration: at \(top level\): must have required property 'cniVersion'/ });

@@ -2,6 +2,7 @@
 // behind a Recorder. It records the attachment and passes the chain's result through; it never
 // changes the pod's network itself (that is the daemon's job, later and asynchronously).
 import { PodnetError, toPodnetError } from '../errors.ts';
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type CniVersion, type PluginConfig } from '../protocol/validate.ts';
 import { parseCniArgs, podIdentityFromArgs } from './args.ts';
@@ -89,12 +90,11 @@ export function errorOutput(cniVersion: string, err: PodnetError): PluginOutput 
   return { stdout: `${JSON.stringify(body)}\n`, exitCode: 1 };
 }
 
+/** A network configuration on stdin, prevResult included, is a few KiB; a plugin list's, tens. */
+export const maxStdinBytes = 1024 * 1024;
+
 function parseJson(stdin: string): unknown {
-  try {
-    return JSON.parse(stdin);
-  } catch (err) {
-    throw new PodnetError('DECODE_FAILURE', `network configuration on stdin is not JSON: ${(err as Error).message}`);
-  }
+  return parseBoundedJson(stdin, 'network configuration on stdin', { maxBytes: maxStdinBytes }, 'DECODE_FAILURE');
 }
 
 function declaredVersion(json: unknown): string | undefined {

@@ -161,6 +161,8 @@ export class Reconciler {
   /** The documents the last pass read: what the socket's list judges. */
   private documents: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
   private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
+  /** The document problems the log has told, as lines: each is told once, when it appears. */
+  private loggedProblems = new Set<string>();
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
@@ -181,6 +183,13 @@ export class Reconciler {
       this.judged.set(docs, problems);
     }
     return problems;
+  }
+
+  /** Tells the log of each document problem once, when it appears (a file dropped in the dir, an edit that broke one). */
+  private logDocumentProblems(docs: DesiredDocuments): void {
+    const now = new Set(this.judge(docs).map((p) => `${p.document} ${p.field}: ${p.reason}`));
+    for (const problem of now) if (!this.loggedProblems.has(problem)) this.opts.log.warn('a document podnet cannot use', { problem });
+    this.loggedProblems = now;
   }
 
   /** The sandboxes whose pod the source knows, as the last pass left them: what their status is made from. */
@@ -369,6 +378,7 @@ export class Reconciler {
     this.resyncNext = false;
     const docs = this.opts.source.documents();
     this.documents = docs;
+    this.logDocumentProblems(docs);
     const { live, unsure } = this.liveSandboxes();
     const work = this.workOf(live.values(), docs, 'allocate');
     const now = this.opts.clock();

@@ -221,6 +221,10 @@ t.test('an invalid body: 400 naming the violation', async (t) => {
     status: 400,
     body: { code: 'INVALID_REQUEST', message: /request body is not JSON/ },
   });
+  t.match(await raw(d.socketPath, 'PUT', route('aaa'), { headers: { 'content-type': 'application/json' }, body: `${'['.repeat(150_000)}${']'.repeat(150_000)}` }), {
+    status: 400,
+    body: { code: 'INVALID_REQUEST', message: 'request body nests arrays and objects more than 64 deep' },
+  });
   t.equal(d.registry.size, 0, 'nothing recorded');
 });
 

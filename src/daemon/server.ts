@@ -1,6 +1,7 @@
 // The daemon's socket: HTTP/1.1 on a unix socket only root can reach (docs/adr/0002). Bodies are
 // JSON, bounded in size and validated against schemas/; errors go out as ErrorBody with a code.
 // What each route answers is routes.ts; this file is the HTTP around it.
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { chmod, lstat, unlink } from 'node:fs/promises';
@@ -42,11 +43,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       if (size > maxBodyBytes) throw new PodnetError('PAYLOAD_TOO_LARGE', `request body is over the ${maxBodyBytes}-byte limit`);
       chunks.push(chunk);
     }
-    try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch (err) {
-      throw new PodnetError('INVALID_REQUEST', `request body is not JSON: ${(err as Error).message}`);
-    }
+    return parseBoundedJson(Buffer.concat(chunks).toString('utf8'), 'request body', { maxBytes: maxBodyBytes });
   };
 
   const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {

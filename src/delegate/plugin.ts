@@ -5,6 +5,7 @@
 // result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
 // STATUS (1.1) for every plugin, for the network as a whole. Each plugin runs in a PID namespace
 // of its own, so that nothing it started outlives its run (ADR 14).
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 import { findExecutable, probePidNamespaces, startProcess, type PidNamespaces } from '../process.ts';
@@ -182,9 +183,9 @@ function answerOf(command: CniCommand, stdout: string, what: string): unknown {
   if (command !== 'ADD') return undefined;
   let value: unknown;
   try {
-    value = JSON.parse(stdout);
-  } catch {
-    throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result: ${excerpt(stdout)}`);
+    value = parseBoundedJson(stdout, 'its result', { maxBytes: maxOutputBytes }, 'DECODE_FAILURE');
+  } catch (err) {
+    throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result we read (${(err as Error).message}): ${excerpt(stdout)}`);
   }
   const wrong = resultShapeProblem(value);
   if (wrong) throw new PodnetError('DECODE_FAILURE', `${what}: its result is not a CNI result (${wrong}): ${excerpt(stdout)}`);
@@ -195,7 +196,7 @@ function answerOf(command: CniCommand, stdout: string, what: string): unknown {
 function pluginError(what: string, stdout: string, stderr: string, how: string): PodnetError {
   let error: { code?: unknown; msg?: unknown; details?: unknown } | undefined;
   try {
-    error = JSON.parse(stdout) as typeof error;
+    error = parseBoundedJson(stdout, 'its error', { maxBytes: maxOutputBytes }) as typeof error;
   } catch {
     error = undefined;
   }

@@ -19,6 +19,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import { isDocument, parseDocument, type IpamLogEntry, type IpamState, type IpRange } from '../protocol/validate.ts';
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
@@ -409,7 +410,7 @@ function parseLog(network: string, path: string, text: string): NetworkState {
     const corrupt = (reason: string) => corruptFile(network, path, `line ${index + 1}: ${reason}`);
     let entry: IpamLogEntry;
     try {
-      entry = parseDocument('IpamLogEntry', JSON.parse(line), 'the line', 'IO_FAILURE');
+      entry = parseDocument('IpamLogEntry', parseBoundedJson(line, 'the line', { maxBytes: 64 * 1024 }, 'IO_FAILURE'), 'the line', 'IO_FAILURE');
     } catch (err) {
       throw corrupt((err as Error).message);
     }

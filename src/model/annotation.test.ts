@@ -28,8 +28,8 @@ t.test('an empty value asks for nothing', async (t) => {
 t.test('bad JSON is a problem naming the annotation', async (t) => {
   const problem = problemOf('[{"name":"blue",}]');
   t.match(problem, 'podnetwork.opdev.io/networks');
-  t.match(problem, 'not valid JSON');
-  t.match(problemOf('{bad'), 'not valid JSON', 'a value starting with { is read as JSON too');
+  t.match(problem, 'is not JSON');
+  t.match(problemOf('{bad'), 'is not JSON', 'a value starting with { is read as JSON too');
 });
 
 t.test('JSON that breaks the schema is a problem saying where', async (t) => {

@@ -1,6 +1,7 @@
 // The pod annotations podnet reads and writes, in the Network Plumbing WG's formats so that tools
 // made for Multus read them: podnetwork.opdev.io/networks (what a tenant asks, on the pod) and
 // podnetwork.opdev.io/network-status (what the pod has, written by podnet alone). Pure.
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { PodnetError } from '../errors.ts';
 import { parseDocument, type NetworkSelection, type NetworkStatusEntry } from '../protocol/validate.ts';
 
@@ -21,9 +22,10 @@ export function parseNetworksAnnotation(text: string): AnnotationRequest {
   let value: unknown;
   if (trimmed.startsWith('[') || trimmed.startsWith('{')) {
     try {
-      value = JSON.parse(trimmed);
+      // The API server bounds an object's annotations to 256 KiB in all.
+      value = parseBoundedJson(trimmed, networksAnnotation, { maxBytes: 256 * 1024 });
     } catch (err) {
-      return { problem: `${networksAnnotation} is not valid JSON: ${(err as Error).message}` };
+      return { problem: (err as Error).message };
     }
   } else {
     const shortForm = shortFormSelections(trimmed);

@@ -137,6 +137,24 @@ t.test('corrupt spool files are quarantined, the others replayed', async (t) => 
   t.equal((await ls(join(path, 'quarantine'))).length, 2);
 });
 
+t.test('a spool entry nested too deep or too big is set aside at once, naming why; it blocks neither the others nor the next start', async (t) => {
+  const path = await stateDir(t);
+  const spool = join(path, 'spool');
+  const deep = basename(writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  writeSpoolEntry(path, { op: 'add', record: a });
+  const big = basename(writeSpoolEntry(path, { op: 'del', key: keyFor('bbb') }));
+  await writeFile(join(spool, deep), `{"op":"add","record":${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}}`);
+  await writeFile(join(spool, big), JSON.stringify({ op: 'add', record: { ...b, pad: 'x'.repeat(5 * 1024 * 1024) } }));
+
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), [a], 'the good entry behind them is replayed');
+  const why = new Map(registry.quarantined().map((q) => [q.file.replace(/^\d+-\d+-/, ''), q.reason]));
+  t.match(why.get(deep), /nests arrays and objects more than 64 deep/);
+  t.match(why.get(big), /is 524\d{4} bytes, more than the 4194304 podnet reads/);
+  t.strictSame(await ls(spool), [], 'the spool is empty');
+  t.strictSame((await reopen(path)).list(), [a], 'and the next start is clean');
+});
+
 t.test('spool entries and records carry their format; those of an older podnet, without one, are read as version 1', async (t) => {
   const path = await stateDir(t);
   const spooled = writeSpoolEntry(path, { op: 'add', record: a });

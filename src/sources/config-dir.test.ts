@@ -1,5 +1,6 @@
 import t from 'tap';
-import { unlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
 import { configDirReader } from './config-dir.ts';
@@ -26,4 +27,35 @@ t.test('configDirReader follows the files: a changed file is read anew, an uncha
   const third = read();
   t.same([...third.networks.keys()], ['a']);
   t.match(third.problems, [{ document: /c\.yaml/, field: '(syntax)' }], 'a broken file is a problem named by its file');
+});
+
+t.test('a file under a document\'s name that is not one is that file\'s problem, named, never read; every other document still counts', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const at = (name: string) => join(tmp.path, name);
+  writeFileSync(at('good.yaml'), network('good', 1400));
+  execFileSync('mkfifo', [at('fifo.yaml')]);
+  mkdirSync(at('folder.yaml'));
+  symlinkSync('/dev/zero', at('zero.yaml'));
+  symlinkSync(at('nowhere'), at('dangling.yaml'));
+  symlinkSync(at('good.yaml'), at('linked.yml'));
+  writeFileSync(at('huge.yaml'), `# ${'x'.repeat(2 * 1024 * 1024)}\n`);
+  writeFileSync(at('bomb.yaml'), ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 9 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n'));
+  writeFileSync(at('deep.yaml'), `kind: Network\nspec: ${'['.repeat(200)}${']'.repeat(200)}\n`);
+
+  const started = Date.now();
+  const read = configDirReader(tmp.path)();
+  t.ok(Date.now() - started < 5000, 'the FIFO did not block the read');
+  t.same([...read.networks.keys()], ['good'], 'the good document counts (and its symlinked twin is the same name, told below)');
+  const reasons = Object.fromEntries(read.problems.map((p) => [p.document.replace(/ document \d+$/, ''), p.reason]));
+  t.match(reasons, {
+    'fifo.yaml': 'is a FIFO, not a regular file: podnet reads only regular files (and symlinks to them)',
+    'folder.yaml': 'is a folder, not a regular file',
+    'zero.yaml': 'is a device, not a regular file',
+    'dangling.yaml': 'is a symlink to nothing',
+    'huge.yaml': /is 20971\d\d bytes, more than the 1048576 podnet reads/,
+    'bomb.yaml': /alias/i,
+    'deep.yaml': 'nests mappings and lists more than 64 deep',
+  });
+  t.match(read.problems.find((p) => p.document.startsWith('Network good in linked.yml')), { reason: /also defined in good\.yaml/ }, 'a symlink to a regular file is read');
 });

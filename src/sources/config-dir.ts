@@ -1,6 +1,6 @@
 // Standalone desired state: the documents in a directory (*.yaml, *.yml, *.json), followed as it
 // changes. A PodNetworkConfig without a namespace is in `default`.
-import { readdirSync, readFileSync, watch, type FSWatcher } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readdirSync, readSync, watch, type FSWatcher, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { documentName, identityOf } from '../model/desired.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
@@ -8,6 +8,9 @@ import { parseDocuments, type ParsedDocuments } from './documents.ts';
 import type { DesiredDocuments, DesiredSource } from './source.ts';
 
 export const documentFile = /\.(ya?ml|json)$/;
+
+/** A documents file is a few KiB; one past this is not read (a symlink to /dev/zero would never end). */
+export const maxDocumentFileBytes = 1024 * 1024;
 
 /**
  * A reader of the documents in `dir`: every call reads each file, and parses again only a file
@@ -23,7 +26,14 @@ export function configDirReader(dir: string): () => DesiredDocuments {
     const present = new Set(files);
     for (const gone of [...parsedFiles.keys()].filter((f) => !present.has(f))) parsedFiles.delete(gone);
     for (const file of files) {
-      const text = readFileSync(join(dir, file), 'utf8');
+      const read = documentText(join(dir, file));
+      if ('problem' in read) {
+        // That file's problem alone: every other document of the dir still counts.
+        parsedFiles.delete(file);
+        out.problems.push({ document: file, field: '(file)', reason: read.problem });
+        continue;
+      }
+      const { text } = read;
       let cached = parsedFiles.get(file);
       if (cached?.text !== text) parsedFiles.set(file, (cached = { text, parsed: parseDocuments(text, file) }));
       const { parsed } = cached!;
@@ -42,6 +52,44 @@ export function configDirReader(dir: string): () => DesiredDocuments {
     }
     return out;
   };
+}
+
+/**
+ * A file of the config dir as text, or why podnet does not read it: only a regular file (or a
+ * symlink to one) of at most maxDocumentFileBytes. Opened without blocking and judged by what is
+ * open, so a FIFO (which would block the daemon until someone writes), a device or a folder under
+ * a document's name, also one swapped in after the folder was listed, is refused, never read.
+ */
+function documentText(path: string): { text: string } | { problem: string } {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { problem: code === 'ENOENT' ? 'is a symlink to nothing' : `cannot be opened: ${code ?? (err as Error).message}` };
+  }
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile()) return { problem: `is ${kindOf(info)}, not a regular file: podnet reads only regular files (and symlinks to them)` };
+    if (info.size > maxDocumentFileBytes) return { problem: `is ${info.size} bytes, more than the ${maxDocumentFileBytes} podnet reads` };
+    const buffer = Buffer.allocUnsafe(maxDocumentFileBytes + 1);
+    let length = 0;
+    for (let n = 1; n > 0 && length <= maxDocumentFileBytes; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
+    if (length > maxDocumentFileBytes) return { problem: `grew past the ${maxDocumentFileBytes} bytes podnet reads` };
+    return { text: buffer.subarray(0, length).toString('utf8') };
+  } catch (err) {
+    return { problem: `cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function kindOf(info: Stats): string {
+  if (info.isDirectory()) return 'a folder';
+  if (info.isFIFO()) return 'a FIFO';
+  if (info.isCharacterDevice() || info.isBlockDevice()) return 'a device';
+  if (info.isSocket()) return 'a socket';
+  return 'not a file';
 }
 
 /**

@@ -4,6 +4,7 @@
 import { parseAllDocuments } from 'yaml';
 import { PodnetError } from '../errors.ts';
 import type { Problem } from '../model/desired.ts';
+import { maxJsonDepth, nestsDeeperThan } from '../protocol/bounded-json.ts';
 import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 
 export type ApiDocument = Network | PodNetworkConfig;
@@ -21,8 +22,19 @@ export function parseDocuments(text: string, source: string): ParsedDocuments {
       out.problems.push({ document: where, field: '(syntax)', reason: doc.errors.map((e) => e.message).join('; ') });
       return;
     }
-    const value: unknown = doc.toJS();
+    let value: unknown;
+    try {
+      // yaml's own bound on aliases (100) throws past it: an alias bomb is this document's problem.
+      value = doc.toJS();
+    } catch (err) {
+      out.problems.push({ document: where, field: '(syntax)', reason: (err as Error).message });
+      return;
+    }
     if (value === null || value === undefined) return; // an empty document between separators
+    if (nestsDeeperThan(value)) {
+      out.problems.push({ document: where, field: '(syntax)', reason: `nests mappings and lists more than ${maxJsonDepth} deep` });
+      return;
+    }
     const kind = typeof value === 'object' && 'kind' in value ? (value as { kind: unknown }).kind : undefined;
     if (kind !== 'Network' && kind !== 'PodNetworkConfig') {
       out.problems.push({ document: where, field: 'kind', reason: `kind must be Network or PodNetworkConfig, not ${JSON.stringify(kind)}` });

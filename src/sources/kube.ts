@@ -3,6 +3,7 @@
 // reads: when the API server is unreachable they keep the last state seen, so the daemon keeps
 // working from them and from its registry. A watch that fails is started again with backoff; one
 // whose resourceVersion expired (410 Gone) lists again (ListWatch does it) and a pass follows.
+import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
@@ -173,7 +174,7 @@ export class KubeSource implements DesiredSource {
     const text = definition.spec?.config;
     if (typeof text !== 'string' || text.trim() === '') return { reason: `${what} has no spec.config (podnet does not read configs from the node's files)` };
     try {
-      const config: unknown = JSON.parse(text);
+      const config: unknown = parseBoundedJson(text, 'spec.config', { maxBytes: 1024 * 1024 });
       if (typeof config === 'object' && config !== null && !Array.isArray(config)) return { config: config as Record<string, unknown> };
       return { reason: `${what}: spec.config is not a JSON object` };
     } catch (err) {
