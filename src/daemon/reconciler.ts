@@ -320,7 +320,11 @@ export class Reconciler {
     const claims = work.map((w) => ({
       containerId: w.record.containerId,
       asked: w.wanted.macs,
-      has: [...(this.tracks.get(w.record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
+      // As last seen, and as podnet recorded giving them: a first pass after a start has seen nothing yet.
+      has: [
+        ...[...(this.tracks.get(w.record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
+        ...(this.opts.applied.get(w.record.containerId)?.attachments ?? []).flatMap((a) => [a.mac, a.portSecurity?.mac].filter((m): m is string => m !== undefined)),
+      ],
     }));
     const hostMacs = new Set([...(this.hostCache?.links.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])));
     const refused = refusedMacs(claims, hostMacs);
@@ -348,7 +352,8 @@ export class Reconciler {
     const work = this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
     const hostView = await this.observeHost(work);
     const attachments = work.flatMap((w) => w.desired.attachments);
-    const { steps: hostSteps } = planBridges(attachments, hostView.links, hostView.securedPorts);
+    const bridges = planBridges(attachments, hostView.links, hostView.securedPorts);
+    const hostSteps = [...bridges.table, ...bridges.steps];
     const links = new Map(hostView.links);
     for (const a of attachments) {
       if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
@@ -446,11 +451,19 @@ export class Reconciler {
    */
   private async hostWithBridges(work: readonly SandboxWork[], cached: HostView | undefined): Promise<HostView> {
     const hostView = cached && readsEnough(cached, this.hostReads(work)) ? cached : await this.observeHost(work);
-    const { steps, created } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links, hostView.securedPorts);
-    if (steps.length === 0) return hostView;
+    const { steps, created, table } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links, hostView.securedPorts);
+    if (steps.length === 0 && table.length === 0) return hostView;
     this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
-    if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
+    if (table.length > 0) {
+      // Made again whole when missing, nothing to undo: a failure leaves the secured ports' passes
+      // to fail, saying why; the bridges and every other pod go on.
+      const made = await this.opts.run.batch(host, 'nft', table.map((s) => s.line));
+      if (made.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
+    }
+    if (steps.length > 0) {
+      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
+      if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
+    }
     return this.observeHost(work);
   }
 

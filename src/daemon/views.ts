@@ -85,7 +85,9 @@ export async function readHost(observe: NetnsObserver, reads: HostReads): Promis
   const [links, qdiscs, securedPorts] = await Promise.all([
     observe.links(host),
     reads.shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>(),
-    reads.secured ? observe.securedPorts() : undefined,
+    // A table that cannot be read (no nft on the node) is taken as not there: the passes that
+    // would secure a port fail then, saying why, and no other pod's pass does.
+    reads.secured ? observe.securedPorts().catch(() => undefined) : undefined,
   ]);
   return hostViewOf(links, qdiscs, reads, securedPorts);
 }

@@ -1107,14 +1107,14 @@ export interface QdiscDelUndo {
   parent: 'root' | 'ingress';
 }
 /**
- * nft: a bridge port's entries taken out of podnet's table (bridge podnet) again, on the host. Its port is a name podnet gives (pnv...).
+ * nft, on the host: a bridge port's entries taken out of podnet's table (bridge podnet) again (port-release), or put back as they were before a pass changed them (port-secure). Its port is a name podnet gives (pnv...).
  *
  * This interface was referenced by `State`'s JSON-Schema
  * via the `definition` "PortReleaseUndo".
  */
 export interface PortReleaseUndo {
   where: 'host';
-  action: 'port-release';
+  action: 'port-release' | 'port-secure';
   /**
    * A veth host end as podnet names it (src/model/host-links.ts): pnv and ten hex digits, a word nft reads as a name.
    */

@@ -230,6 +230,9 @@ export class NodeIpam {
       }
       appendLine(log, lineOf(entryOf(change)));
     } catch (err) {
+      // What is on disk is no longer sure (a write cut short that could not be cut back off): the
+      // next change rewrites the log whole from memory, which did not change.
+      state.tornTail = true;
       throw new PodnetError('IO_FAILURE', `network ${network}: cannot write ${log}: ${(err as Error).message}`);
     }
     applyChange(state, change);

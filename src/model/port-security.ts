@@ -87,11 +87,18 @@ export function portSecurityRuleset(): string[] {
   ];
 }
 
+/**
+ * The table and its sets, as `add`s that change nothing where they are: put before a port's
+ * entries are added or deleted, so that neither fails on a table someone flushed away (nft fails
+ * a whole batch on a missing set). The rules are the ruleset's to put.
+ */
+function tableAndSets(): string[] {
+  return portSecurityRuleset().filter((line) => line.startsWith(`add table `) || line.startsWith(`add set `));
+}
+
 /** The nft line that secures `port`: its entries, `ports` last (one transaction anyway). */
 export function securePortLine(port: string, secured: SecuredPort): string {
-  return entriesOf(port, secured)
-    .map(([set, element]) => `add element ${table} ${set} { ${element} }`)
-    .join('; ');
+  return [...tableAndSets(), ...entriesOf(port, secured).map(([set, element]) => `add element ${table} ${set} { ${element} }`)].join('; ');
 }
 
 /**
@@ -101,7 +108,11 @@ export function securePortLine(port: string, secured: SecuredPort): string {
  */
 export function releasePortLine(port: string, secured: SecuredPort): string {
   const entries = entriesOf(port, secured);
-  return [...entries.map(([set, element]) => `add element ${table} ${set} { ${element} }`), ...entries.map(([set, element]) => `delete element ${table} ${set} { ${element} }`)].join('; ');
+  return [
+    ...tableAndSets(),
+    ...entries.map(([set, element]) => `add element ${table} ${set} { ${element} }`),
+    ...entries.map(([set, element]) => `delete element ${table} ${set} { ${element} }`),
+  ].join('; ');
 }
 
 function entriesOf(port: string, { mac, addresses }: SecuredPort): [string, string][] {

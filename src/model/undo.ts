@@ -3,7 +3,7 @@
 // journaled and read back after a crash, so the journal can ask for nothing but these actions on
 // names its schema admits; never a command line. The command lines the planner builds are spelled
 // here too, each once, for the step and for the action that takes a step back alike.
-import { releasePortLine } from './port-security.ts';
+import { releasePortLine, securePortLine } from './port-security.ts';
 import type { LinkSettingName, LinkSettings, ResolvedRoute, ResolvedRule } from './state.ts';
 import type { Command } from './step.ts';
 import type { UndoAction } from '../protocol/validate.ts';
@@ -101,5 +101,7 @@ export function renderUndo(action: UndoAction): Command {
       return { where: action.where, tool: 'tc', line: qdiscDelLine(action.dev, action.parent) };
     case 'port-release':
       return { where: action.where, tool: 'nft', line: releasePortLine(action.port, action.secured) };
+    case 'port-secure':
+      return { where: action.where, tool: 'nft', line: securePortLine(action.port, action.secured) };
   }
 }

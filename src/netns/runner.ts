@@ -119,7 +119,15 @@ function hostBatchProcess(file: string, args: readonly string[]): StartedProcess
   return taken;
 }
 
+/** What podnet says when nft is not on the node: what it is for, and the two ways out. */
+function nftMissing(): PodnetError {
+  return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network');
+}
+
+const nftInstalled = () => findExecutable('nft', (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.')) !== undefined;
+
 function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft'): StartedBatch {
+  if (tool === 'nft' && !nftInstalled()) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
   const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : tool === 'nft' ? argv(where, 'nft', ['-f', '-']) : argv(where, tool, ['-batch', '-']);
   const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startTool(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
@@ -198,6 +206,7 @@ export const netnsRunner: NetnsRunner = {
   },
 
   async readNftNames(where, table, set) {
+    if (!nftInstalled()) throw nftMissing();
     const [file, list] = argv(where, 'nft', ['-j', 'list', 'set', ...table.split(' '), set]);
     const result = await exec(file, list);
     if (result.code !== 0) {

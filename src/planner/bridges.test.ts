@@ -27,10 +27,11 @@ t.test("podnet's port security table is put when a secured port needs it and it 
   const there: ObservedLink = { name: 'pn-blue', mtu: 1400, up: true, kind: 'bridge', addresses: ['198.18.80.1/24'] };
   const bridges = new Map([['pn-blue', there]]);
   const secured = { ...attachment('net1', 'pn-blue'), link: { kind: 'bridge' as const, bridge: 'pn-blue', bridgeAddresses: ['198.18.80.1/24'], portSecurity: true } };
-  const made = planBridges([secured], bridges).steps;
+  t.same(planBridges([secured], bridges).steps, [], 'no bridge step: the table is apart');
+  const made = planBridges([secured], bridges).table;
   t.ok(made.length > 10 && made.every((s) => s.tool === 'nft' && s.where === 'host' && !s.undo), 'the ruleset, in one nft batch');
   t.same(made[0]?.line, 'add table bridge podnet');
   t.ok(made.some((s) => s.line === 'add rule bridge podnet prerouting iifname @ports goto port'));
-  t.same(planBridges([secured], bridges, new Set()).steps, [], 'nothing when it is there, even empty');
-  t.same(planBridges([attachment('net1', 'pn-blue')], bridges).steps, [], 'nothing when no port asks it');
+  t.same(planBridges([secured], bridges, new Set()).table, [], 'nothing when it is there, even empty');
+  t.same(planBridges([attachment('net1', 'pn-blue')], bridges).table, [], 'nothing when no port asks it');
 });

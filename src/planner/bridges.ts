@@ -9,19 +9,20 @@ import { addrLine, markLine, settingLine } from '../model/undo.ts';
 
 /**
  * The steps, and the bridges they create: podnet removes only bridges it made, once nothing uses
- * them. `securedPorts` undefined: the port security table is not there (or nothing asked it read).
+ * them. Apart, the port security table's (`table`), when a secured port needs it and
+ * `securedPorts` is undefined (the table is not there): its failure (no nft on the node) is no
+ * bridge's, nor any pod's without a secured port.
  */
 export function planBridges(
   attachments: readonly ResolvedAttachment[],
   observedHost: ReadonlyMap<string, ObservedLink>,
   securedPorts?: ReadonlySet<string>,
-): { steps: Step[]; created: string[] } {
+): { steps: Step[]; created: string[]; table: Step[] } {
   const steps: Step[] = [];
   const created: string[] = [];
   // Put again over a table someone removed: each sandbox then puts its port's entries back.
-  if (securedPorts === undefined && attachments.some((a) => a.link.kind === 'bridge' && a.link.portSecurity)) {
-    steps.push(...portSecurityRuleset().map((line): Step => ({ where: host, tool: 'nft', line })));
-  }
+  const secures = securedPorts === undefined && attachments.some((a) => a.link.kind === 'bridge' && a.link.portSecurity);
+  const table = secures ? portSecurityRuleset().map((line): Step => ({ where: host, tool: 'nft', line })) : [];
   const planned = new Set<string>();
   for (const want of attachments) {
     if (want.link.kind !== 'bridge' || planned.has(want.link.bridge)) continue;
@@ -44,5 +45,5 @@ export function planBridges(
       }
     }
   }
-  return { steps, created };
+  return { steps, created, table };
 }

@@ -5,7 +5,7 @@
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
-import { podMacOf, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
+import { linkLocalOf, podMacOf, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -96,8 +96,11 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       }
       // The port's entries go in before the veth exists: there is no moment its port admits anything.
       mac = macOf(ctx, want, mine, existing);
-      portSecurity = portSteps(ctx, want, want.link, mine, mac, part.apply);
-      fresh = vethSteps(ctx, want, want.link, existing, mac, part.apply);
+      const tuned = desired.tuning.find((t) => t.interface === want.interface)?.settings.mac?.toLowerCase();
+      portSecurity = portSteps(ctx, want, want.link, mine, mac, tuned, part.apply);
+      // Made with the MAC a config asks, when one does: the kernel derives its IPv6 link-local
+      // address from the MAC the link has when it comes up.
+      fresh = vethSteps(ctx, want, want.link, existing, tuned ?? mac, part.apply);
     } else {
       fresh = !existing;
       if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
@@ -221,24 +224,37 @@ function ownsHostLink(ctx: PlanContext, name: string | undefined, podInterface: 
  * or, on a link an older podnet made, the one it has. What a config asks for is a tuning of it.
  */
 function macOf(ctx: PlanContext, want: ResolvedAttachment, mine: AppliedAttachment | undefined, existing: ObservedLink | undefined): string {
-  return mine?.mac ?? (mine && existing?.mac ? existing.mac : podMacOf(ctx.applied.containerId, want.interface));
+  if (mine?.mac) return mine.mac;
+  // An older podnet's link: the MAC it had before a config tuned it, else the one it has.
+  const beforeTuning = ctx.applied.tuning.find((t) => t.interface === want.interface)?.original.mac;
+  return (mine && (beforeTuning ?? existing?.mac)) || podMacOf(ctx.applied.containerId, want.interface);
 }
 
 /**
  * The nft steps that make the port admit what the pod is now (its MAC, tuned or its own, and its
  * addresses), when the table does not have it so already; and what the port then admits.
  */
-function portSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, mine: AppliedAttachment | undefined, mac: string, steps: Step[]): SecuredPort | undefined {
+function portSteps(
+  ctx: PlanContext,
+  want: ResolvedAttachment,
+  spec: BridgeSpec,
+  mine: AppliedAttachment | undefined,
+  mac: string,
+  tuned: string | undefined,
+  steps: Step[],
+): SecuredPort | undefined {
   const had = mine?.portSecurity;
   if (!spec.portSecurity) {
     if (had) steps.push(releasePort(want.hostIf, had));
     return undefined;
   }
-  const tuned = ctx.desired.tuning.find((t) => t.interface === want.interface)?.settings.mac;
-  const secured: SecuredPort = { mac: (tuned ?? mac).toLowerCase(), addresses: want.addresses.map((a) => a.slice(0, a.indexOf('/'))) };
+  const addresses = want.addresses.map((a) => a.slice(0, a.indexOf('/')));
+  // A link whose MAC a config changed keeps the link-local address of the one it came up with.
+  const secured: SecuredPort = { mac: tuned ?? mac, addresses: tuned && tuned !== mac ? [...addresses, linkLocalOf(mac)] : addresses };
   if (sameSecuredPort(had, secured) && ctx.observed.securedPorts?.has(want.hostIf)) return secured;
-  // One nft batch, one transaction: the old entries out and the new in at once.
-  if (had && !sameSecuredPort(had, secured)) steps.push(releasePort(want.hostIf, had));
+  // One nft batch, one transaction: the old entries out and the new in at once. Taken back, the
+  // new entries go and the old come back: a port that was secured never ends up open.
+  if (had && !sameSecuredPort(had, secured)) steps.push({ ...releasePort(want.hostIf, had), undo: { where: host, action: 'port-secure', port: want.hostIf, secured: had } });
   steps.push({ where: host, tool: 'nft', line: securePortLine(want.hostIf, secured), undo: { where: host, action: 'port-release', port: want.hostIf, secured } });
   return secured;
 }

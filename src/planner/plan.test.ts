@@ -2,6 +2,7 @@ import t from 'tap';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { renderUndo } from '../model/undo.ts';
+import { portSecurityRuleset } from '../model/port-security.ts';
 import { parseDocument } from '../protocol/validate.ts';
 import { plan as planOf, type PlanInput, type Plan } from './plan.ts';
 
@@ -398,12 +399,15 @@ t.test('tuning waits for an interface only when this pass makes it, not for one 
   t.match(p.problems, [{ reason: 'the host has no interface ens9' }, { reason: 'the pod has no interface net1' }]);
 });
 
+/** What every port's nft line starts with: the table and its sets, put where they are missing. */
+const tableAndSets = `${portSecurityRuleset().filter((l) => l.startsWith('add table') || l.startsWith('add set')).join('; ')}; `;
+
 t.test('port security: the port admits its pod\'s MAC and addresses before the veth exists, and follows what the pod is', async (t) => {
   const secure = { ...blue, link: { ...blue.link, portSecurity: true } as ResolvedAttachment['link'], addresses: ['198.18.80.2/24', '2001:db8:80::2/64'] };
   const secured = { mac: podMac, addresses: ['198.18.80.2', '2001:db8:80::2'] };
   const fresh = plan(input({ attachments: [secure] }, { observed: withBridge }));
   t.same(lines(fresh).slice(0, 2), [
-    ['host', 'nft', `add element bridge podnet macs { pnv0123456789 . ${podMac} }; add element bridge podnet ndll { pnv0123456789 . 0x023f8e07a515 }; add element bridge podnet addr4 { pnv0123456789 . ${podMac} . 198.18.80.2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . 2001:db8:80::2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . fe80::3f:8eff:fe07:a515 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0x20010db8008000000000000000000002 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0xfe80000000000000003f8efffe07a515 }; add element bridge podnet ports { pnv0123456789 }`],
+    ['host', 'nft', `${tableAndSets}add element bridge podnet macs { pnv0123456789 . ${podMac} }; add element bridge podnet ndll { pnv0123456789 . 0x023f8e07a515 }; add element bridge podnet addr4 { pnv0123456789 . ${podMac} . 198.18.80.2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . 2001:db8:80::2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . fe80::3f:8eff:fe07:a515 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0x20010db8008000000000000000000002 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0xfe80000000000000003f8efffe07a515 }; add element bridge podnet ports { pnv0123456789 }`],
     ['host', 'ip', `link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address ${podMac} mtu 1400 netns /run/netns/pod-a`],
   ], 'its entries first, in one transaction, then the veth with the MAC they admit');
   t.same(fresh.steps[0]?.undo, { where: 'host', action: 'port-release', port: 'pnv0123456789', secured });
@@ -421,13 +425,23 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
   t.same(moved.steps.map((s) => s.tool).slice(0, 2), ['nft', 'nft'], 'a new address: the old entries out and the new in, one batch, before the address changes');
   t.match(moved.steps[0]?.line, /delete element bridge podnet addr4 \{ pnv0123456789 \. 02:3f:8e:07:a5:15 \. 198\.18\.80\.2 \}/);
   t.match(moved.steps[1]?.line, /add element bridge podnet addr4 \{ pnv0123456789 \. 02:3f:8e:07:a5:15 \. 198\.18\.80\.9 \}/);
+  t.same(
+    moved.steps.slice(0, 2).map((s) => s.undo?.action),
+    ['port-secure', 'port-release'],
+    'taken back (a later step fails), the new entries go and the old come back, last first: a secured port never ends up open',
+  );
+  t.same(moved.steps[0]?.undo, { where: 'host', action: 'port-secure', port: 'pnv0123456789', secured });
 
   const tuned = plan(input({ attachments: [secure], tuning: [{ interface: 'net1', settings: { mac: '02:00:00:00:00:AB' } }] }, { observed: inPlace, applied }));
   t.same(tuned.next.attachments[0]?.portSecurity?.mac, '02:00:00:00:00:ab', "a MAC a config asks is the one the port admits");
   t.same(tuned.next.attachments[0]?.mac, podMac, 'and the one podnet gave it is kept, for when the config goes');
 
+  const madeTuned = plan(input({ attachments: [secure], tuning: [{ interface: 'net1', settings: { mac: '02:00:00:00:00:ab' } }] }, { observed: withBridge }));
+  t.match(madeTuned.steps.find((s) => s.line.startsWith('link add'))?.line, /peer name net1 address 02:00:00:00:00:ab /, 'made with the MAC a config asks: its link-local address is that MAC\'s');
+  t.same(madeTuned.next.tuning, [{ interface: 'net1', original: { mac: podMac } }], 'and its original is the MAC podnet gives, put back when the config goes');
+
   const opened = plan(input({ attachments: [blue] }, { observed: inPlace, applied }));
-  t.match(lines(opened), [['host', 'nft', /^add element .*; delete element bridge podnet ports \{ pnv0123456789 \}/]], 'turned off: the entries go');
+  t.match(lines(opened), [['host', 'nft', /^add table .*; delete element bridge podnet ports \{ pnv0123456789 \}/]], 'turned off: the entries go');
   t.equal(opened.next.attachments[0]?.portSecurity, undefined);
   t.match(plan(input({}, { observed: inPlace, applied })).steps.map((s) => s.line), [/^link del dev pnv0123456789$/, /delete element bridge podnet ports \{ pnv0123456789 \}/], 'taken back: the link and its entries');
 });

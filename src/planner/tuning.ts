@@ -4,6 +4,7 @@
 import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { settingLine } from '../model/undo.ts';
+import { podMacOf } from '../model/port-security.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
@@ -18,13 +19,18 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
     const link = observed.pod.get(want.interface);
     if (!link && ctx.creating.has(want.interface)) {
       // Made in this pass: tuned right after, in the same pass. What it had is what its Network
-      // gave it, known for the MTU only; its creation's undo takes the settings with it.
+      // gave it: the MTU, and on a bridge the MAC podnet gives (model/port-security.ts); its
+      // creation's undo takes the settings with it.
       const made = desired.attachments.find((a) => a.interface === want.interface);
       for (const setting of linkSettingNames) {
         const value = want.settings[setting];
         if (value !== undefined) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
       }
-      part.next.push({ interface: want.interface, original: want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {} });
+      const original: LinkSettings = {
+        ...(want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {}),
+        ...(want.settings.mac !== undefined && made?.link.kind === 'bridge' ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
+      };
+      part.next.push({ interface: want.interface, original });
       continue;
     }
     if (!link) {

@@ -7,21 +7,44 @@
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
 // 1.5 ms for these calls; bench/plugin-add); the daemon applies changes one at a time anyway, and
 // blocks its loop for the length of two fsyncs per change.
-import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { PodnetError } from '../errors.ts';
 
 /** Temp files start with this; a reader skips them and a start-up sweep may remove stale ones. */
 export const tempPrefix = '.tmp-';
 
-/** Makes `dir` (0700) and any missing parent, each durably; nothing when it exists. */
+/**
+ * Makes `dir` (0700) and any missing parent, each durably; nothing when it exists. One level at a
+ * time, each tried once: Node's recursive mkdir retries forever where a folder exists but nothing
+ * may be made in it (a stateDir of /proc/self spun the plugin until the runtime killed it).
+ */
 export function ensurePrivateDir(dir: string): void {
-  const first = mkdirSync(dir, { recursive: true, mode: 0o700 });
-  if (first === undefined) return;
-  // Every folder made here is an entry in its parent: sync the parents from the top one down.
-  for (let made = dir; ; made = dirname(made)) {
-    syncDir(dirname(made));
-    if (made === first) break;
+  const missing: string[] = [];
+  for (let at = resolve(dir); !isThere(at); at = dirname(at)) {
+    missing.unshift(at);
+    if (dirname(at) === at) break;
+  }
+  for (const folder of missing) {
+    try {
+      mkdirSync(folder, { mode: 0o700 });
+    } catch (err) {
+      // Made meanwhile by another writer (two plugins at once): as good as made here.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    // A folder made is an entry in its parent: synced, from the top one down.
+    syncDir(dirname(folder));
+  }
+}
+
+/** Whether `path` exists; an error other than its absence (EACCES, ENOTDIR) is thrown. */
+function isThere(path: string): boolean {
+  try {
+    statSync(path);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
   }
 }
 

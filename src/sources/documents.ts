@@ -19,7 +19,10 @@ export function parseDocuments(text: string, source: string): ParsedDocuments {
   parseAllDocuments(text).forEach((doc, i) => {
     const where = `${source} document ${i + 1}`;
     if (doc.errors.length > 0) {
-      out.problems.push({ document: where, field: '(syntax)', reason: doc.errors.map((e) => e.message).join('; ') });
+      // The parser's own recursion gives out on a deep enough document: said as what it is.
+      const tooDeep = doc.errors.some((e) => e.message.startsWith('Maximum call stack size exceeded'));
+      const reason = tooDeep ? `nests mappings and lists more than ${maxJsonDepth} deep` : doc.errors.map((e) => e.message).join('; ');
+      out.problems.push({ document: where, field: '(syntax)', reason });
       return;
     }
     let value: unknown;

@@ -1,0 +1,85 @@
+// Bad input on the real kernel, as a runtime, a local user or a careless admin would send it:
+// each gets its clear error, and the daemon stays healthy (it answers, and a good change made
+// beside the bad one is applied).
+import t from 'tap';
+import { execa } from 'execa';
+import { mkdir, symlink, unlink, rm, writeFile } from 'node:fs/promises';
+import { daemonSandbox } from './lib/daemon.ts';
+import { linkOf, podnetCli, startPod, until } from './lib/engine.ts';
+import { missingPrerequisite } from './lib/env.ts';
+import { removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+
+const skip = missingPrerequisite(['/bin/busybox']);
+
+t.test('files that are not documents in the config dir are named, never read; the good ones beside them apply', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const pod = await startPod(t, daemon, 'pod-f');
+  const cli = podnetCli(daemon);
+  const at = (name: string) => `${daemon.configDir}/${name}`;
+  // The bad ones first: a FIFO (which a read would block on), a device, a folder, a link to nothing, an alias bomb, a deep document.
+  await execa('mkfifo', [at('fifo.yaml')]);
+  await symlink('/dev/zero', at('zero.yaml'));
+  await mkdir(at('folder.yaml'));
+  await symlink(at('nowhere'), at('dangling.yaml'));
+  await writeFile(at('bomb.yaml'), ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 9 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n'));
+  await writeFile(at('deep.yaml'), `kind: Network\nspec: ${'['.repeat(5000)}${']'.repeat(5000)}\n`);
+  await cli.apply(
+    'good.yaml',
+    `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: fine }
+spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: fine, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: fine, interface: net1 }] }
+`,
+  );
+  await until('the good documents applied', async () => ((await linkOf(pod.ns.name, 'net1')) ? true : undefined));
+  t.pass('net1 is made from the good documents beside the bad files');
+  const status = await cli.podnet('status', '--socket', daemon.socketPath, '--ready');
+  t.equal(status.exitCode, 0, 'the daemon answers and is ready');
+
+  const explained = (await cli.explain('default/pod-f')).stdout;
+  t.match(explained, /documents podnet cannot use, for any pod:/);
+  for (const [file, why] of [
+    ['fifo.yaml', 'is a FIFO, not a regular file'],
+    ['zero.yaml', 'is a device, not a regular file'],
+    ['folder.yaml', 'is a folder, not a regular file'],
+    ['dangling.yaml', 'is a symlink to nothing'],
+    ['bomb.yaml document 1 (syntax)', 'alias'],
+    ['deep.yaml document 1 (syntax)', 'nests mappings and lists more than 64 deep'],
+  ] as const) {
+    t.ok(explained.split('\n').some((line) => line.includes(file.split(' ')[0]!) && line.toLowerCase().includes(why.toLowerCase())), `explain names ${file}: ${why}`);
+  }
+  t.match(daemon.log(), /a document podnet cannot use.*fifo\.yaml/, 'and the log told it');
+
+  // Taken away, they are no one's problem any more; nothing was left waiting on the FIFO.
+  for (const name of ['fifo.yaml', 'zero.yaml', 'dangling.yaml', 'bomb.yaml', 'deep.yaml']) await unlink(at(name));
+  await rm(at('folder.yaml'), { recursive: true });
+  await until('the problems gone from explain', async () => ((await cli.explain('default/pod-f')).stdout.includes('documents podnet cannot use') ? undefined : true));
+  t.ok(await linkOf(pod.ns.name, 'net1'), 'net1 stays');
+});
+
+t.test('a runtime\'s stdin nested too deep, or too big, is a CNI error naming the bound; nothing is recorded and the daemon goes on', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: uniqueName('ctr'), CNI_NETNS: '/var/run/netns/none', CNI_IFNAME: 'eth0', CNI_PATH: daemon.binDir };
+  const settings = JSON.stringify(daemon.pluginSettings()).slice(1, -1);
+  const deep = `{"cniVersion":"1.0.0","name":"k","type":"podnet",${settings},"prevResult":${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}}`;
+  for (const [input, why] of [
+    [deep, /nests arrays and objects more than 64 deep/],
+    [`{"cniVersion":"1.0.0","name":"k","type":"podnet",${settings},"pad":"${'x'.repeat(3 * 1024 * 1024)}"}`, /bytes, more than the 1048576 podnet reads/],
+  ] as const) {
+    const run = await execa(`${daemon.binDir}/podnet`, [], { env, input, reject: false });
+    t.not(run.exitCode, 0);
+    t.match(JSON.parse(run.stdout), { code: 6, msg: why });
+  }
+  t.same(await daemon.records(), [], 'nothing recorded');
+  const pod = await startPod(t, daemon, 'pod-after');
+  t.ok((await daemon.records()).some((r) => r.containerId === pod.att.containerId), 'a good ADD right after is recorded');
+});
