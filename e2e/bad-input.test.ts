@@ -83,3 +83,25 @@ t.test('a runtime\'s stdin nested too deep, or too big, is a CNI error naming th
   const pod = await startPod(t, daemon, 'pod-after');
   t.ok((await daemon.records()).some((r) => r.containerId === pod.att.containerId), 'a good ADD right after is recorded');
 });
+
+t.test('two spellings of one kernel knob: a config rewritten from one to the other, then deleted, leaves the pod as it was', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const pod = await startPod(t, daemon, 'pod-s');
+  const cli = podnetCli(daemon);
+  const forwarding = async () => (await execa('ip', ['netns', 'exec', pod.ns.name, 'cat', '/proc/sys/net/ipv4/ip_forward'])).stdout.trim();
+  const before = await forwarding();
+  const asking = (name: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: fwd, namespace: default }
+spec: { podSelector: {}, sysctls: [{ name: ${name}, value: "1" }] }
+`;
+  await cli.apply('fwd.yaml', asking('net.ipv4.conf.all.forwarding'));
+  await until('forwarding on', async () => ((await forwarding()) === '1' ? true : undefined));
+  await cli.apply('fwd.yaml', asking('net.ipv4.ip_forward'));
+  await until('the rewrite applied', async () => ((await cli.explain('default/pod-s')).stdout.includes('sysctl net.ipv4.ip_forward = 1') ? true : undefined));
+  t.equal(await forwarding(), '1', 'still on');
+  await cli.delete('fwd.yaml');
+  await until('forwarding back as it was', async () => ((await forwarding()) === before ? true : undefined));
+  t.equal(await forwarding(), before, `back to ${before}, the value before podnet's first change`);
+});

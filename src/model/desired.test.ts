@@ -147,7 +147,7 @@ t.test('sysctls: only the allowlist, per-interface keys only for eth0 and attach
     }),
   ]);
   t.same(d.sysctls, [
-    { name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' },
+    { name: 'net.ipv4.ip_forward', path: 'net/ipv4/conf/all/forwarding', value: '1' },
     { name: 'net.ipv4.ping_group_range', path: 'net/ipv4/ping_group_range', value: '0 2147483647' },
     { name: 'net.ipv4.conf.net1.100.rp_filter', path: 'net/ipv4/conf/net1.100/rp_filter', value: '2' },
     { name: 'net.ipv6.conf.eth0.seg6_enabled', path: 'net/ipv6/conf/eth0/seg6_enabled', value: '1' },
@@ -385,4 +385,14 @@ t.test('a Network without ipam takes an attachment\'s own addresses only when it
   t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/own', field: 'spec.attachments[0].ips', reason: 'Network plain has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)' }]);
   const open = { ...plain, spec: { ...plain.spec, staticAddresses: true } };
   t.same(desiredFor(pod, new Map([['plain', open]]), [c]).attachments.map((a) => a.interface), ['net1', 'net2']);
+});
+
+t.test('two spellings of one kernel knob are one setting: one path, one conflict', async (t) => {
+  const forwarding = (name: string, value: string, cfg: string) => config(cfg, { podSelector: all, sysctls: [{ name, value }] });
+  const one = desiredFor(pod, networks, [forwarding('net.ipv4.ip_forward', '1', 'a')]);
+  const other = desiredFor(pod, networks, [forwarding('net.ipv4.conf.all.forwarding', '1', 'a')]);
+  t.same(one.sysctls.map((s) => s.path), other.sysctls.map((s) => s.path), 'the same knob, whichever spelling: a config rewritten from one to the other changes nothing');
+  const both = desiredFor(pod, networks, [forwarding('net.ipv4.ip_forward', '1', 'a'), forwarding('net.ipv4.conf.all.forwarding', '0', 'b')]);
+  t.same(both.sysctls, [], 'two configs asking the knob different values: neither applies');
+  t.match(both.problems, [{ reason: /sysctl net\.ipv4\.conf\.all\.forwarding/ }, { reason: /sysctl net\.ipv4\.conf\.all\.forwarding/ }]);
 });

@@ -8,7 +8,7 @@ import type { AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Pro
 import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
-import { sysctlPath } from './sysctl.ts';
+import { sysctlKnob, sysctlPath } from './sysctl.ts';
 import type { AskedMac } from './macs.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
@@ -201,7 +201,8 @@ export function desiredFor(
     (config.spec.sysctls ?? []).forEach((entry, i) => {
       // The kernel shows integers in their plain form: "01" is read back as "1".
       const value = entry.value.trim().split(/\s+/).map((n) => String(BigInt(n))).join(' ');
-      sysctls.keep(entry.name, { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${entry.name}`);
+      // Two spellings of one kernel knob are one setting: they conflict like the same key.
+      sysctls.keep(sysctlKnob(entry.name), { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${sysctlKnob(entry.name)}`);
     });
   }
   nameUnnamed(unnamed, attachmentBy, earlier, macs, identity.primaryInterface);

@@ -24,9 +24,28 @@ const perInterface: Record<'ipv4' | 'ipv6', ReadonlySet<string>> = {
   ipv6: new Set(['forwarding', 'accept_ra', 'accept_redirects', 'autoconf', 'disable_ipv6', 'accept_dad', 'dad_transmits', 'seg6_enabled', 'hop_limit', 'mtu']),
 };
 
-/** The /proc/sys path of an allowed key, or why it is not allowed. */
+/**
+ * Keys that are another spelling of one kernel knob: writing net.ipv4.ip_forward writes
+ * net.ipv4.conf.all.forwarding (and every interface's), and reading either shows the one value.
+ */
+const aliases: Record<string, string> = { 'net.ipv4.ip_forward': 'net.ipv4.conf.all.forwarding' };
+
+/**
+ * The knob a key names, in one spelling: what requests are merged by and what an original value is
+ * kept under, so that two spellings are one setting (one conflict, one original, one restore).
+ */
+export function sysctlKnob(name: string): string {
+  return aliases[name] ?? name;
+}
+
+/** A /proc/sys path in its knob's one spelling: what an older podnet recorded under another is the same setting. */
+export function sysctlKnobPath(path: string): string {
+  return sysctlKnob(path.replaceAll('/', '.')).replaceAll('.', '/');
+}
+
+/** The /proc/sys path of an allowed key, of its knob's one spelling, or why it is not allowed. */
 export function sysctlPath(name: string, managedInterfaces: ReadonlySet<string>): { path: string } | { reason: string } {
-  if (namespaceWide.has(name)) return { path: name.replaceAll('.', '/') };
+  if (namespaceWide.has(name)) return { path: sysctlKnob(name).replaceAll('.', '/') };
   // net.ipv4.conf.<interface>.<leaf>: the interface is everything between conf. and the last dot.
   const match = /^net\.(ipv4|ipv6)\.conf\.(.+)\.([a-z0-9_]+)$/.exec(name);
   if (!match) return { reason: `${name} is not on podnet's sysctl allowlist` };

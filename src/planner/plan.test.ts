@@ -366,13 +366,17 @@ t.test("routes and rules podnet did not add are not taken over; a route's interf
 });
 
 t.test('sysctls: set, the first original kept, restored when no longer asked', async (t) => {
-  const forward = { name: 'net.ipv4.ip_forward', path: 'net/ipv4/ip_forward', value: '1' };
-  const p = plan(input({ sysctls: [forward] }, { observed: observed({ sysctls: new Map([['net/ipv4/ip_forward', '0']]) }) }));
-  t.same(p.steps.map((s) => [s.tool, s.line, undoLine(s)]), [['sysctl', 'net/ipv4/ip_forward=1', 'net/ipv4/ip_forward=0']]);
-  t.same(p.next.sysctls, [{ path: 'net/ipv4/ip_forward', value: '1', original: '0' }]);
-  const set = observed({ sysctls: new Map([['net/ipv4/ip_forward', '1']]) });
+  const forward = { name: 'net.ipv4.ip_forward', path: 'net/ipv4/conf/all/forwarding', value: '1' };
+  const p = plan(input({ sysctls: [forward] }, { observed: observed({ sysctls: new Map([['net/ipv4/conf/all/forwarding', '0']]) }) }));
+  t.same(p.steps.map((s) => [s.tool, s.line, undoLine(s)]), [['sysctl', 'net/ipv4/conf/all/forwarding=1', 'net/ipv4/conf/all/forwarding=0']]);
+  t.same(p.next.sysctls, [{ path: 'net/ipv4/conf/all/forwarding', value: '1', original: '0' }]);
+  const set = observed({ sysctls: new Map([['net/ipv4/conf/all/forwarding', '1']]) });
   t.same(plan(input({ sysctls: [forward] }, { observed: set, applied: p.next })).steps, []);
-  t.same(plan(input({}, { observed: set, applied: p.next })).steps.map((s) => s.line), ['net/ipv4/ip_forward=0']);
+  t.same(plan(input({}, { observed: set, applied: p.next })).steps.map((s) => s.line), ['net/ipv4/conf/all/forwarding=0']);
+  // An older podnet kept ip_forward's original under its own spelling: the same knob, the same original.
+  const older = { ...p.next, sysctls: [{ path: 'net/ipv4/ip_forward', value: '1', original: '0' }] };
+  t.same(plan(input({ sysctls: [forward] }, { observed: set, applied: older })).steps, [], 'nothing to do for the other spelling');
+  t.same(plan(input({ sysctls: [forward] }, { observed: set, applied: older })).next.sysctls, [{ path: 'net/ipv4/conf/all/forwarding', value: '1', original: '0' }], 'its original kept');
 
   const perNet1 = { name: 'net.ipv4.conf.net1.rp_filter', path: 'net/ipv4/conf/net1/rp_filter', value: '0' };
   const waiting = plan(input({ attachments: [blue], sysctls: [perNet1] }, { observed: withBridge }));

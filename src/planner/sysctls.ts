@@ -2,12 +2,15 @@
 // remembered and put back once no request asks for the key.
 import type { AppliedSysctl } from '../model/state.ts';
 import { sysctlLine } from '../model/undo.ts';
+import { sysctlKnobPath } from '../model/sysctl.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
   const part = emptyPart<AppliedSysctl>();
-  const { observed, applied, desired, pod } = ctx;
+  const { observed, desired, pod } = ctx;
   const wanted = new Set(desired.sysctls.map((s) => s.path));
+  // Recorded by an older podnet under another spelling of the same knob: the same setting.
+  const applied = { sysctls: ctx.applied.sysctls.map((s) => ({ ...s, path: sysctlKnobPath(s.path) })) };
   for (const was of applied.sysctls) {
     const current = observed.sysctls.get(was.path);
     if (wanted.has(was.path) || current === undefined || current === was.original) continue;

@@ -2,7 +2,7 @@ import t from 'tap';
 import { chmodSync, chownSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
-import { checkPrivateDir, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { checkPrivateDir, ensurePrivateDir, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 
 t.test('removeTempFiles: the temp files of writes cut short go, the files stay', async (t) => {
   const tmp = await dir({ unsafeCleanup: true });
@@ -40,4 +40,10 @@ t.test('a folder of another owner is refused', { skip: process.geteuid?.() === 0
   mkdirSync(theirs, { mode: 0o700 });
   chownSync(theirs, 65534, 65534);
   t.throws(() => checkPrivateDir(theirs, 'state dir'), { code: 'INVALID_CONFIG', message: /is owned by uid 65534, not by the daemon's user \(uid 0\): chown 0 it/ });
+});
+
+t.test('a folder that cannot be made where its parent is (procfs) is an error at once, not a loop', async (t) => {
+  // Node's recursive mkdir retried this forever: a plugin given stateDir /proc/self spun until killed.
+  t.throws(() => ensurePrivateDir('/proc/self/spool'), { code: 'ENOENT' });
+  t.throws(() => ensurePrivateDir('/proc/self/a/b/c'), { code: 'ENOENT' });
 });
