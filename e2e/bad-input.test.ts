@@ -105,3 +105,21 @@ spec: { podSelector: {}, sysctls: [{ name: ${name}, value: "1" }] }
   await until('forwarding back as it was', async () => ((await forwarding()) === before ? true : undefined));
   t.equal(await forwarding(), before, `back to ${before}, the value before podnet's first change`);
 });
+
+t.test('podnet apply -f says when no daemon follows the folder it wrote to', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const cli = podnetCli(daemon);
+  const doc = `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: quiet }
+spec: { type: bridge, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+`;
+  const followed = await cli.apply('quiet.yaml', doc);
+  t.equal(followed.stdout, 'Network quiet applied', 'the daemon at the socket follows the folder: nothing more to say');
+  const elsewhere = `${daemon.root}/elsewhere.d`;
+  const lonely = await cli.podnet('apply', '-f', `${daemon.root}/quiet.yaml`, '--config-dir', elsewhere, '--socket', daemon.socketPath);
+  t.match(lonely.stdout, new RegExp(`^Network quiet applied\nnote: the daemon at ${daemon.socketPath} follows ${daemon.configDir}, not ${elsewhere}: the documents wait there until a daemon runs with --config-dir ${elsewhere}$`));
+  const none = await cli.podnet('apply', '-f', `${daemon.root}/quiet.yaml`, '--config-dir', elsewhere, '--socket', `${daemon.root}/none.sock`);
+  t.match(none.stdout, /note: no podnet daemon answers at .*none\.sock, not /);
+});

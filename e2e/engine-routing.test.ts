@@ -3,6 +3,8 @@
 // repaired after drift, changed in place, and taken back whole.
 import t from 'tap';
 import { execa } from 'execa';
+import { existsSync } from 'node:fs';
+import { unlink, writeFile } from 'node:fs/promises';
 import { daemonSandbox } from './lib/daemon.ts';
 import { hostLinkNames, podnetCli, startPod, until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
@@ -144,7 +146,7 @@ t.test('bad input: refused with the document, the field and the reason; the rest
   const pod = await startPod(t, daemon, 'cnf-1');
   const cli = podnetCli(daemon);
   const before = await sysctl(pod.ns.name, 'net/ipv4/ip_forward');
-  const applied = await cli.apply('bad.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+  const bad = `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: bad, namespace: default }
 spec:
@@ -152,10 +154,16 @@ spec:
   interfaces: [{ name: eth0, mtu: 1280 }]
   routes: [{ to: 198.18.90.7/24, dev: eth0, table: 100 }, { to: 198.18.91.0/24, dev: eth9, table: 100 }]
   sysctls: [{ name: net.core.rmem_max, value: "1" }, { name: net.ipv4.ip_forward, value: "1" }]
-`);
-  // apply -f judges the document as the daemon does, and says what of it no pod will get.
-  t.match(applied.stdout, /^PodNetworkConfig default\/bad applied\n  not applied on any pod: spec\.routes\[0\]\.to: 198\.18\.90\.7\/24 has host bits set/);
-  t.match(applied.stdout, /not applied on any pod: spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
+`;
+  // apply -f judges the document as the daemon does, and writes nothing the daemon would refuse.
+  const refused = await cli.apply('bad.yaml', bad);
+  t.not(refused.exitCode, 0, 'apply -f refuses it');
+  t.match(refused.stderr, /nothing applied; the daemon would refuse these in .*bad\.yaml:\n {2}PodNetworkConfig default\/bad spec\.routes\[0\]\.to: 198\.18\.90\.7\/24 has host bits set/);
+  t.match(refused.stderr, /PodNetworkConfig default\/bad spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
+  t.notOk(existsSync(`${daemon.configDir}/podnetworkconfig.default.bad.yaml`), 'and wrote nothing');
+  // Dropped into the folder by hand, past apply's check: the daemon refuses the same parts.
+  const dropped = (name: string, text: string) => writeFile(`${daemon.configDir}/${name}`, text);
+  await dropped('bad.yaml', bad);
   await until('eth0 tuned', async () => (JSON.parse((await execa('ip', ['-n', pod.ns.name, '-json', 'link', 'show', 'eth0'])).stdout)[0].mtu === 1280 ? true : undefined));
   await until('ip_forward', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === '1' ? true : undefined));
   // The pass that set ip_forward reports after its last step: wait for its report, not the kernel.
@@ -177,8 +185,9 @@ metadata: { name: ${name} }
 spec: { type: bridge, bridge: { name: ${bridge} }, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
 `;
   await cli.apply('shared-a.yaml', sharing('shared-a'));
-  await cli.apply('shared-b.yaml', sharing('shared-b'));
-  await cli.apply('shared.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+  t.match((await cli.apply('shared-b.yaml', sharing('shared-b'))).stderr, /Network shared-b spec\.bridge\.name: .*pn-sh\d+/, 'apply -f refuses a second Network on the bridge');
+  await dropped('shared-b.yaml', sharing('shared-b'));
+  await dropped('shared.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: shared, namespace: default }
 spec: { podSelector: {}, attachments: [{ network: shared-a, interface: net3 }] }
@@ -189,9 +198,8 @@ spec: { podSelector: {}, attachments: [{ network: shared-a, interface: net3 }] }
   });
   t.match(sharedExplained, /PodNetworkConfig default\/shared spec.attachments\[\d\]: .*host bridge pn-sh\d+ is also the bridge of Network shared-b/);
   t.same(await hostLinkNames(bridge), [], 'no bridge was made for either');
-  for (const file of ['shared.yaml', 'shared-a.yaml', 'shared-b.yaml']) await cli.delete(file);
-
-  await cli.delete('bad.yaml');
+  await cli.delete('shared-a.yaml');
+  for (const file of ['shared.yaml', 'shared-b.yaml', 'bad.yaml']) await unlink(`${daemon.configDir}/${file}`);
   await until('ip_forward back', async () => ((await sysctl(pod.ns.name, 'net/ipv4/ip_forward')) === before ? true : undefined));
   t.pass('what applied is taken back');
 });

@@ -73,7 +73,7 @@ export function podnetCli(daemon: DaemonSandbox) {
   };
   return {
     podnet,
-    apply: async (name: string, text: string) => podnet('apply', '-f', await file(name, text), '--config-dir', daemon.configDir),
+    apply: async (name: string, text: string) => podnet('apply', '-f', await file(name, text), '--config-dir', daemon.configDir, '--socket', daemon.socketPath),
     diff: async (name: string, text: string) => podnet('diff', '-f', await file(name, text), '--socket', daemon.socketPath),
     delete: (name: string) => podnet('delete', '-f', `${daemon.root}/${name}`, '--config-dir', daemon.configDir),
     explain: (pod: string) => podnet('explain', pod, '--socket', daemon.socketPath),

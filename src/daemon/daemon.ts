@@ -1,6 +1,7 @@
 // The node daemon's lifecycle: open the registry (which replays the spool), serve the socket, keep
 // replaying what plugins spool while it runs, stop cleanly on SIGTERM. A SIGKILL at any moment is
 // also fine: every change is on disk before it is acknowledged, and the next start repairs the rest.
+import { resolve } from 'node:path';
 import { watch, type FSWatcher } from 'node:fs';
 import { Registry } from '../registry/registry.ts';
 import { dropStateOfEarlierBoot } from '../registry/boot.ts';
@@ -94,6 +95,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       registry,
       version: opts.version,
       log,
+      ...(opts.configDir ? { configDir: resolve(opts.configDir) } : {}),
       ...(following ? { sandboxes: () => following.list(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
     });
   } catch (err) {

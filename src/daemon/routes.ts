@@ -28,6 +28,8 @@ export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quara
 export interface DaemonParts {
   registry: AttachmentRegistry;
   version: string;
+  /** Standalone: the folder of documents it follows, absolute. */
+  configDir?: string;
   /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
   sandboxes?: () => SandboxList;
   /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
@@ -85,9 +87,10 @@ export async function readiness({ registry }: DaemonParts): Promise<Answer> {
   return { status: 200, body: { status: 'ready' } };
 }
 
-export async function getStatus({ registry, version }: DaemonParts): Promise<Answer> {
+export async function getStatus({ registry, version, configDir }: DaemonParts): Promise<Answer> {
   const status: DaemonStatus = {
     version,
+    ...(configDir ? { configDir } : {}),
     attachments: registry.size,
     spoolPending: await registry.spoolPending(),
     quarantined: [...registry.quarantined()],

@@ -185,7 +185,10 @@ function answerOf(command: CniCommand, stdout: string, what: string): unknown {
   try {
     value = parseBoundedJson(stdout, 'its result', { maxBytes: maxOutputBytes }, 'DECODE_FAILURE');
   } catch (err) {
-    throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result we read (${(err as Error).message}): ${excerpt(stdout)}`);
+    // Not JSON, or past a bound (too big, too deep): the latter is said.
+    const message = (err as Error).message;
+    const bound = message.startsWith('its result is not JSON') ? '' : ` (${message})`;
+    throw new PodnetError('DECODE_FAILURE', `${what}: succeeded but printed no JSON result${bound}: ${excerpt(stdout)}`);
   }
   const wrong = resultShapeProblem(value);
   if (wrong) throw new PodnetError('DECODE_FAILURE', `${what}: its result is not a CNI result (${wrong}): ${excerpt(stdout)}`);

@@ -217,6 +217,10 @@ export interface DaemonStatus {
     file: string;
     reason: string;
   }[];
+  /**
+   * Standalone: the folder of documents the daemon follows (--config-dir), as an absolute path; absent when it follows the Kubernetes API or nothing.
+   */
+  configDir?: string;
 }
 /**
  * Every non-2xx answer of the daemon: the error crosses the socket still typed.
