@@ -95,3 +95,35 @@ spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }, { 
     else t.equal(believed, aMac, 'open: c now sends b\'s traffic to a');
   }
 });
+
+t.test('on a Network without ipam, a pod cannot bring an address another pod on the node has', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  removeLinkAtTeardown(t, bridge);
+  const [a, b] = (await Promise.all(['pod-a', 'pod-b'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
+  const cli = podnetCli(daemon);
+  const own = (pod: string, ip: string) => `---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: ${pod}, namespace: default }
+spec: { podSelector: { matchLabels: { podnetwork.opdev.io/pod-name: ${pod} } }, attachments: [{ network: plain, interface: net1, ips: [${ip}] }] }
+`;
+  const plain = `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: plain }
+spec: { type: bridge, bridge: { name: ${bridge} }, staticAddresses: true, namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } } }
+`;
+  await cli.apply('a.yaml', plain + own('pod-a', '198.18.130.7/24'));
+  await until('pod-a has its address', async () => ((await addressesIn(a.ns.name)).find((l) => l.ifname === 'net1')?.addresses.includes('198.18.130.7/24') ? true : undefined));
+  await cli.apply('b.yaml', own('pod-b', '198.18.130.7/24'));
+  const told = await until('pod-b is told', async () => {
+    const out = (await cli.explain('default/pod-b')).stdout;
+    return out.includes('address 198.18.130.7 is in use') ? out : undefined;
+  });
+  t.match(told, /PodNetworkConfig default\/pod-b spec\.attachments\[0\]\.ips: address 198\.18\.130\.7 is in use by another pod's interface on this node/);
+  t.equal(await linkOf(b.ns.name, 'net1'), undefined, 'pod-b gets no net1 with it');
+  await cli.apply('b.yaml', own('pod-b', '198.18.130.8/24'));
+  await until('pod-b has an address of its own', async () => ((await addressesIn(b.ns.name)).find((l) => l.ifname === 'net1')?.addresses.includes('198.18.130.8/24') ? true : undefined));
+  t.pass('with an address nobody has, it attaches');
+});

@@ -3,10 +3,11 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
-import { refusedMacs } from '../model/macs.ts';
+import { refusedMacs, refusedOwnAddresses } from '../model/macs.ts';
+import { formatIp, parseCidr, parseIp } from '../ipam/cidr.ts';
 import { overQuota } from '../model/quotas.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
@@ -263,7 +264,7 @@ export class Reconciler {
    * are checked across the sandboxes first (withMacsChecked).
    */
   private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
-    const wanted = this.withQuotasChecked([...sandboxes].map((sandbox) => this.wantedOf(sandbox, docs)));
+    const wanted = this.withOwnAddressesChecked(this.withQuotasChecked([...sandboxes].map((sandbox) => this.wantedOf(sandbox, docs))));
     const work = this.withMacsChecked(wanted.map((w) => this.resolved(w, docs, addresses)));
     return work.map((w) => ({ ...w, desiredJson: JSON.stringify(w.desired) }));
   }
@@ -290,6 +291,30 @@ export class Reconciler {
   }
 
   /**
+   * `wanted` without the attachments whose own addresses (brought on a Network without ipam)
+   * another pod on the node has, the node itself has, or another pod asks in the same pass
+   * (model/macs.ts): ipam never gives one address twice, and neither does this. Each refused one
+   * is told at its ips.
+   */
+  private withOwnAddressesChecked(wanted: WantedWork[]): WantedWork[] {
+    const plain = (address: string) => {
+      const ip = parseCidr(address)?.ip ?? parseIp(address);
+      return ip ? formatIp(ip) : address;
+    };
+    const brought = (a: DesiredAttachment) => a.ips !== undefined && a.network.spec.type !== 'cni' && !a.network.spec.ipam;
+    const claims = wanted.map((w) => ({
+      containerId: w.record.containerId,
+      asked: w.wanted.attachments.filter(brought).flatMap((a) => a.ips!.map((ip) => ({ interface: a.interface, value: `${a.network.metadata.name} ${plain(ip)}`, from: a.from, field: `${a.field}.ips` }))),
+      has: (this.opts.applied.get(w.record.containerId)?.attachments ?? []).flatMap((a) => a.addresses.map((ip) => `${a.network} ${plain(ip)}`)),
+    }));
+    if (!claims.some((c) => c.asked.length > 0)) return wanted;
+    const networks = new Set(claims.flatMap((c) => c.asked.map((a) => a.value.slice(0, a.value.indexOf(' ')))));
+    const hostIps = [...(this.hostCache?.links.values() ?? [])].flatMap((l) => l.addresses.map(plain));
+    const refused = refusedOwnAddresses(claims, new Set([...networks].flatMap((n) => hostIps.map((ip) => `${n} ${ip}`))));
+    return withoutRefused(wanted, refused);
+  }
+
+  /**
    * `wanted` without the attachments beyond their Network's quota per namespace on this node
    * (model/quotas.ts), counted across every sandbox before any address is taken; each refused one
    * is told at its field.
@@ -302,13 +327,7 @@ export class Reconciler {
       has: new Set(this.earlierOf(w.record.containerId).map((e) => `${e.network}/${e.interface}`)),
     }));
     const refused = overQuota(claims);
-    for (const w of wanted) {
-      const mine = refused.get(w.record.containerId);
-      if (!mine) continue;
-      const interfaces = new Set(mine.map((r) => r.interface));
-      w.wanted = { ...w.wanted, attachments: w.wanted.attachments.filter((a) => !interfaces.has(a.interface)), problems: [...w.wanted.problems, ...mine.map((r) => r.problem)] };
-    }
-    return wanted;
+    return withoutRefused(wanted, refused);
   }
 
   /**
@@ -659,6 +678,17 @@ export class Reconciler {
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
     if (result.error) this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });
   }
+}
+
+/** `wanted` without the attachments `refused` names, each sandbox told why at its field. */
+function withoutRefused(wanted: WantedWork[], refused: ReadonlyMap<string, readonly { interface: string; problem: Problem }[]>): WantedWork[] {
+  for (const w of wanted) {
+    const mine = refused.get(w.record.containerId);
+    if (!mine) continue;
+    const interfaces = new Set(mine.map((r) => r.interface));
+    w.wanted = { ...w.wanted, attachments: w.wanted.attachments.filter((a) => !interfaces.has(a.interface)), problems: [...w.wanted.problems, ...mine.map((r) => r.problem)] };
+  }
+  return wanted;
 }
 
 /** What a sandbox whose pod the source does not know should have: nothing of podnet's. */
