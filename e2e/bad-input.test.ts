@@ -123,3 +123,47 @@ spec: { type: bridge, namespaceSelector: { matchLabels: { kubernetes.io/metadata
   const none = await cli.podnet('apply', '-f', `${daemon.root}/quiet.yaml`, '--config-dir', elsewhere, '--socket', `${daemon.root}/none.sock`);
   t.match(none.stdout, /note: no podnet daemon answers at .*none\.sock, not /);
 });
+
+t.test('an edit that cannot be applied whole keeps the generation the pod had; a config that conflicts with it is refused; deleting takes it all back', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const pod = await startPod(t, daemon, 'pod-k');
+  const cli = podnetCli(daemon);
+  const mtu = async () => (await linkOf(pod.ns.name, 'eth0'))?.mtu;
+  const forwarding = async () => (await execa('ip', ['netns', 'exec', pod.ns.name, 'cat', '/proc/sys/net/ipv4/ip_forward'])).stdout.trim();
+  const before = await forwarding();
+  const keep = (mtuValue: number, sysctl: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: keep, namespace: default }
+spec: { podSelector: {}, interfaces: [{ name: eth0, mtu: ${mtuValue} }], sysctls: [{ name: ${sysctl}, value: "1" }] }
+`;
+  await cli.apply('keep.yaml', keep(1400, 'net.ipv4.ip_forward'));
+  await until('the first generation applied', async () => ((await mtu()) === 1400 && (await forwarding()) === '1' ? true : undefined));
+
+  // An edit with a key off the allowlist, dropped in by hand (apply -f would refuse it).
+  await writeFile(`${daemon.configDir}/podnetworkconfig.default.keep.yaml`, keep(1300, 'net.core.rmem_max'));
+  const told = await until('the edit is told', async () => {
+    const out = (await cli.explain('default/pod-k')).stdout;
+    return out.includes('the one it had before stays') ? out : undefined;
+  });
+  t.match(told, /PodNetworkConfig default\/keep spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
+  t.equal(await mtu(), 1400, 'eth0 keeps the MTU of the generation it had');
+  t.equal(await forwarding(), '1', 'and its forwarding');
+
+  await cli.apply('rival.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: rival, namespace: default }
+spec: { podSelector: {}, interfaces: [{ name: eth0, mtu: 1280 }] }
+`);
+  const rival = await until('the rival is told', async () => {
+    const out = (await cli.explain('default/pod-k')).stdout;
+    return out.includes('which the pod has already') ? out : undefined;
+  });
+  t.match(rival, /PodNetworkConfig default\/rival spec\.interfaces\[0\]\.mtu: the mtu of eth0 is set, differently, by PodNetworkConfig default\/keep \(spec\.interfaces\[0\]\.mtu\), which the pod has already; this one does not apply/);
+  t.equal(await mtu(), 1400, 'the config applied first keeps its setting');
+
+  await cli.delete('rival.yaml');
+  await unlink(`${daemon.configDir}/podnetworkconfig.default.keep.yaml`);
+  await until('everything taken back', async () => ((await mtu()) === 1500 && (await forwarding()) === before ? true : undefined));
+  t.pass('deleting the configs takes back what they caused');
+});

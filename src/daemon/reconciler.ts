@@ -3,7 +3,7 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredFor, identityOf, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredWhole, identityOf, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { refusedMacs, refusedOwnAddresses } from '../model/macs.ts';
@@ -273,7 +273,8 @@ export class Reconciler {
   private wantedOf({ record, records }: LiveSandbox, docs: DesiredDocuments): WantedWork {
     const known = this.opts.source.identity(record);
     const identity = known ?? identityOf(record);
-    const wanted = known ? desiredFor(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits) : nothingWanted();
+    const had = this.opts.applied.get(record.containerId)?.configs ?? [];
+    const wanted = known ? desiredWhole(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits, had) : nothingWanted();
     return { record, identity, wanted, records, known: known !== undefined };
   }
 
@@ -608,7 +609,7 @@ export class Reconciler {
     if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return seen;
     const before = report.applied;
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass }));
+    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass, ...(work.wanted.whole?.length ? { configs: work.wanted.whole } : {}) }));
     if (result.error) {
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);

@@ -678,39 +678,31 @@ export interface InterfaceTuning {
   promisc?: boolean;
 }
 /**
- * What a tenant asks for the pods its selector picks in its own namespace.
- *
  * This interface was referenced by `Api`'s JSON-Schema
- * via the `definition` "PodNetworkConfig".
+ * via the `definition` "PodNetworkConfigSpec".
  */
-export interface PodNetworkConfig {
-  apiVersion: 'podnetwork.opdev.io/v1alpha1';
-  kind: 'PodNetworkConfig';
-  metadata: ObjectMeta;
-  spec: {
-    podSelector: LabelSelector;
-    /**
-     * @maxItems 16
-     */
-    attachments?: Attachment[];
-    /**
-     * @maxItems 16
-     */
-    interfaces?: InterfaceTuning[];
-    /**
-     * @maxItems 64
-     */
-    routes?: Route[];
-    /**
-     * @maxItems 32
-     */
-    rules?: Rule[];
-    /**
-     * @maxItems 32
-     */
-    sysctls?: Sysctl[];
-  };
-  status?: PodNetworkConfigStatus;
+export interface PodNetworkConfigSpec {
+  podSelector: LabelSelector;
+  /**
+   * @maxItems 16
+   */
+  attachments?: Attachment[];
+  /**
+   * @maxItems 16
+   */
+  interfaces?: InterfaceTuning[];
+  /**
+   * @maxItems 64
+   */
+  routes?: Route[];
+  /**
+   * @maxItems 32
+   */
+  rules?: Rule[];
+  /**
+   * @maxItems 32
+   */
+  sysctls?: Sysctl[];
 }
 /**
  * A route in the pod. dev: the pod interface it leaves by (needed without via, and for seg6); seg6: SRv6 encapsulation through the given segments.
@@ -760,6 +752,19 @@ export interface Rule {
 export interface Sysctl {
   name: string;
   value: SysctlValue;
+}
+/**
+ * What a tenant asks for the pods its selector picks in its own namespace.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkConfig".
+ */
+export interface PodNetworkConfig {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  kind: 'PodNetworkConfig';
+  metadata: ObjectMeta;
+  spec: PodNetworkConfigSpec;
+  status?: PodNetworkConfigStatus;
 }
 /**
  * What the nodes did with a PodNetworkConfig. Each node writes its own pods' entries (server-side apply, field manager podnet/<node>), so nodes never overwrite each other.
@@ -1222,6 +1227,22 @@ export interface AppliedState {
     value: SysctlValue;
     original: SysctlValue;
   }[];
+  /**
+   * The PodNetworkConfigs the sandbox has whole, each the generation it last had: what stays when an edit cannot be applied whole, and what wins a conflict with a config the pod does not have yet.
+   *
+   * @maxItems 256
+   */
+  configs?: AppliedConfig[];
+}
+/**
+ * A PodNetworkConfig as a sandbox last had it whole: its name ("PodNetworkConfig <namespace>/<name>") and its spec.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "AppliedConfig".
+ */
+export interface AppliedConfig {
+  name: string;
+  spec: PodNetworkConfigSpec;
 }
 /**
  * host-objects.json: the host bridges podnet made, the only host objects it ever removes, and the pass that recorded them.

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
-import { defaultLimits, desiredFor, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
+import { defaultLimits, desiredFor, desiredWhole, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -395,4 +395,43 @@ t.test('two spellings of one kernel knob are one setting: one path, one conflict
   const both = desiredFor(pod, networks, [forwarding('net.ipv4.ip_forward', '1', 'a'), forwarding('net.ipv4.conf.all.forwarding', '0', 'b')]);
   t.same(both.sysctls, [], 'two configs asking the knob different values: neither applies');
   t.match(both.problems, [{ reason: /sysctl net\.ipv4\.conf\.all\.forwarding/ }, { reason: /sysctl net\.ipv4\.conf\.all\.forwarding/ }]);
+});
+
+t.test('desiredWhole: a config applies whole or not at all; an edit that cannot keeps the generation the pod had', async (t) => {
+  const good = config('tune', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }], sysctls: [{ name: 'net.ipv4.ip_forward', value: '1' }] });
+  const other = config('other', { podSelector: all, interfaces: [{ name: 'eth0', txqueuelen: 500 }] });
+  const first = desiredWhole(pod, networks, [good, other]);
+  t.same(first.problems, []);
+  t.same(first.whole?.map((c) => c.name), ['PodNetworkConfig tenant-a/other', 'PodNetworkConfig tenant-a/tune']);
+
+  const broken = config('tune', { ...good.spec, interfaces: [{ name: 'eth0', mtu: 1300 }], sysctls: [{ name: 'net.core.rmem_max', value: '1' }] });
+  const fresh = desiredWhole(pod, networks, [broken, other]);
+  t.same(fresh.tuning, [{ interface: 'eth0', settings: { txqueuelen: 500 }, from: { txqueuelen: 'PodNetworkConfig tenant-a/other' } }], 'nothing of the broken config, all of the other');
+  t.same(fresh.sysctls, []);
+  t.match(fresh.problems, [
+    { document: 'PodNetworkConfig tenant-a/tune', field: 'spec.sysctls[0].name', reason: /not on podnet's sysctl allowlist/ },
+    { document: 'PodNetworkConfig tenant-a/tune', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
+  ]);
+
+  const kept = desiredWhole(pod, networks, [broken, other], [], defaultLimits, first.whole);
+  t.same(kept.tuning.find((x) => x.interface === 'eth0')?.settings, { mtu: 1400, txqueuelen: 500 }, 'the pod keeps the generation it had: MTU 1400, not the edit\'s 1300');
+  t.same(kept.sysctls.map((s) => s.value), ['1']);
+  t.match(kept.problems, [{ field: 'spec.sysctls[0].name' }, { field: 'spec', reason: 'this generation cannot be applied whole to the pod: the one it had before stays' }]);
+  t.same(kept.whole?.find((c) => c.name === 'PodNetworkConfig tenant-a/tune')?.spec, good.spec, 'and keeps it on record');
+});
+
+t.test('desiredWhole: a config that conflicts with one the pod has is refused, naming it; the one it has keeps its settings', async (t) => {
+  const first = config('b-first', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }] });
+  const later = config('a-later', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1300 }], routes: [{ to: '198.18.9.0/24', dev: 'eth0', table: 100 }] });
+  const had = desiredWhole(pod, networks, [first]).whole;
+  const both = desiredWhole(pod, networks, [first, later], [], defaultLimits, had);
+  t.same(both.tuning[0]?.settings, { mtu: 1400 }, 'the MTU the pod had stays');
+  t.same(both.routes, [], 'and nothing else of the later config applies');
+  t.match(both.problems, [
+    { document: 'PodNetworkConfig tenant-a/a-later', field: 'spec.interfaces[0].mtu', reason: 'the mtu of eth0 is set, differently, by PodNetworkConfig tenant-a/b-first (spec.interfaces[0].mtu), which the pod has already; this one does not apply' },
+    { document: 'PodNetworkConfig tenant-a/a-later', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
+  ]);
+  t.notOk(both.problems.some((p) => p.document === 'PodNetworkConfig tenant-a/b-first'), 'the config the pod has is told nothing');
+  const fresh = desiredWhole(pod, networks, [first, later]);
+  t.same(fresh.tuning, [], 'two new configs at once: no fair order, neither applies');
 });

@@ -4,7 +4,7 @@
 // cannot be honoured is a Problem naming the document, the field and the reason, and is left out
 // (the rest of the sandbox's desired state still applies).
 import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from '../ipam/cidr.ts';
-import type { AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Problem, Route, Rule } from '../protocol/validate.ts';
+import type { AppliedConfig, AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Problem, Route, Rule } from '../protocol/validate.ts';
 import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
@@ -47,6 +47,8 @@ export interface DesiredSandbox {
   /** The MACs asked among `tuning`, with the document and field that asked each (checked across pods: model/macs.ts). */
   macs: AskedMac[];
   problems: Problem[];
+  /** The generation of each PodNetworkConfig the sandbox gets whole (desiredWhole): what its applied state keeps. */
+  whole?: AppliedConfig[];
 }
 
 export interface SandboxIdentity {
@@ -105,8 +107,13 @@ export function desiredFor(
   configs: readonly PodNetworkConfig[],
   earlier: readonly EarlierAttachment[] = [],
   limits: NodeLimits = defaultLimits,
+  /** The configs the pod has already (documentName): in a conflict with one it does not have yet, they keep their settings. */
+  had: ReadonlySet<string> = new Set(),
 ): DesiredSandbox {
   const out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
+  /** Who of two documents asking one thing differently keeps it: the one the pod has, over one it has not; else neither. */
+  const keeper = (first: string, second: string): 'first' | 'second' | undefined =>
+    had.has(first) && !had.has(second) ? 'first' : had.has(second) && !had.has(first) ? 'second' : undefined;
   const namespaceLabels = identity.namespaceLabels ?? { [namespaceNameLabel]: identity.namespace };
   /** The Network an attachment names, when it exists and admits the pod's namespace; else a problem. */
   const reachable = (name: string, from: string, field: string): Network | undefined => {
@@ -125,9 +132,9 @@ export function desiredFor(
   const attachmentBy = new Map<string, { at: DesiredAttachment; field: string }>();
   const tuningBy = new Map<string, DesiredTuning & { fields: Partial<Record<LinkSettingName, string>> }>();
   const conflicted = new Set<string>();
-  const routes = keyedOnce<ResolvedRoute>(out.problems);
-  const rules = keyedOnce<ResolvedRule>(out.problems);
-  const sysctls = keyedOnce<{ name: string; value: string }>(out.problems);
+  const routes = keyedOnce<ResolvedRoute>(out.problems, keeper);
+  const rules = keyedOnce<ResolvedRule>(out.problems, keeper);
+  const sysctls = keyedOnce<{ name: string; value: string }>(out.problems, keeper);
 
   const attach: Attach = (at, field) => {
     if (at.interface === identity.primaryInterface) {
@@ -135,10 +142,17 @@ export function desiredFor(
       return;
     }
     const earlier = attachmentBy.get(at.interface);
-    if (earlier) {
-      conflicted.add(`attach:${at.interface}`);
-      out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
-      return;
+    if (earlier && !conflicted.has(`attach:${at.interface}`)) {
+      const what = `interface ${at.interface}`;
+      const kept = keeper(earlier.at.from, at.from);
+      if (kept === 'first') return void out.problems.push(refusedFor(at.from, field, earlier.at.from, earlier.field, what));
+      if (kept === undefined) {
+        conflicted.add(`attach:${at.interface}`);
+        return void out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, what));
+      }
+      out.problems.push(refusedFor(earlier.at.from, earlier.field, at.from, field, what));
+    } else if (earlier) {
+      return void out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
     }
     attachmentBy.set(at.interface, { at: { ...at, field }, field });
   };
@@ -151,9 +165,18 @@ export function desiredFor(
       const field = fieldOf(setting);
       const earlier = entry.settings[setting];
       if (earlier !== undefined && earlier !== value) {
-        conflicted.add(`tune:${name}:${setting}`);
-        out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, `the ${setting} of ${name}`));
-        continue;
+        const what = `the ${setting} of ${name}`;
+        const kept = conflicted.has(`tune:${name}:${setting}`) ? undefined : keeper(entry.from[setting]!, from);
+        if (kept === 'first') {
+          out.problems.push(refusedFor(from, field, entry.from[setting]!, entry.fields[setting]!, what));
+          continue;
+        }
+        if (kept === undefined) {
+          conflicted.add(`tune:${name}:${setting}`);
+          out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, what));
+          continue;
+        }
+        out.problems.push(refusedFor(entry.from[setting]!, entry.fields[setting]!, from, field, what));
       }
       (entry.settings as Record<string, unknown>)[setting] = value;
       entry.from[setting] = from;
@@ -243,6 +266,54 @@ export function desiredFor(
     else out.sysctls.push({ name, path: allowed.path, value });
   }
   return out;
+}
+
+/**
+ * What the documents want for a pod, each PodNetworkConfig whole or not at all (docs/adr/0017): a
+ * config with any problem for this pod gives it nothing of that generation; the generation the pod
+ * last had whole (`had`) stays instead, while it can still be had whole, and otherwise nothing of
+ * the config does. In a conflict with a config the pod does not have yet, the one it has keeps its
+ * settings. `whole` is the generation of each config the pod gets: what its applied state keeps.
+ */
+export function desiredWhole(
+  identity: SandboxIdentity,
+  networks: ReadonlyMap<string, Network>,
+  configs: readonly PodNetworkConfig[],
+  earlier: readonly EarlierAttachment[] = [],
+  limits: NodeLimits = defaultLimits,
+  had: readonly AppliedConfig[] = [],
+): DesiredSandbox & { whole: AppliedConfig[] } {
+  const hadBy = new Map(had.map((c) => [c.name, c.spec]));
+  const current = [...configs];
+  const told: Problem[] = [];
+  const fellBack = new Set<string>();
+  /** Every config that selects the pod, refused or not: each says what it gives the pod, or why not. */
+  let selecting: string[] | undefined;
+  // Each round takes one generation of each failing config away: it ends within two rounds a config.
+  for (;;) {
+    const wanted = desiredFor(identity, networks, current, earlier, limits, new Set(hadBy.keys()));
+    selecting ??= wanted.configs;
+    const failing = wanted.configs.filter((name) => wanted.problems.some((p) => p.document === name));
+    if (failing.length === 0) {
+      const specOf = new Map(current.map((c) => [documentName(c), c.spec]));
+      const whole = wanted.configs.map((name) => ({ name, spec: specOf.get(name)! }));
+      return { ...wanted, configs: selecting, problems: [...told, ...wanted.problems], whole };
+    }
+    for (const name of failing) {
+      told.push(...wanted.problems.filter((p) => p.document === name));
+      const index = current.findIndex((c) => documentName(c) === name);
+      const config = current[index]!;
+      const before = hadBy.get(name);
+      if (before !== undefined && !fellBack.has(name) && JSON.stringify(before) !== JSON.stringify(config.spec)) {
+        fellBack.add(name);
+        current[index] = { ...config, spec: before };
+        told.push({ document: name, field: 'spec', reason: 'this generation cannot be applied whole to the pod: the one it had before stays' });
+      } else {
+        current.splice(index, 1);
+        told.push({ document: name, field: 'spec', reason: 'nothing of it applies to the pod until all of it can' });
+      }
+    }
+  }
 }
 
 type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
@@ -364,13 +435,19 @@ function nameUnnamed(
  * Entries of one kind across configs, one per key: the same key asked the same way twice is one;
  * asked differently, neither applies and both documents are told (into `problems`).
  */
-function keyedOnce<T>(problems: Problem[]) {
+function keyedOnce<T>(problems: Problem[], keeper: (first: string, second: string) => 'first' | 'second' | undefined) {
   const entries = new Map<string, { value: T; from: string; field: string; conflicted: boolean }>();
   return {
     keep(key: string, value: T, from: string, field: string, what: string): void {
       const earlier = entries.get(key);
       if (!earlier) return void entries.set(key, { value, from, field, conflicted: false });
       if (JSON.stringify(earlier.value) === JSON.stringify(value)) return;
+      const kept = earlier.conflicted ? undefined : keeper(earlier.from, from);
+      if (kept === 'first') return void problems.push(refusedFor(from, field, earlier.from, earlier.field, what));
+      if (kept === 'second') {
+        problems.push(refusedFor(earlier.from, earlier.field, from, field, what));
+        return void entries.set(key, { value, from, field, conflicted: false });
+      }
       earlier.conflicted = true;
       problems.push(...conflict(from, field, earlier.from, earlier.field, what));
     },
@@ -460,6 +537,11 @@ function resolveRule(r: Rule): ResolvedRule | Refused {
   if (families.size > 1) return { field: 'family', reason: 'from, to and family name different address families' };
   if (r.fwmark !== undefined) rule.fwmark = r.fwmark;
   return { ...rule, family: [...families][0] ?? 4 } as ResolvedRule;
+}
+
+/** A conflict with a config the pod has already: told on the one that does not apply. */
+function refusedFor(doc: string, field: string, holder: string, holderField: string, what: string): Problem {
+  return { document: doc, field, reason: `${what} is set, differently, by ${holder} (${holderField}), which the pod has already; this one does not apply` };
 }
 
 /** A conflict is reported on both documents. */

@@ -74,7 +74,7 @@ export type LinkSpec =
   | { kind: 'vxlan'; vni: number; remote?: string; group?: string; port: number; device?: string };
 
 export type { Bandwidth } from '../protocol/validate.ts';
-import type { SecuredPort } from '../protocol/validate.ts';
+import type { AppliedConfig, SecuredPort } from '../protocol/validate.ts';
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {
@@ -182,6 +182,8 @@ export interface AppliedState {
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
   sysctls: AppliedSysctl[];
+  /** The PodNetworkConfigs the sandbox has whole, each as it last had it (model/desired.ts desiredWhole). */
+  configs?: AppliedConfig[];
 }
 
 export function emptyApplied(containerId: string, netns: string): AppliedState {
