@@ -167,3 +167,21 @@ spec: { podSelector: {}, interfaces: [{ name: eth0, mtu: 1280 }] }
   await until('everything taken back', async () => ((await mtu()) === 1500 && (await forwarding()) === before ? true : undefined));
   t.pass('deleting the configs takes back what they caused');
 });
+
+t.test('a step the kernel refuses names the document and field that asked for it', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  await startPod(t, daemon, 'pod-g');
+  const cli = podnetCli(daemon);
+  // Valid in every document's eyes; only the kernel can tell the gateway is on no link of the pod.
+  await cli.apply('gw.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: gw, namespace: default }
+spec: { podSelector: {}, routes: [{ to: 198.18.95.0/24, via: 192.0.2.77, table: 100 }] }
+`);
+  const told = await until('the failure is told', async () => {
+    const out = (await cli.explain('default/pod-g')).stdout;
+    return /last error: (?!none)/.test(out) ? out : undefined;
+  });
+  t.match(told, /last error: PodNetworkConfig default\/gw spec\.routes\[0\]: ip route (add|replace) 198\.18\.95\.0\/24 via 192\.0\.2\.77 .*/);
+});

@@ -3,7 +3,7 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredWhole, identityOf, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredWhole, documentName, identityOf, selectingConfigs, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { refusedMacs, refusedOwnAddresses } from '../model/macs.ts';
@@ -11,7 +11,7 @@ import { formatIp, parseCidr, parseIp } from '../ipam/cidr.ts';
 import { overQuota } from '../model/quotas.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
-import { isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
+import { emptyApplied, isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { releasePortLine } from '../model/port-security.ts';
@@ -23,7 +23,7 @@ import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
 import { execute, runJournalUndo } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
-import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
+import type { AppliedConfig, AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
 import { withDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
@@ -273,7 +273,9 @@ export class Reconciler {
   private wantedOf({ record, records }: LiveSandbox, docs: DesiredDocuments): WantedWork {
     const known = this.opts.source.identity(record);
     const identity = known ?? identityOf(record);
-    const had = this.opts.applied.get(record.containerId)?.configs ?? [];
+    const applied = this.opts.applied.get(record.containerId);
+    // A state an older podnet wrote names no configs: the pod has those that select it now (ADR 17).
+    const had = applied?.configs ?? (known && applied && !isEmptyApplied(applied) ? selectingConfigs(known, docs.configs).map((c) => ({ name: documentName(c), spec: c.spec })) : []);
     const wanted = known ? desiredWhole(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits, had) : nothingWanted();
     return { record, identity, wanted, records, known: known !== undefined };
   }
@@ -384,7 +386,7 @@ export class Reconciler {
       const applied = this.opts.applied.get(w.record.containerId);
       const sight = await this.readPod(w, podNeeds(w.desired, applied));
       const observed = observedWith(sight.view, asIfMade);
-      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied });
+      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied, ...originsOf(w.wanted) });
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
     });
     return { documentProblems: this.judge(docs), hostSteps: hostSteps.map(view), items };
@@ -557,6 +559,8 @@ export class Reconciler {
         // Most pods on a node: nothing of podnet's own wanted or there, so nothing to read or plan.
         report.problems = [...work.problems, ...track.delegateProblems];
         report.lastSteps = [];
+        // Its configs may still give it delegated attachments: which generation it has is kept.
+        if (!delegation.failed) this.keepConfigs(record, report, work.wanted.whole ?? []);
         if (delegation.failed) throw delegation.failed;
         return;
       }
@@ -602,14 +606,15 @@ export class Reconciler {
   ): Promise<PodSight | undefined> {
     const { record, identity, desired } = work;
     const [seen, hostView] = await Promise.all([sight, host]);
-    const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied });
+    const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) });
     report.problems = [...work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;
     track.planProblems = planned.problems;
-    if (planned.steps.length === 0 && sameApplied(report.applied, planned.next)) return seen;
+    const next = withConfigs(planned.next, work.wanted.whole ?? []);
+    if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;
     const before = report.applied;
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...planned.next, pass, ...(work.wanted.whole?.length ? { configs: work.wanted.whole } : {}) }));
+    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }));
     if (result.error) {
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
@@ -627,6 +632,14 @@ export class Reconciler {
     if (!readBack) return undefined;
     // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
     return this.readPod(work, podNeeds(desired, report.applied)).catch(() => undefined);
+  }
+
+  /** Records which generation of each config a sandbox podnet plans nothing for has whole, when it changed. */
+  private keepConfigs(record: AttachmentRecord, report: SandboxOutcome, whole: readonly AppliedConfig[]): void {
+    const next = withConfigs(report.applied ?? emptyApplied(record.containerId, record.netns), whole);
+    if (sameApplied(report.applied, next)) return;
+    this.opts.applied.put(next);
+    report.applied = this.opts.applied.get(record.containerId);
   }
 
   /** Records the new applied state and releases addresses no longer held. */
@@ -679,6 +692,17 @@ export class Reconciler {
     const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
     if (result.error) this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });
   }
+}
+
+/** `state` with the generation of each config the sandbox has whole (none: the key left out). */
+function withConfigs(state: AppliedState, whole: readonly AppliedConfig[]): AppliedState {
+  const { configs: _was, ...rest } = state;
+  return whole.length > 0 ? { ...rest, configs: [...whole] } : rest;
+}
+
+/** Who asked each desired thing, for the plan to stamp on its steps. */
+function originsOf(wanted: DesiredSandbox): { origins?: ReadonlyMap<string, string> } {
+  return wanted.origins ? { origins: wanted.origins } : {};
 }
 
 /** `wanted` without the attachments `refused` names, each sandbox told why at its field. */

@@ -255,3 +255,13 @@ t.test('a change of tool starts a new batch: ip, then tc on the same host, then 
     { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/ip_forward=1', 'net/ipv4/conf/all/rp_filter=0'] },
   ]);
 });
+
+t.test("a step's failure names the document and field that asked for the step", async (t) => {
+  const path = await stateDir(t);
+  const { ip } = recordingIp('addr add 198.18.1.2/24 dev net1');
+  const caused = steps.map((s, i) => (i === 3 ? { ...s, cause: 'PodNetworkConfig default/x spec.attachments[0]' } : s));
+  const result = await execute(ip, path, 'c1', caused, () => t.fail('not committed'));
+  t.match(result.error, { code: 'IO_FAILURE', message: /^PodNetworkConfig default\/x spec\.attachments\[0\]: ip addr add 198\.18\.1\.2\/24 dev net1: boom$/ });
+  const plain = await execute(recordingIp('link set dev pnb up').ip, path, 'c1', caused, () => undefined);
+  t.match(plain.error?.message, /^ip link set dev pnb up: boom$/, 'a step nobody asked for by name (a bridge) says only what failed');
+});

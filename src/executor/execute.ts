@@ -105,7 +105,7 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   const undoErrors = ran.error ? await undo(run, undoActions(steps.slice(0, ran.done))) : [];
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
-  return ran.error ? { error: ran.error, undoErrors } : { undoErrors };
+  return ran.error ? { error: namedByCause(ran.error, steps[ran.done]), undoErrors } : { undoErrors };
 }
 
 /**
@@ -122,6 +122,11 @@ async function bearingTheirMarks(run: NetnsRunner, actions: readonly UndoAction[
     const alias = a.action === 'link-del' ? aliases.get(a.dev) : undefined;
     return mark === undefined || bearsMark(alias === undefined ? {} : { alias }, mark);
   });
+}
+
+/** A step's failure, named by the document and field that asked for the step, when one did. */
+function namedByCause(error: PodnetError, failed: Step | undefined): PodnetError {
+  return failed?.cause ? new PodnetError(error.code, `${failed.cause}: ${error.message}`, error.details) : error;
 }
 
 /** What the start's undo of cut-short passes is told of the sandboxes, and tells back. */

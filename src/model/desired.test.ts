@@ -435,3 +435,40 @@ t.test('desiredWhole: a config that conflicts with one the pod has is refused, n
   const fresh = desiredWhole(pod, networks, [first, later]);
   t.same(fresh.tuning, [], 'two new configs at once: no fair order, neither applies');
 });
+
+t.test('origins: who asked each thing, by the keys the planner looks up', async (t) => {
+  const d = desiredFor(pod, networks, [
+    config('r', { podSelector: all, routes: [{ to: '198.18.9.0/24', dev: 'eth0', table: 100 }], sysctls: [{ name: 'net.ipv4.ip_forward', value: '1' }] }),
+    config('t', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }], attachments: [{ network: 'blue', interface: 'net1' }] }),
+  ]);
+  t.same(Object.fromEntries(d.origins ?? []), {
+    'attach net1': 'PodNetworkConfig tenant-a/t spec.attachments[0]',
+    'tune eth0': 'PodNetworkConfig tenant-a/t spec.interfaces[0].mtu',
+    'route 4 100 198.18.9.0/24 0': 'PodNetworkConfig tenant-a/r spec.routes[0]',
+    'sysctl net/ipv4/conf/all/forwarding': 'PodNetworkConfig tenant-a/r spec.sysctls[0]',
+  });
+});
+
+t.test('desiredWhole: an edit of one config the pod has never costs it another; a conflict with a config dropped for its own problems is no conflict', async (t) => {
+  const a = config('a', { podSelector: all, interfaces: [{ name: 'eth0', txqueuelen: 500 }] });
+  const b = config('b', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }], routes: [{ to: '198.18.9.0/24', dev: 'eth0', table: 100 }] });
+  const had = desiredWhole(pod, networks, [a, b]).whole;
+  const edited = config('a', { podSelector: all, interfaces: [{ name: 'eth0', txqueuelen: 500, mtu: 1300 }] });
+  const d = desiredWhole(pod, networks, [edited, b], [], defaultLimits, had);
+  t.same(d.tuning[0]?.settings, { mtu: 1400, txqueuelen: 500 }, "b keeps its MTU, a its generation's txqueuelen");
+  t.equal(d.routes.length, 1, "and b's route stays");
+  t.match(d.problems, [{ document: 'PodNetworkConfig tenant-a/a', reason: /which the pod has already/ }, { document: 'PodNetworkConfig tenant-a/a', field: 'spec', reason: /the one it had before stays/ }]);
+
+  const c = config('c', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }] });
+  const broken = config('d', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1300 }], sysctls: [{ name: 'net.core.rmem_max', value: '1' }] });
+  const two = desiredWhole(pod, networks, [c, broken]);
+  t.same(two.tuning[0]?.settings, { mtu: 1400 }, 'd goes for its own problem; then c conflicts with nothing and applies');
+  t.notOk(two.problems.some((p) => p.document === 'PodNetworkConfig tenant-a/c'), 'c is told nothing');
+});
+
+t.test('a pod is given at most 64 configs, the first by name; the others are told', async (t) => {
+  const many = Array.from({ length: 66 }, (_, i) => config(`c${String(i).padStart(2, '0')}`, { podSelector: all, interfaces: [{ name: 'eth0', txqueuelen: 500 }] }));
+  const d = desiredWhole(pod, networks, many);
+  t.equal(d.whole?.length, 64);
+  t.same(d.problems.filter((p) => p.field === 'spec.podSelector').map((p) => p.document), ['PodNetworkConfig tenant-a/c64', 'PodNetworkConfig tenant-a/c65']);
+});

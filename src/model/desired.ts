@@ -49,6 +49,13 @@ export interface DesiredSandbox {
   problems: Problem[];
   /** The generation of each PodNetworkConfig the sandbox gets whole (desiredWhole): what its applied state keeps. */
   whole?: AppliedConfig[];
+  /**
+   * Who asked each thing, by its origin key (originKey): "PodNetworkConfig ns/x spec.routes[0]",
+   * what a step's failure names (the planner stamps it on the step).
+   */
+  origins?: Map<string, string>;
+  /** Which of `problems` are conflicts between documents rather than a document's own. */
+  conflicts?: ReadonlySet<Problem>;
 }
 
 export interface SandboxIdentity {
@@ -124,17 +131,25 @@ export function desiredFor(
     }
     return network;
   };
-  const mine = configs
-    .filter((c) => (c.metadata.namespace ?? 'default') === identity.namespace && selects(c.spec.podSelector, identity.labels))
-    // A deterministic merge order, whatever order the documents arrived in.
-    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+  const selecting = selectingConfigs(identity, configs);
+  // Bounded: what a pod has of each config is kept in its applied state.
+  for (const config of selecting.slice(maxConfigsPerPod)) {
+    out.problems.push({ document: documentName(config), field: 'spec.podSelector', reason: `the pod is selected by more than ${maxConfigsPerPod} PodNetworkConfigs; podnet applies the first ${maxConfigsPerPod} by name` });
+  }
+  const mine = selecting.slice(0, maxConfigsPerPod);
+  /** The problems that are conflicts between documents, not a document's own. */
+  const conflicts = new Set<Problem>();
+  const tellConflict = (...problems: Problem[]) => {
+    for (const p of problems) conflicts.add(p);
+    out.problems.push(...problems);
+  };
 
   const attachmentBy = new Map<string, { at: DesiredAttachment; field: string }>();
   const tuningBy = new Map<string, DesiredTuning & { fields: Partial<Record<LinkSettingName, string>> }>();
   const conflicted = new Set<string>();
-  const routes = keyedOnce<ResolvedRoute>(out.problems, keeper);
-  const rules = keyedOnce<ResolvedRule>(out.problems, keeper);
-  const sysctls = keyedOnce<{ name: string; value: string }>(out.problems, keeper);
+  const routes = keyedOnce<ResolvedRoute>(tellConflict, keeper);
+  const rules = keyedOnce<ResolvedRule>(tellConflict, keeper);
+  const sysctls = keyedOnce<{ name: string; value: string }>(tellConflict, keeper);
 
   const attach: Attach = (at, field) => {
     if (at.interface === identity.primaryInterface) {
@@ -145,14 +160,14 @@ export function desiredFor(
     if (earlier && !conflicted.has(`attach:${at.interface}`)) {
       const what = `interface ${at.interface}`;
       const kept = keeper(earlier.at.from, at.from);
-      if (kept === 'first') return void out.problems.push(refusedFor(at.from, field, earlier.at.from, earlier.field, what));
+      if (kept === 'first') return void tellConflict(refusedFor(at.from, field, earlier.at.from, earlier.field, what));
       if (kept === undefined) {
         conflicted.add(`attach:${at.interface}`);
-        return void out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, what));
+        return void tellConflict(...conflict(at.from, field, earlier.at.from, earlier.field, what));
       }
-      out.problems.push(refusedFor(earlier.at.from, earlier.field, at.from, field, what));
+      tellConflict(refusedFor(earlier.at.from, earlier.field, at.from, field, what));
     } else if (earlier) {
-      return void out.problems.push(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
+      return void tellConflict(...conflict(at.from, field, earlier.at.from, earlier.field, `interface ${at.interface}`));
     }
     attachmentBy.set(at.interface, { at: { ...at, field }, field });
   };
@@ -168,15 +183,15 @@ export function desiredFor(
         const what = `the ${setting} of ${name}`;
         const kept = conflicted.has(`tune:${name}:${setting}`) ? undefined : keeper(entry.from[setting]!, from);
         if (kept === 'first') {
-          out.problems.push(refusedFor(from, field, entry.from[setting]!, entry.fields[setting]!, what));
+          tellConflict(refusedFor(from, field, entry.from[setting]!, entry.fields[setting]!, what));
           continue;
         }
         if (kept === undefined) {
           conflicted.add(`tune:${name}:${setting}`);
-          out.problems.push(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, what));
+          tellConflict(...conflict(from, field, entry.from[setting]!, entry.fields[setting]!, what));
           continue;
         }
-        out.problems.push(refusedFor(entry.from[setting]!, entry.fields[setting]!, from, field, what));
+        tellConflict(refusedFor(entry.from[setting]!, entry.fields[setting]!, from, field, what));
       }
       (entry.settings as Record<string, unknown>)[setting] = value;
       entry.from[setting] = from;
@@ -249,24 +264,52 @@ export function desiredFor(
     addresses += more;
     out.attachments.push(at);
   }
+  const origins = new Map<string, string>();
+  const origin = (key: string, from: string, field: string) => origins.set(key, [origins.get(key), `${from} ${field}`].filter(Boolean).join(', '));
+  for (const at of out.attachments) origin(originKey.attachment(at.interface), at.from, at.field);
   for (const { interface: name, settings, from, fields } of tuningBy.values()) {
     const kept: LinkSettings = {};
     for (const setting of linkSettingNames) {
       if (settings[setting] !== undefined && !conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
     }
     if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
+    for (const setting of Object.keys(kept) as LinkSettingName[]) origin(originKey.tuning(name), from[setting]!, fields[setting]!);
     if (kept.mac !== undefined) out.macs.push({ interface: name, mac: kept.mac, from: from.mac!, field: fields.mac! });
   }
   out.routes.push(...routes.kept().map((e) => e.value));
   out.rules.push(...rules.kept().map((e) => e.value));
+  for (const e of routes.kept()) origin(routeKey(e.value), e.from, e.field);
+  for (const e of rules.kept()) origin(ruleKey(e.value), e.from, e.field);
   const managed = new Set(out.attachments.map((a) => a.interface));
   for (const { value: { name, value }, from, field } of sysctls.kept()) {
     const allowed = sysctlPath(name, managed);
     if ('reason' in allowed) out.problems.push({ document: from, field: `${field}.name`, reason: allowed.reason });
-    else out.sysctls.push({ name, path: allowed.path, value });
+    else {
+      out.sysctls.push({ name, path: allowed.path, value });
+      origin(originKey.sysctl(allowed.path), from, field);
+    }
   }
+  out.origins = origins;
+  out.conflicts = conflicts;
   return out;
 }
+
+/** How many PodNetworkConfigs podnet applies to one pod, the first by name: each is kept in its applied state. */
+export const maxConfigsPerPod = 64;
+
+/** The configs that select a pod, in the merge order (by name), whatever order the documents arrived in. */
+export function selectingConfigs(identity: SandboxIdentity, configs: readonly PodNetworkConfig[]): PodNetworkConfig[] {
+  return configs
+    .filter((c) => (c.metadata.namespace ?? 'default') === identity.namespace && selects(c.spec.podSelector, identity.labels))
+    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+}
+
+/** The keys of `origins`: one per thing a pod can be asked to have (routes and rules: routeKey, ruleKey). */
+export const originKey = {
+  attachment: (podInterface: string) => `attach ${podInterface}`,
+  tuning: (podInterface: string) => `tune ${podInterface}`,
+  sysctl: (path: string) => `sysctl ${path}`,
+};
 
 /**
  * What the documents want for a pod, each PodNetworkConfig whole or not at all (docs/adr/0017): a
@@ -283,28 +326,33 @@ export function desiredWhole(
   limits: NodeLimits = defaultLimits,
   had: readonly AppliedConfig[] = [],
 ): DesiredSandbox & { whole: AppliedConfig[] } {
-  const hadBy = new Map(had.map((c) => [c.name, c.spec]));
+  const hadBy = new Map(had.map((c) => [c.name, canonicalJson(c.spec)]));
   const current = [...configs];
   const told: Problem[] = [];
   const fellBack = new Set<string>();
   /** Every config that selects the pod, refused or not: each says what it gives the pod, or why not. */
   let selecting: string[] | undefined;
-  // Each round takes one generation of each failing config away: it ends within two rounds a config.
+  // Each round falls back or drops at least one config, each at most once: at most two rounds a config.
   for (;;) {
-    const wanted = desiredFor(identity, networks, current, earlier, limits, new Set(hadBy.keys()));
+    // Has: the very generation it has. An edited config is new until it applies whole.
+    const has = new Set(current.filter((c) => hadBy.get(documentName(c)) === canonicalJson(c.spec)).map(documentName));
+    const wanted = desiredFor(identity, networks, current, earlier, limits, has);
     selecting ??= wanted.configs;
-    const failing = wanted.configs.filter((name) => wanted.problems.some((p) => p.document === name));
+    const problemsOf = (name: string, conflictsToo: boolean) => wanted.problems.filter((p) => p.document === name && (conflictsToo || !wanted.conflicts?.has(p)));
+    // Configs with problems of their own go first: a conflict with one of them may be no conflict once it is gone.
+    const own = wanted.configs.filter((name) => problemsOf(name, false).length > 0);
+    const failing = own.length > 0 ? own : wanted.configs.filter((name) => problemsOf(name, true).length > 0);
     if (failing.length === 0) {
       const specOf = new Map(current.map((c) => [documentName(c), c.spec]));
       const whole = wanted.configs.map((name) => ({ name, spec: specOf.get(name)! }));
       return { ...wanted, configs: selecting, problems: [...told, ...wanted.problems], whole };
     }
     for (const name of failing) {
-      told.push(...wanted.problems.filter((p) => p.document === name));
+      told.push(...problemsOf(name, own.length === 0));
       const index = current.findIndex((c) => documentName(c) === name);
       const config = current[index]!;
-      const before = hadBy.get(name);
-      if (before !== undefined && !fellBack.has(name) && JSON.stringify(before) !== JSON.stringify(config.spec)) {
+      const before = had.find((c) => c.name === name)?.spec;
+      if (before !== undefined && !fellBack.has(name) && canonicalJson(before) !== canonicalJson(config.spec)) {
         fellBack.add(name);
         current[index] = { ...config, spec: before };
         told.push({ document: name, field: 'spec', reason: 'this generation cannot be applied whole to the pod: the one it had before stays' });
@@ -314,6 +362,11 @@ export function desiredWhole(
       }
     }
   }
+}
+
+/** JSON with every object's keys sorted: two specs that say the same compare equal, however their keys came. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v));
 }
 
 type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
@@ -435,7 +488,7 @@ function nameUnnamed(
  * Entries of one kind across configs, one per key: the same key asked the same way twice is one;
  * asked differently, neither applies and both documents are told (into `problems`).
  */
-function keyedOnce<T>(problems: Problem[], keeper: (first: string, second: string) => 'first' | 'second' | undefined) {
+function keyedOnce<T>(tell: (...problems: Problem[]) => void, keeper: (first: string, second: string) => 'first' | 'second' | undefined) {
   const entries = new Map<string, { value: T; from: string; field: string; conflicted: boolean }>();
   return {
     keep(key: string, value: T, from: string, field: string, what: string): void {
@@ -443,13 +496,13 @@ function keyedOnce<T>(problems: Problem[], keeper: (first: string, second: strin
       if (!earlier) return void entries.set(key, { value, from, field, conflicted: false });
       if (JSON.stringify(earlier.value) === JSON.stringify(value)) return;
       const kept = earlier.conflicted ? undefined : keeper(earlier.from, from);
-      if (kept === 'first') return void problems.push(refusedFor(from, field, earlier.from, earlier.field, what));
+      if (kept === 'first') return void tell(refusedFor(from, field, earlier.from, earlier.field, what));
       if (kept === 'second') {
-        problems.push(refusedFor(earlier.from, earlier.field, from, field, what));
+        tell(refusedFor(earlier.from, earlier.field, from, field, what));
         return void entries.set(key, { value, from, field, conflicted: false });
       }
       earlier.conflicted = true;
-      problems.push(...conflict(from, field, earlier.from, earlier.field, what));
+      tell(...conflict(from, field, earlier.from, earlier.field, what));
     },
     kept(): { value: T; from: string; field: string }[] {
       return [...entries.values()].filter((e) => !e.conflicted);

@@ -27,6 +27,14 @@ export interface Command {
  */
 export interface Step extends Command {
   undo?: UndoAction;
+  /** The document and field that asked for it ("PodNetworkConfig ns/x spec.routes[0]"): what its failure names. */
+  cause?: string;
+}
+
+/** Names `cause` on the steps from `from` on that name none: what one desired thing's planning added. */
+export function stamp(steps: Step[], from: number, cause: string | undefined): void {
+  if (cause === undefined) return;
+  for (const step of steps.slice(from)) step.cause ??= cause;
 }
 
 export function describeWhere(where: Where): string {

@@ -2,8 +2,9 @@
 // bridge (made before, see bridges.ts) and its rate limits. A macvlan, vlan or vxlan link is
 // created from the host, where its parent or underlay is, directly inside the pod (ip's
 // `netns PATH`), so there is never a moment it exists on the host under the pod's name.
+import { originKey } from '../model/desired.ts';
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
-import { host, type Step } from '../model/step.ts';
+import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
@@ -55,83 +56,89 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
   }
 
   for (const want of desired.attachments) {
-    const mine = applied.attachments.find((a) => sameAttachment(a, want));
-    const existing = observed.pod.get(want.interface);
-    if (existing && !mine) {
-      part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
-      continue;
-    }
-    // What cannot be done now leaves what was applied recorded, so that it is never taken for
-    // someone else's (and its address never handed out twice) and is taken back when unwanted.
-    const needs = hostDependency(want.link);
-    if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
-      part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
-      if (mine) part.next.push(mine);
-      continue;
-    }
-    let fresh: boolean;
-    let mac: string | undefined;
-    let portSecurity: SecuredPort | undefined;
-    if (want.link.kind === 'bridge') {
-      // Bridges are the pass's, made before any sandbox is planned (planBridges).
-      // Without its bridge (the pass could not make it) the next pass tries again.
-      if (!observed.host.has(want.link.bridge)) {
-        part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
+    const mark = part.apply.length;
+    try {
+      const mine = applied.attachments.find((a) => sameAttachment(a, want));
+      const existing = observed.pod.get(want.interface);
+      if (existing && !mine) {
+        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
+        continue;
+      }
+      // What cannot be done now leaves what was applied recorded, so that it is never taken for
+      // someone else's (and its address never handed out twice) and is taken back when unwanted.
+      const needs = hostDependency(want.link);
+      if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
+        part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
         if (mine) part.next.push(mine);
         continue;
       }
-      // The host ends are named by a hash: a link of the name is this attachment's only when it
-      // bears its mark and podnet's records give it the name (or its mark is this attachment's:
-      // made by a pass that died before recording it). Any other is someone else's (another
-      // pod's, a hand-made one), never deleted or used.
-      const mark = ownerMark({ containerId: applied.containerId, podInterface: want.interface });
-      const foreign = [want.hostIf, ...(want.bandwidth?.egressRate !== undefined ? [want.ifb] : [])].find((name) => {
-        const link = observed.host.get(name);
-        return link !== undefined && link.alias !== mark && !(bearsMark(link, mark) && (name === mine?.hostIf || name === mine?.ifb));
+      let fresh: boolean;
+      let mac: string | undefined;
+      let portSecurity: SecuredPort | undefined;
+      if (want.link.kind === 'bridge') {
+        // Bridges are the pass's, made before any sandbox is planned (planBridges).
+        // Without its bridge (the pass could not make it) the next pass tries again.
+        if (!observed.host.has(want.link.bridge)) {
+          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
+          if (mine) part.next.push(mine);
+          continue;
+        }
+        // The host ends are named by a hash: a link of the name is this attachment's only when it
+        // bears its mark and podnet's records give it the name (or its mark is this attachment's:
+        // made by a pass that died before recording it). Any other is someone else's (another
+        // pod's, a hand-made one), never deleted or used.
+        const mark = ownerMark({ containerId: applied.containerId, podInterface: want.interface });
+        const foreign = [want.hostIf, ...(want.bandwidth?.egressRate !== undefined ? [want.ifb] : [])].find((name) => {
+          const link = observed.host.get(name);
+          return link !== undefined && link.alias !== mark && !(bearsMark(link, mark) && (name === mine?.hostIf || name === mine?.ifb));
+        });
+        if (foreign !== undefined) {
+          part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
+          if (mine) part.next.push(mine);
+          continue;
+        }
+        // The port's entries go in before the veth exists: there is no moment its port admits anything.
+        mac = macOf(ctx, want, mine, existing);
+        const tuned = desired.tuning.find((t) => t.interface === want.interface)?.settings.mac?.toLowerCase();
+        portSecurity = portSteps(ctx, want, want.link, mine, mac, tuned, part.apply);
+        // Made with the MAC a config asks, when one does: the kernel derives its IPv6 link-local
+        // address from the MAC the link has when it comes up.
+        fresh = vethSteps(ctx, want, want.link, existing, tuned ?? mac, part.apply);
+      } else {
+        fresh = !existing;
+        if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
+      }
+      if (fresh) part.creates.add(want.interface);
+      // Up, unless the request tunes it down (the tuning part owns that setting then).
+      const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
+      // Its IPv6 link-local address from its MAC, the one its port admits, whatever the pod's default.
+      if (fresh && portSecurity) part.apply.push({ where: pod, tool: 'ip', line: `link set dev ${want.interface} addrgenmode eui64` });
+      if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'up', true) });
+      const present = new Set(fresh ? [] : existing?.addresses);
+      for (const address of want.addresses) {
+        if (!present.has(address)) {
+          part.apply.push({ where: pod, tool: 'ip', line: addrLine('add', address, want.interface), undo: { where: pod, action: 'addr-del', dev: want.interface, address } });
+        }
+      }
+      for (const address of mine?.addresses ?? []) {
+        if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: addrLine('del', address, want.interface) });
+      }
+      const bandwidth = want.link.kind === 'bridge' ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
+      part.next.push({
+        interface: want.interface,
+        network: want.network,
+        kind: want.link.kind,
+        ...(want.link.kind === 'bridge' ? { bridge: want.link.bridge, hostIf: want.hostIf } : {}),
+        ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
+        ...(mac ? { mac } : {}),
+        ...(portSecurity ? { portSecurity } : {}),
+        addresses: [...want.addresses],
+        ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
       });
-      if (foreign !== undefined) {
-        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
-        if (mine) part.next.push(mine);
-        continue;
-      }
-      // The port's entries go in before the veth exists: there is no moment its port admits anything.
-      mac = macOf(ctx, want, mine, existing);
-      const tuned = desired.tuning.find((t) => t.interface === want.interface)?.settings.mac?.toLowerCase();
-      portSecurity = portSteps(ctx, want, want.link, mine, mac, tuned, part.apply);
-      // Made with the MAC a config asks, when one does: the kernel derives its IPv6 link-local
-      // address from the MAC the link has when it comes up.
-      fresh = vethSteps(ctx, want, want.link, existing, tuned ?? mac, part.apply);
-    } else {
-      fresh = !existing;
-      if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
+    } finally {
+      // What this one thing's planning added names who asked for it: a failure says so.
+      stamp(part.apply, mark, ctx.causeOf(originKey.attachment(want.interface)));
     }
-    if (fresh) part.creates.add(want.interface);
-    // Up, unless the request tunes it down (the tuning part owns that setting then).
-    const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
-    // Its IPv6 link-local address from its MAC, the one its port admits, whatever the pod's default.
-    if (fresh && portSecurity) part.apply.push({ where: pod, tool: 'ip', line: `link set dev ${want.interface} addrgenmode eui64` });
-    if (!tunedDown && (fresh || !existing?.up)) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'up', true) });
-    const present = new Set(fresh ? [] : existing?.addresses);
-    for (const address of want.addresses) {
-      if (!present.has(address)) {
-        part.apply.push({ where: pod, tool: 'ip', line: addrLine('add', address, want.interface), undo: { where: pod, action: 'addr-del', dev: want.interface, address } });
-      }
-    }
-    for (const address of mine?.addresses ?? []) {
-      if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: addrLine('del', address, want.interface) });
-    }
-    const bandwidth = want.link.kind === 'bridge' ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
-    part.next.push({
-      interface: want.interface,
-      network: want.network,
-      kind: want.link.kind,
-      ...(want.link.kind === 'bridge' ? { bridge: want.link.bridge, hostIf: want.hostIf } : {}),
-      ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
-      ...(mac ? { mac } : {}),
-      ...(portSecurity ? { portSecurity } : {}),
-      addresses: [...want.addresses],
-      ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
-    });
   }
   return part;
 }

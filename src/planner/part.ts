@@ -15,6 +15,8 @@ export interface PlanContext {
   applied: AppliedState;
   /** Pod interfaces the links part makes in this pass: what tuning and sysctls may wait for. */
   creating: ReadonlySet<string>;
+  /** Who asked a desired thing, by its origin key (model/desired.ts originKey, routeKey, ruleKey). */
+  causeOf: (key: string) => string | undefined;
 }
 
 export interface Part<T> {

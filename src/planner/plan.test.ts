@@ -449,3 +449,25 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
   t.equal(opened.next.attachments[0]?.portSecurity, undefined);
   t.match(plan(input({}, { observed: inPlace, applied })).steps.map((s) => s.line), [/^link del dev pnv0123456789$/, /delete element bridge podnet ports \{ pnv0123456789 \}/], 'taken back: the link and its entries');
 });
+
+t.test('each step names the document and field that asked for it, when the desired state says', async (t) => {
+  const route = { family: 4 as const, to: '198.18.9.0/24', dev: 'eth0', table: 100, metric: 0 };
+  const origins = new Map([
+    ['route 4 100 198.18.9.0/24 0', 'PodNetworkConfig ns/r spec.routes[0]'],
+    ['attach net1', 'PodNetworkConfig ns/a spec.attachments[0]'],
+    ['tune eth0', 'PodNetworkConfig ns/t spec.interfaces[0]'],
+    ['sysctl net/ipv4/conf/all/forwarding', 'PodNetworkConfig ns/s spec.sysctls[0]'],
+  ]);
+  const p = plan(
+    input(
+      { attachments: [blue], tuning: [{ interface: 'eth0', settings: { mtu: 1400 } }], routes: [route], sysctls: [{ name: 'net.ipv4.ip_forward', path: 'net/ipv4/conf/all/forwarding', value: '1' }] },
+      { observed: observed({ ...withBridge, sysctls: new Map([['net/ipv4/conf/all/forwarding', '0']]) }), origins },
+    ),
+  );
+  const causeOf = (pattern: RegExp) => p.steps.find((s) => pattern.test(s.line))?.cause;
+  t.equal(causeOf(/^link add name pnv/), 'PodNetworkConfig ns/a spec.attachments[0]');
+  t.equal(causeOf(/^addr add 198\.18\.80\.2/), 'PodNetworkConfig ns/a spec.attachments[0]', "the attachment's address too");
+  t.equal(causeOf(/^link set dev eth0 mtu 1400/), 'PodNetworkConfig ns/t spec.interfaces[0]');
+  t.equal(causeOf(/^route add 198\.18\.9\.0\/24/), 'PodNetworkConfig ns/r spec.routes[0]');
+  t.equal(causeOf(/^net\/ipv4\/conf\/all\/forwarding=1/), 'PodNetworkConfig ns/s spec.sysctls[0]');
+});

@@ -18,6 +18,8 @@ export interface PlanInput {
   desired: Resolved;
   observed: Observed;
   applied: AppliedState | undefined;
+  /** Who asked each desired thing (DesiredSandbox.origins): stamped on its steps. */
+  origins?: ReadonlyMap<string, string>;
 }
 
 export interface Plan {
@@ -37,6 +39,7 @@ export function plan(input: PlanInput): Plan {
     observed: input.observed,
     applied: input.applied ?? emptyApplied(input.containerId, input.netns),
     creating: new Set(),
+    causeOf: (key) => input.origins?.get(key),
   };
   const links = planLinks(base);
   const ctx: PlanContext = { ...base, creating: links.creates };

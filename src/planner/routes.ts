@@ -51,7 +51,14 @@ export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
       part.problems.push(podProblem(what, 'routes.dev', `the pod has no interface ${want.dev}`));
       continue;
     }
-    const step = (verb: 'add' | 'replace', undoVerb: 'del' | 'replace', back: ResolvedRoute): Step => ({ where: pod, tool: 'ip', line: routeLine(verb, want), undo: { where: pod, action: 'route', verb: undoVerb, route: back } });
+    const cause = ctx.causeOf(key);
+    const step = (verb: 'add' | 'replace', undoVerb: 'del' | 'replace', back: ResolvedRoute): Step => ({
+      where: pod,
+      tool: 'ip',
+      line: routeLine(verb, want),
+      undo: { where: pod, action: 'route', verb: undoVerb, route: back },
+      ...(cause ? { cause } : {}),
+    });
     if (!now) part.apply.push(step('add', 'del', want));
     else if (!routeHolds(now, want) || (was && !sameRoute(was, want))) part.apply.push(step('replace', 'replace', was ?? want));
     part.next.push(want);
@@ -81,7 +88,8 @@ export function planRules(ctx: PlanContext): Part<ResolvedRule> {
       part.problems.push(podProblem(`IPv${want.family} rule at priority ${want.priority}`, 'rules', `the pod already has an IPv${want.family} rule at priority ${want.priority} that podnet did not add`));
       continue;
     }
-    if (!now.some((o) => ruleHolds(o, want))) part.apply.push(step(want, 'add'));
+    const cause = ctx.causeOf(key);
+    if (!now.some((o) => ruleHolds(o, want))) part.apply.push({ ...step(want, 'add'), ...(cause ? { cause } : {}) });
     part.next.push(want);
   }
   return part;

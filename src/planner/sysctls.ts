@@ -3,6 +3,7 @@
 import type { AppliedSysctl } from '../model/state.ts';
 import { sysctlLine } from '../model/undo.ts';
 import { sysctlKnobPath } from '../model/sysctl.ts';
+import { originKey } from '../model/desired.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
@@ -27,7 +28,8 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
     }
     const before = applied.sysctls.find((s) => s.path === want.path);
     if (current !== want.value) {
-      part.apply.push({ where: pod, tool: 'sysctl', line: sysctlLine(want.path, want.value), undo: { where: pod, action: 'sysctl', path: want.path, value: current } });
+      const cause = ctx.causeOf(originKey.sysctl(want.path));
+      part.apply.push({ where: pod, tool: 'sysctl', line: sysctlLine(want.path, want.value), undo: { where: pod, action: 'sysctl', path: want.path, value: current }, ...(cause ? { cause } : {}) });
     }
     part.next.push({ path: want.path, value: want.value, original: before?.original ?? current });
   }

@@ -1,8 +1,9 @@
 // Interface tuning: MTU, txqueuelen, MAC, up/down, promisc of an interface in the pod (eth0 or
 // one podnet attached). Each original value is the one before podnet's first change, kept across
 // passes, and restored once no request asks for that setting.
+import { originKey } from '../model/desired.ts';
 import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink } from '../model/state.ts';
-import type { Step } from '../model/step.ts';
+import { stamp, type Step } from '../model/step.ts';
 import { settingLine } from '../model/undo.ts';
 import { podMacOf } from '../model/port-security.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
@@ -16,39 +17,45 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
     if (!tuned.has(was.interface) && link) part.takeBack.push(...restore(pod, link, was.original, linkSettingNames));
   }
   for (const want of desired.tuning) {
-    const link = observed.pod.get(want.interface);
-    if (!link && ctx.creating.has(want.interface)) {
-      // Made in this pass: tuned right after, in the same pass. What it had is what its Network
-      // gave it: the MTU, and on a bridge the MAC podnet gives (model/port-security.ts); its
-      // creation's undo takes the settings with it.
-      const made = desired.attachments.find((a) => a.interface === want.interface);
+    const mark = part.apply.length;
+    try {
+      const link = observed.pod.get(want.interface);
+      if (!link && ctx.creating.has(want.interface)) {
+        // Made in this pass: tuned right after, in the same pass. What it had is what its Network
+        // gave it: the MTU, and on a bridge the MAC podnet gives (model/port-security.ts); its
+        // creation's undo takes the settings with it.
+        const made = desired.attachments.find((a) => a.interface === want.interface);
+        for (const setting of linkSettingNames) {
+          const value = want.settings[setting];
+          if (value !== undefined) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
+        }
+        const original: LinkSettings = {
+          ...(want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {}),
+          ...(want.settings.mac !== undefined && made?.link.kind === 'bridge' ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
+        };
+        part.next.push({ interface: want.interface, original });
+        continue;
+      }
+      if (!link) {
+        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
+        continue;
+      }
+      const before = applied.tuning.find((t) => t.interface === want.interface)?.original ?? {};
+      const original: LinkSettings = {};
       for (const setting of linkSettingNames) {
         const value = want.settings[setting];
-        if (value !== undefined) part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
+        if (value === undefined) continue;
+        const current = link[setting];
+        (original as Record<string, unknown>)[setting] = before[setting] ?? current;
+        if (current !== value) part.apply.push(settingStep(pod, want.interface, setting, value, current));
       }
-      const original: LinkSettings = {
-        ...(want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {}),
-        ...(want.settings.mac !== undefined && made?.link.kind === 'bridge' ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
-      };
+      // Settings asked for before but not now go back to their original.
+      part.apply.push(...restore(pod, link, before, linkSettingNames.filter((s) => want.settings[s] === undefined)));
       part.next.push({ interface: want.interface, original });
-      continue;
+    } finally {
+      // What this one thing's planning added names who asked for it: a failure says so.
+      stamp(part.apply, mark, ctx.causeOf(originKey.tuning(want.interface)));
     }
-    if (!link) {
-      part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
-      continue;
-    }
-    const before = applied.tuning.find((t) => t.interface === want.interface)?.original ?? {};
-    const original: LinkSettings = {};
-    for (const setting of linkSettingNames) {
-      const value = want.settings[setting];
-      if (value === undefined) continue;
-      const current = link[setting];
-      (original as Record<string, unknown>)[setting] = before[setting] ?? current;
-      if (current !== value) part.apply.push(settingStep(pod, want.interface, setting, value, current));
-    }
-    // Settings asked for before but not now go back to their original.
-    part.apply.push(...restore(pod, link, before, linkSettingNames.filter((s) => want.settings[s] === undefined)));
-    part.next.push({ interface: want.interface, original });
   }
   return part;
 }

@@ -44,8 +44,9 @@ export class AppliedStore {
 
   put(state: AppliedState): void {
     const file = join(this.dir, `${state.containerId}.json`);
-    // An empty state is kept while it names its pass (see execute): the sandbox's going removes it.
-    if (isEmptyApplied(state) && state.pass === undefined) {
+    // An empty state is kept while it names its pass (see execute), or the configs the sandbox
+    // has whole (which made nothing of podnet's own, a cni Network's say): the sandbox's going removes it.
+    if (isEmptyApplied(state) && state.pass === undefined && !state.configs?.length) {
       removeFile(file, kernelState);
       this.records().delete(state.containerId);
     } else {
