@@ -111,7 +111,7 @@ t.test('a NetworkAttachmentDefinition run for annotated pods; its result in netw
     return c?.message.includes('CNI error') ? c : undefined;
   });
   t.match(condition.message, /pod cnf-\d: spec\.attachments\[0\]: Network broken: plugin bridge ADD: CNI error \d+.*: .+/, 'the field, the Network, the plugin, its code and message');
-  const failed = await until('an AttachFailed Event on the pod', async () => (await eventsOf(admin, tenantNamespace, 'cnf-1')).find((e) => e.reason === 'AttachFailed'));
+  const failed = await until('an AttachFailed Event on the pod', async () => (await eventsOf(admin, tenantNamespace, 'cnf-1')).find((e) => e.reason === 'AttachFailed' && e.message.includes('Network broken')));
   t.match(failed.message, /net2 \(Network broken\): Network broken: plugin bridge ADD: CNI error/);
   t.equal(await linkOf(pods[0]!.netns, 'net2'), undefined, 'nothing of it is in the pod');
   t.ok(await linkOf(pods[0]!.netns, 'net1'), 'net1 is untouched');

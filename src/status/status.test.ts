@@ -450,3 +450,8 @@ t.test('events: a failure is told once, on the pod and its config; an unreadable
   const unreadable = toldEntries(facts({ annotation: { problem: 'not JSON' } }));
   t.same(podEventsBetween(pod, [primary], unreadable), [{ type: 'Warning', reason: 'InvalidAnnotation', message: 'metadata.annotations["podnetwork.opdev.io/networks"]: not JSON' }]);
 });
+
+t.test('an attachment under way is no failure: no Warning for it', async (t) => {
+  const pending = { entry: { name: 'blue', interface: 'net1', problem: 'not attached yet' }, from: 'PodNetworkConfig ns/c' };
+  t.same(podEventsBetween({ namespace: 'ns', name: 'p' }, [], [pending]), []);
+});

@@ -54,7 +54,7 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
     });
   }
   for (const want of facts.wanted.attachments) {
-    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) ?? 'not attached yet' });
+    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) ?? notAttachedYet });
   }
   // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value);
   // an attachment it asked that failed has its own entry above.
@@ -88,6 +88,9 @@ export interface StatusEvent {
   message: string;
 }
 
+/** What an interface asked and not attached has, when nothing is known against it: it is under way. */
+const notAttachedYet = 'not attached yet';
+
 /**
  * The Events between two network-status of a pod: each interface attached, detached or newly
  * failing, on the pod and on the PodNetworkConfig that asked for it. After a restart `before` is
@@ -117,7 +120,8 @@ export function podEventsBetween(pod: { namespace: string; name: string }, befor
   const problem = (e: NetworkStatusEntry) => (e.interface === undefined ? e.problem! : `${e.interface} (Network ${e.name}): ${e.problem}`);
   const had = new Set(before.filter(({ entry: e }) => e.problem !== undefined).map(({ entry }) => problem(entry)));
   for (const { entry: e, from } of after) {
-    if (e.problem === undefined || had.has(problem(e))) continue;
+    // An attachment under way is no failure: a Warning for it would cry wolf on every busy node.
+    if (e.problem === undefined || e.problem === notAttachedYet || had.has(problem(e))) continue;
     both(from, { type: 'Warning', reason: e.interface === undefined ? 'InvalidAnnotation' : 'AttachFailed', message: problem(e) });
   }
   return events;
@@ -222,7 +226,7 @@ export function networkNodeEntry(network: Network, sandboxes: readonly SandboxFa
     for (const want of facts.wanted.attachments) {
       if (want.network.metadata.name !== name) continue;
       wanting++;
-      if (!isAttached(facts, want)) message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${missingReason(facts, want) ?? 'not attached yet'}`;
+      if (!isAttached(facts, want)) message ??= `${facts.namespace}/${facts.name} ${want.interface}: ${missingReason(facts, want) ?? notAttachedYet}`;
     }
   }
   // A node with nothing to say about a Network does not write to it.
