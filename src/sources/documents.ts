@@ -4,7 +4,7 @@
 import { parseAllDocuments } from 'yaml';
 import { PodnetError } from '../errors.ts';
 import type { Problem } from '../model/desired.ts';
-import { maxJsonDepth, nestsDeeperThan } from '../protocol/bounded-json.ts';
+import { maxJsonDepth, nestingPast, nestsDeeperThan } from '../protocol/bounded-json.ts';
 import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 
 export type ApiDocument = Network | PodNetworkConfig;
@@ -16,6 +16,12 @@ export interface ParsedDocuments {
 
 export function parseDocuments(text: string, source: string): ParsedDocuments {
   const out: ParsedDocuments = { documents: [], problems: [] };
+  // Flow collections ([ and {) past the bound cost the parser time by the level (10 s for a MiB
+  // of them): counted first, in one pass. Block nesting grows with indentation, bounded by the size.
+  if (nestingPast(text, maxJsonDepth) !== undefined) {
+    out.problems.push({ document: source, field: '(syntax)', reason: `nests mappings and lists more than ${maxJsonDepth} deep` });
+    return out;
+  }
   parseAllDocuments(text).forEach((doc, i) => {
     const where = `${source} document ${i + 1}`;
     if (doc.errors.length > 0) {
