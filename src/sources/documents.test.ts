@@ -29,3 +29,8 @@ t.test('JSON is read too; a syntax error is a problem of its own', async (t) => 
   t.equal(parseDocuments('{"apiVersion":"podnetwork.opdev.io/v1alpha1","kind":"Network","metadata":{"name":"n"},"spec":{"type":"bridge"}}', 'n.json').documents.length, 1);
   t.match(parseDocuments('kind: [unclosed', 'bad.yaml').problems, [{ document: 'bad.yaml document 1', field: '(syntax)' }]);
 });
+
+t.test('a MiB of nested flow collections is told at once, before the parser (which spent seconds on it)', async (t) => {
+  const parsed = parseDocuments('['.repeat(1024 * 1024), 'deep.yaml');
+  t.same(parsed.problems, [{ document: 'deep.yaml', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }]);
+});
