@@ -472,3 +472,14 @@ t.test('a pod is given at most 64 configs, the first by name; the others are tol
   t.equal(d.whole?.length, 64);
   t.same(d.problems.filter((p) => p.field === 'spec.podSelector').map((p) => p.document), ['PodNetworkConfig tenant-a/c64', 'PodNetworkConfig tenant-a/c65']);
 });
+
+t.test("the node's limits per pod count the configs the pod has first: a new config never takes their place", async (t) => {
+  const limits = { ...defaultLimits, attachmentsPerPod: 1 };
+  const kept = config('z-kept', { podSelector: all, attachments: [{ network: 'blue', interface: 'net2' }], interfaces: [{ name: 'eth0', mtu: 1400 }] });
+  const newer = config('a-new', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }] });
+  const had = desiredWhole(pod, networks, [kept], [], limits).whole;
+  const d = desiredWhole(pod, networks, [kept, newer], [], limits, had);
+  t.same(d.attachments.map((a) => a.interface), ['net2'], 'the attachment the pod has stays');
+  t.same(d.tuning[0]?.settings, { mtu: 1400 }, 'and so does the rest of its config');
+  t.match(d.problems, [{ document: 'PodNetworkConfig tenant-a/a-new', reason: /more attachments than the 1/ }, { document: 'PodNetworkConfig tenant-a/a-new', field: 'spec' }]);
+});

@@ -249,9 +249,11 @@ export function desiredFor(
   }
   // A conflict is not resolved by picking a side: neither applies, and both documents say why.
   let addresses = 0;
-  for (const [name, { at, field }] of attachmentBy) {
+  // Those of the configs the pod has first, then in the merge order (the annotation, then the
+  // configs by name): the same ones win every pass, and a new config never takes a place one the pod has holds.
+  const counted = [...attachmentBy].sort(([, a], [, b]) => Number(had.has(b.at.from)) - Number(had.has(a.at.from)));
+  for (const [name, { at, field }] of counted) {
     if (conflicted.has(`attach:${name}`)) continue;
-    // In the merge order (the annotation, then the configs by name): the same ones win every pass.
     if (out.attachments.length >= limits.attachmentsPerPod) {
       out.problems.push({ document: at.from, field, reason: `the pod would have more attachments than the ${limits.attachmentsPerPod} this node's admin allows per pod` });
       continue;
