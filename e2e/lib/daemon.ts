@@ -7,6 +7,7 @@ import { callDaemon } from '../../src/protocol/client.ts';
 import { routes, stateLayout } from '../../src/protocol/paths.ts';
 import { parseDocument, type AttachmentRecord } from '../../src/protocol/validate.ts';
 import { podnetBinary } from './env.ts';
+import { stopBeforeCleanup } from './netns.ts';
 import { releasePortLine } from '../../src/model/port-security.ts';
 import type { AppliedState } from '../../src/model/state.ts';
 
@@ -97,6 +98,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
     log: () => log,
     pluginSettings: () => ({ socketPath, stateDir, timeoutMs: 1000 }),
   };
+  stopBeforeCleanup(t, () => end('SIGKILL'));
   t.teardown(async () => {
     await end('SIGKILL');
     // The daemon's netns goes with its test; on the host, the ports it secured are taken out.

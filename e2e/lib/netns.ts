@@ -7,17 +7,40 @@ export function uniqueName(prefix: string): string {
   return `${prefix}${randomBytes(3).toString('hex')}`;
 }
 
+/** What acts on a test's links and netns (a daemon, its plugins), stopped before any of them is removed. */
+const actors = new WeakMap<Test, (() => Promise<void>)[]>();
+
+/**
+ * Registers how to stop something that acts on the test's links and netns. tap runs teardowns
+ * last registered first, so a daemon made before its test's links would still run while they
+ * go, and could make one again after (a bridge plugin's ADD makes its bridge): each removal
+ * below stops them first, whatever the order, pass or fail.
+ */
+export function stopBeforeCleanup(t: Test, stop: () => Promise<void>): void {
+  actors.set(t, [...(actors.get(t) ?? []), stop]);
+}
+
+async function stopActors(t: Test): Promise<void> {
+  await Promise.all((actors.get(t) ?? []).map((stop) => stop()));
+}
+
 /** A named netns (/run/netns/NAME), deleted at teardown. */
 export async function makeNetns(t: Test, prefix = 'pne2e-'): Promise<{ name: string; path: string }> {
   const name = uniqueName(prefix);
   await execa('ip', ['netns', 'add', name]);
-  t.teardown(() => execa('ip', ['netns', 'del', name], { reject: false }));
+  t.teardown(async () => {
+    await stopActors(t);
+    await execa('ip', ['netns', 'del', name], { reject: false });
+  });
   return { name, path: `/run/netns/${name}` };
 }
 
 /** Removes a host link at teardown if something (a plugin) left it. */
 export function removeLinkAtTeardown(t: Test, name: string): void {
-  t.teardown(() => execa('ip', ['link', 'del', name], { reject: false }));
+  t.teardown(async () => {
+    await stopActors(t);
+    await execa('ip', ['link', 'del', name], { reject: false });
+  });
 }
 
 export interface AddressInfo {
