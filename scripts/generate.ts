@@ -1,6 +1,10 @@
 // Derives code from the JSON Schemas in schemas/, the single source of truth:
 //  - src/generated/validators.js: ajv validators compiled ahead of time ("standalone"), so neither
-//    the CNI plugin nor the daemon compiles a schema at start;
+//    the CNI plugin nor the daemon compiles a schema at start. Each stops at the first violation:
+//    ajv's allErrors mode concatenates every failing item's errors into a new array, quadratic in
+//    a list's items (a 256 KiB annotation of invalid items took 70 s);
+//  - src/generated/violations.js: the same validators with allErrors, run only on a document
+//    already found invalid and small enough (src/protocol/validate.ts), to name every violation;
 //  - src/generated/schema-types.ts: the TypeScript types of the same documents;
 //  - daemonset/crds.yaml: the CustomResourceDefinitions of Network and PodNetworkConfig (scripts/crds.ts).
 // `npm run generate` writes them; a unit test fails when they are stale.
@@ -57,8 +61,8 @@ async function loadSchemas(): Promise<Record<string, unknown>[]> {
   );
 }
 
-async function validatorsSource(schemas: Record<string, unknown>[]): Promise<string> {
-  const ajv = new Ajv2020({ schemas, code: { source: true, esm: true }, allErrors: true, strict: true });
+async function validatorsSource(schemas: Record<string, unknown>[], allErrors: boolean): Promise<string> {
+  const ajv = new Ajv2020({ schemas, code: { source: true, esm: true }, allErrors, strict: true });
   // Said for the CRDs (scripts/crds.ts copies them): how the API server merges a list when
   // several field managers (one per node) apply parts of it. Nothing for ajv to check.
   ajv.addVocabulary(kubernetesKeywords);
@@ -117,7 +121,8 @@ async function typesSource(schemas: Record<string, unknown>[]): Promise<string> 
 export async function generatedFiles(): Promise<Record<string, string>> {
   const schemas = await loadSchemas();
   return {
-    'src/generated/validators.js': await validatorsSource(schemas),
+    'src/generated/validators.js': await validatorsSource(schemas, false),
+    'src/generated/violations.js': await validatorsSource(schemas, true),
     'src/generated/schema-types.ts': await typesSource(schemas),
     'daemonset/crds.yaml': crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!),
   };

@@ -8,3 +8,9 @@ t.test('a file that cannot be read is named with the reason, not a raw errno', a
   t.throws(() => readDocumentsFile(dir), { message: /^cannot read .*: it is a folder$/ });
   t.throws(() => readDocumentsFile(join(dir, 'empty.yaml')), { message: /empty\.yaml holds no document/ });
 });
+
+t.test('a file is read no further than the daemon would read it from the config dir', async (t) => {
+  t.throws(() => readDocumentsFile('/dev/zero'), { code: 'INVALID_REQUEST', message: 'nothing applied; /dev/zero is more than the 262144 bytes podnet reads of a documents file' });
+  const dir = t.testdir({ 'big.yaml': `# ${'x'.repeat(256 * 1024)}\n` });
+  t.throws(() => readDocumentsFile(join(dir, 'big.yaml')), { message: /big\.yaml is more than the 262144 bytes/ });
+});

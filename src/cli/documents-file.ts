@@ -1,19 +1,37 @@
 // `podnet apply -f` and `podnet delete -f` share this: read a file of documents (or stdin), refuse
 // it whole when any document fails, and name the config-dir file each document lives in.
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
+import { maxDocumentFileBytes } from '../sources/config-dir.ts';
 import { parseDocuments, type ApiDocument } from '../sources/documents.ts';
 
-export function readDocumentsFile(file: string): ApiDocument[] {
-  let text: string;
+/**
+ * The text of `file` (`-`: stdin), read no further than the config dir's bound, which is what
+ * the daemon would read of the file written there: `-f /dev/zero` ends with an error, at once.
+ */
+function documentsText(file: string): string {
+  const name = file === '-' ? 'stdin' : file;
+  let fd: number | undefined;
   try {
-    text = readFileSync(file === '-' ? 0 : file, 'utf8');
+    fd = file === '-' ? 0 : openSync(file, 'r');
+    const buffer = Buffer.allocUnsafe(maxDocumentFileBytes + 1);
+    let length = 0;
+    for (let n = 1; n > 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
+    if (length > maxDocumentFileBytes) throw new PodnetError('INVALID_REQUEST', `nothing applied; ${name} is more than the ${maxDocumentFileBytes} bytes podnet reads of a documents file`);
+    return buffer.subarray(0, length).toString('utf8');
   } catch (err) {
+    if (err instanceof PodnetError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'there is no such file' : code === 'EISDIR' ? 'it is a folder' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-    throw new PodnetError('INVALID_REQUEST', `cannot read ${file === '-' ? 'stdin' : file}: ${why}`);
+    throw new PodnetError('INVALID_REQUEST', `cannot read ${name}: ${why}`);
+  } finally {
+    if (fd !== undefined && fd !== 0) closeSync(fd);
   }
+}
+
+export function readDocumentsFile(file: string): ApiDocument[] {
+  const text = documentsText(file);
   const parsed = parseDocuments(text, file === '-' ? 'stdin' : file);
   if (parsed.problems.length > 0) {
     const lines = parsed.problems.map((p) => `  ${p.document} ${p.field}: ${p.reason}`);

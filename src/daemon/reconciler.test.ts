@@ -279,7 +279,7 @@ t.test('a source that has not synced gets no pass: nothing is taken back on a pa
   t.ok(applied.get('c1'), 'the tuning stays applied');
 });
 
-t.test('two pods asking one static MAC: neither gets it, each is told at its field; the rest of their requests stands', async (t) => {
+t.test('two pods asking one static MAC: neither gets it, each is told at its field, and nothing else of the config that asked it applies (ADR 17)', async (t) => {
   const mac = '02:00:00:00:00:0c';
   const forA = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac, mtu: 1300 }] });
   const forB: PodNetworkConfig = {
@@ -291,8 +291,32 @@ t.test('two pods asking one static MAC: neither gets it, each is told at its fie
   observe.pod('/run/netns/pod-b').set('eth0', FakeObserver.link('eth0'));
   await reconciler.schedule();
   t.notOk(run.lines().some((l) => l.includes(`address ${mac}`)), 'no pod is given the MAC');
-  t.ok(run.lines().some((l) => l.endsWith('ip link set dev net1 mtu 1300')), 'the rest of the request stands');
+  t.notOk(run.lines().some((l) => l.includes('net1')), 'nor the attachment or MTU the same configs ask');
   for (const [cid, doc] of [['c1', 'PodNetworkConfig default/cfg'], ['c2', 'PodNetworkConfig default/cfg-b']] as const) {
-    t.match(reconciler.list().items.find((i) => i.containerId === cid)?.problems, [{ document: doc, field: 'spec.interfaces[0].mac', reason: /MAC 02:00:00:00:00:0c is asked for another pod on this node too; neither gets it/ }], cid);
+    t.match(
+      reconciler.list().items.find((i) => i.containerId === cid)?.problems,
+      [
+        { document: doc, field: 'spec.interfaces[0].mac', reason: /MAC 02:00:00:00:00:0c is asked for another pod on this node too; neither gets it/ },
+        { document: doc, field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
+      ],
+      cid,
+    );
   }
+});
+
+t.test("a Network's quota refusing a config's attachment refuses the whole config for that pod; the pod that fits gets all of its own", async (t) => {
+  const limited: Network = { ...blue, spec: { ...blue.spec, limits: { attachmentsPerNamespace: 1 } } };
+  const forB: PodNetworkConfig = { ...config({ podSelector: { matchLabels: { [podNameLabel]: 'pod-b' } }, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1300 }] }), metadata: { name: 'cfg-b', namespace: 'default' } };
+  const { docs, records, run, observe, reconciler } = await setup(t, [onBlue, forB]);
+  docs.networks.set('blue', limited);
+  records.push({ ...record, containerId: 'c2', netns: '/run/netns/pod-b', pod: { namespace: 'default', name: 'pod-b' } });
+  observe.pod('/run/netns/pod-b').set('eth0', FakeObserver.link('eth0'));
+  await reconciler.schedule();
+  t.ok(run.lines().some((l) => l === `netns ${netns} ip link set dev eth0 mtu 1400`), 'the first pod by name gets its MTU');
+  t.ok(run.lines().some((l) => l.startsWith(`netns ${netns} ip addr add 198.18.20.`)), 'and its attachment');
+  t.notOk(run.lines().some((l) => l.includes('/run/netns/pod-b')), 'the other pod gets nothing of its config: not even the MTU the quota does not count');
+  t.match(reconciler.list().items.find((i) => i.containerId === 'c2')?.problems, [
+    { document: 'PodNetworkConfig default/cfg-b', field: 'spec.attachments[0]', reason: /Network blue allows 1 attachment per namespace on a node/ },
+    { document: 'PodNetworkConfig default/cfg-b', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
+  ]);
 });

@@ -3,7 +3,7 @@
 // nothing uses. Passes are serialized and coalesced (a request during a pass runs one more pass
 // after it); a periodic pass repairs drift. One sandbox's failure does not stop the others.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import { desiredWhole, documentName, identityOf, selectingConfigs, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { desiredWhole, documentName, generationOf, identityOf, selectingConfigs, type DesiredAttachment, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type NodeRefusal, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { addressOwner, resolveSandbox } from '../model/resolve.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { refusedMacs, refusedOwnAddresses } from '../model/macs.ts';
@@ -260,23 +260,62 @@ export class Reconciler {
   }
 
   /**
-   * What each sandbox should have, and its JSON: what tells a pass whether it changed. Static MACs
-   * are checked across the sandboxes first (withMacsChecked).
+   * What each sandbox should have, and its JSON: what tells a pass whether it changed. What the
+   * node refuses is checked across the sandboxes first (quotas, own addresses, static MACs). A
+   * PodNetworkConfig's generation the node refuses any part of gives the pod nothing, as one with
+   * a problem of its own (ADR 17): the wanted states are made again without it, and checked again,
+   * until the node refuses no config's part; an annotation's refused part alone is left out.
    */
   private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
-    const wanted = this.withOwnAddressesChecked(this.withQuotasChecked([...sandboxes].map((sandbox) => this.wantedOf(sandbox, docs))));
-    const work = this.withMacsChecked(wanted.map((w) => this.resolved(w, docs, addresses)));
+    const live = [...sandboxes];
+    const refusedByNode = new Map<string, NodeRefusal[]>();
+    const wanted = live.map((sandbox) => this.wantedOf(sandbox, docs));
+    let refused = this.nodeRefusals(wanted);
+    // Each round refuses at least one generation more, of at most two per config (the one asked,
+    // the one had); only the sandboxes it refused one of are made again.
+    for (let round = 0; round < maxRefusalRounds; round++) {
+      const changed = refusedConfigs(wanted, refused, refusedByNode);
+      if (changed.size === 0) break;
+      for (const [i, sandbox] of live.entries()) {
+        const cid = sandbox.record.containerId;
+        if (changed.has(cid)) wanted[i] = this.wantedOf(sandbox, docs, refusedByNode.get(cid));
+      }
+      refused = this.nodeRefusals(wanted);
+    }
+    const kept = withoutRefused(withoutRefused(wanted, refused.quotas), refused.addresses);
+    const work = this.withMacsChecked(kept.map((w) => this.resolved(w, docs, addresses)));
     return work.map((w) => ({ ...w, desiredJson: JSON.stringify(w.desired) }));
   }
 
+  /**
+   * What the node refuses of what the sandboxes want, each told at its field: attachments past
+   * their Network's quota per namespace (model/quotas.ts), counted across every sandbox before any
+   * address is taken; then of the rest, attachments whose own addresses (brought on a Network
+   * without ipam) another pod on the node has, the node itself has, or another pod asks in the
+   * same pass (model/macs.ts), since ipam never gives one address twice and neither does this;
+   * and static MACs alike.
+   */
+  private nodeRefusals(wanted: WantedWork[]): NodeRefusals {
+    const quotas = overQuota(
+      wanted.map((w) => ({
+        containerId: w.record.containerId,
+        namespace: w.identity.namespace,
+        attachments: w.wanted.attachments,
+        has: new Set(this.earlierOf(w.record.containerId).map((e) => `${e.network}/${e.interface}`)),
+      })),
+    );
+    const addresses = this.ownAddressRefusals(withoutRefused(wanted.map((w) => ({ ...w })), quotas));
+    return { quotas, addresses, macs: this.macRefusals(wanted) };
+  }
+
   /** What the documents want for one sandbox, before names and addresses are decided. */
-  private wantedOf({ record, records }: LiveSandbox, docs: DesiredDocuments): WantedWork {
+  private wantedOf({ record, records }: LiveSandbox, docs: DesiredDocuments, refusedByNode: readonly NodeRefusal[] = []): WantedWork {
     const known = this.opts.source.identity(record);
     const identity = known ?? identityOf(record);
     const applied = this.opts.applied.get(record.containerId);
     // A state an older podnet wrote names no configs: the pod has those that select it now (ADR 17).
     const had = applied?.configs ?? (known && applied && !isEmptyApplied(applied) ? selectingConfigs(known, docs.configs).map((c) => ({ name: documentName(c), spec: c.spec })) : []);
-    const wanted = known ? desiredWhole(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits, had) : nothingWanted();
+    const wanted = known ? desiredWhole(known, docs.networks, docs.configs, this.earlierOf(record.containerId), this.opts.limits, had, refusedByNode) : nothingWanted();
     return { record, identity, wanted, records, known: known !== undefined };
   }
 
@@ -293,13 +332,8 @@ export class Reconciler {
     return { ...w, desired, problems };
   }
 
-  /**
-   * `wanted` without the attachments whose own addresses (brought on a Network without ipam)
-   * another pod on the node has, the node itself has, or another pod asks in the same pass
-   * (model/macs.ts): ipam never gives one address twice, and neither does this. Each refused one
-   * is told at its ips.
-   */
-  private withOwnAddressesChecked(wanted: WantedWork[]): WantedWork[] {
+  /** The attachments whose own addresses the node refuses (nodeRefusals), told at their ips. */
+  private ownAddressRefusals(wanted: WantedWork[]): Refusals {
     const plain = (address: string) => {
       const ip = parseCidr(address)?.ip ?? parseIp(address);
       return ip ? formatIp(ip) : address;
@@ -310,27 +344,10 @@ export class Reconciler {
       asked: w.wanted.attachments.filter(brought).flatMap((a) => a.ips!.map((ip) => ({ interface: a.interface, value: `${a.network.metadata.name} ${plain(ip)}`, from: a.from, field: `${a.field}.ips` }))),
       has: (this.opts.applied.get(w.record.containerId)?.attachments ?? []).flatMap((a) => a.addresses.map((ip) => `${a.network} ${plain(ip)}`)),
     }));
-    if (!claims.some((c) => c.asked.length > 0)) return wanted;
+    if (!claims.some((c) => c.asked.length > 0)) return new Map();
     const networks = new Set(claims.flatMap((c) => c.asked.map((a) => a.value.slice(0, a.value.indexOf(' ')))));
     const hostIps = [...(this.hostCache?.links.values() ?? [])].flatMap((l) => l.addresses.map(plain));
-    const refused = refusedOwnAddresses(claims, new Set([...networks].flatMap((n) => hostIps.map((ip) => `${n} ${ip}`))));
-    return withoutRefused(wanted, refused);
-  }
-
-  /**
-   * `wanted` without the attachments beyond their Network's quota per namespace on this node
-   * (model/quotas.ts), counted across every sandbox before any address is taken; each refused one
-   * is told at its field.
-   */
-  private withQuotasChecked(wanted: WantedWork[]): WantedWork[] {
-    const claims = wanted.map((w) => ({
-      containerId: w.record.containerId,
-      namespace: w.identity.namespace,
-      attachments: w.wanted.attachments,
-      has: new Set(this.earlierOf(w.record.containerId).map((e) => `${e.network}/${e.interface}`)),
-    }));
-    const refused = overQuota(claims);
-    return withoutRefused(wanted, refused);
+    return refusedOwnAddresses(claims, new Set([...networks].flatMap((n) => hostIps.map((ip) => `${n} ${ip}`))));
   }
 
   /**
@@ -339,17 +356,7 @@ export class Reconciler {
    * pass saw them. A refused MAC is told at its field; the rest of the sandbox's request stands.
    */
   private withMacsChecked<W extends Omit<SandboxWork, 'desiredJson'>>(work: W[]): W[] {
-    const claims = work.map((w) => ({
-      containerId: w.record.containerId,
-      asked: w.wanted.macs,
-      // As last seen, and as podnet recorded giving them: a first pass after a start has seen nothing yet.
-      has: [
-        ...[...(this.tracks.get(w.record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
-        ...(this.opts.applied.get(w.record.containerId)?.attachments ?? []).flatMap((a) => [a.mac, a.portSecurity?.mac].filter((m): m is string => m !== undefined)),
-      ],
-    }));
-    const hostMacs = new Set([...(this.hostCache?.links.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])));
-    const refused = refusedMacs(claims, hostMacs);
+    const refused = this.macRefusals(work);
     for (const w of work) {
       const mine = refused.get(w.record.containerId);
       if (!mine) continue;
@@ -362,6 +369,21 @@ export class Reconciler {
       w.problems.push(...mine.map((r) => r.problem));
     }
     return work;
+  }
+
+  /** The static MACs the node refuses (withMacsChecked), told at their fields. */
+  private macRefusals(work: readonly WantedWork[]): Refusals {
+    const claims = work.map((w) => ({
+      containerId: w.record.containerId,
+      asked: w.wanted.macs,
+      // As last seen, and as podnet recorded giving them: a first pass after a start has seen nothing yet.
+      has: [
+        ...[...(this.tracks.get(w.record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
+        ...(this.opts.applied.get(w.record.containerId)?.attachments ?? []).flatMap((a) => [a.mac, a.portSecurity?.mac].filter((m): m is string => m !== undefined)),
+      ],
+    }));
+    const hostMacs = new Set([...(this.hostCache?.links.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])));
+    return refusedMacs(claims, hostMacs);
   }
 
   /**
@@ -706,7 +728,41 @@ function originsOf(wanted: DesiredSandbox): { origins?: ReadonlyMap<string, stri
 }
 
 /** `wanted` without the attachments `refused` names, each sandbox told why at its field. */
-function withoutRefused(wanted: WantedWork[], refused: ReadonlyMap<string, readonly { interface: string; problem: Problem }[]>): WantedWork[] {
+/** Per sandbox, the interfaces whose part the node refuses, each with the problem to tell. */
+type Refusals = ReadonlyMap<string, readonly { interface: string; problem: Problem }[]>;
+
+interface NodeRefusals {
+  quotas: Refusals;
+  addresses: Refusals;
+  macs: Refusals;
+}
+
+/** Rounds of node checks after which what is still refused is left out alone, as an annotation's part is. */
+const maxRefusalRounds = 8;
+
+/**
+ * Adds to `refusedByNode` each generation of a config a sandbox would have whole whose part the
+ * node refuses; the sandboxes it added one for.
+ */
+function refusedConfigs(wanted: readonly WantedWork[], refused: NodeRefusals, refusedByNode: Map<string, NodeRefusal[]>): Set<string> {
+  const changed = new Set<string>();
+  for (const w of wanted) {
+    const cid = w.record.containerId;
+    const problems = [refused.quotas, refused.addresses, refused.macs].flatMap((r) => (r.get(cid) ?? []).map((x) => x.problem));
+    for (const problem of problems) {
+      const config = w.wanted.whole?.find((c) => c.name === problem.document);
+      if (config === undefined) continue;
+      const known = refusedByNode.get(cid) ?? [];
+      const generation = generationOf(config.spec);
+      if (known.some((r) => r.config === config.name && r.generation === generation && r.problem.field === problem.field)) continue;
+      refusedByNode.set(cid, [...known, { config: config.name, generation, problem }]);
+      changed.add(cid);
+    }
+  }
+  return changed;
+}
+
+function withoutRefused(wanted: WantedWork[], refused: Refusals): WantedWork[] {
   for (const w of wanted) {
     const mine = refused.get(w.record.containerId);
     if (!mine) continue;

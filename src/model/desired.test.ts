@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
-import { defaultLimits, desiredFor, desiredWhole, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
+import { defaultLimits, desiredFor, desiredWhole, generationOf, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -482,4 +482,19 @@ t.test("the node's limits per pod count the configs the pod has first: a new con
   t.same(d.attachments.map((a) => a.interface), ['net2'], 'the attachment the pod has stays');
   t.same(d.tuning[0]?.settings, { mtu: 1400 }, 'and so does the rest of its config');
   t.match(d.problems, [{ document: 'PodNetworkConfig tenant-a/a-new', reason: /more attachments than the 1/ }, { document: 'PodNetworkConfig tenant-a/a-new', field: 'spec' }]);
+});
+
+t.test('desiredWhole: a generation the node refused (a quota, an address or MAC another pod has) fails as one with a problem of its own', async (t) => {
+  const tune = config('tune', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1400 }] });
+  const had = desiredWhole(pod, networks, [tune]).whole;
+  const edited = config('tune', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 1300 }], attachments: [{ network: 'blue', interface: 'net1' }] });
+  const problem = { document: 'PodNetworkConfig tenant-a/tune', field: 'spec.attachments[0]', reason: 'over the quota' };
+  const refused = [{ config: 'PodNetworkConfig tenant-a/tune', generation: generationOf(edited.spec), problem }];
+  const kept = desiredWhole(pod, networks, [edited], [], defaultLimits, had, refused);
+  t.same(kept.tuning.map((x) => x.settings), [{ mtu: 1400 }], 'the pod keeps the generation it had');
+  t.match(kept.problems, [problem, { field: 'spec', reason: 'this generation cannot be applied whole to the pod: the one it had before stays' }]);
+  const fresh = desiredWhole(pod, networks, [edited], [], defaultLimits, [], refused);
+  t.same(fresh.tuning, [], 'a pod that had none gets nothing of it');
+  const other = desiredWhole(pod, networks, [tune], [], defaultLimits, [], refused);
+  t.same(other.tuning.map((x) => x.settings), [{ mtu: 1400 }], 'a refusal is of one generation: another of the same config applies');
 });

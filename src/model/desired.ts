@@ -319,6 +319,8 @@ export const originKey = {
  * last had whole (`had`) stays instead, while it can still be had whole, and otherwise nothing of
  * the config does. In a conflict with a config the pod does not have yet, the one it has keeps its
  * settings. `whole` is the generation of each config the pod gets: what its applied state keeps.
+ * `refusedByNode`: generations the node refused after an earlier call (a quota, an address or MAC
+ * another pod has): each is failing, as one with a problem of its own is.
  */
 export function desiredWhole(
   identity: SandboxIdentity,
@@ -327,6 +329,7 @@ export function desiredWhole(
   earlier: readonly EarlierAttachment[] = [],
   limits: NodeLimits = defaultLimits,
   had: readonly AppliedConfig[] = [],
+  refusedByNode: readonly NodeRefusal[] = [],
 ): DesiredSandbox & { whole: AppliedConfig[] } {
   const hadBy = new Map(had.map((c) => [c.name, canonicalJson(c.spec)]));
   const current = [...configs];
@@ -340,7 +343,11 @@ export function desiredWhole(
     const has = new Set(current.filter((c) => hadBy.get(documentName(c)) === canonicalJson(c.spec)).map(documentName));
     const wanted = desiredFor(identity, networks, current, earlier, limits, has);
     selecting ??= wanted.configs;
-    const problemsOf = (name: string, conflictsToo: boolean) => wanted.problems.filter((p) => p.document === name && (conflictsToo || !wanted.conflicts?.has(p)));
+    const generation = new Map(current.map((c) => [documentName(c), generationOf(c.spec)]));
+    const problemsOf = (name: string, conflictsToo: boolean) => [
+      ...wanted.problems.filter((p) => p.document === name && (conflictsToo || !wanted.conflicts?.has(p))),
+      ...refusedByNode.filter((r) => r.config === name && r.generation === generation.get(name)).map((r) => r.problem),
+    ];
     // Configs with problems of their own go first: a conflict with one of them may be no conflict once it is gone.
     const own = wanted.configs.filter((name) => problemsOf(name, false).length > 0);
     const failing = own.length > 0 ? own : wanted.configs.filter((name) => problemsOf(name, true).length > 0);
@@ -364,6 +371,19 @@ export function desiredWhole(
       }
     }
   }
+}
+
+/** A generation of a config the node refused as a whole (a quota, an address or MAC another pod has), with why. */
+export interface NodeRefusal {
+  config: string;
+  /** generationOf its spec. */
+  generation: string;
+  problem: Problem;
+}
+
+/** What names a config's generation: its spec, whatever order its keys came in. */
+export function generationOf(spec: PodNetworkConfig['spec']): string {
+  return canonicalJson(spec);
 }
 
 /** JSON with every object's keys sorted: two specs that say the same compare equal, however their keys came. */

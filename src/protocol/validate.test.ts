@@ -231,8 +231,25 @@ t.test('interface names', async (t) => {
 
 t.test('src/generated and the CRDs are what scripts/generate.ts makes from schemas/ (run `npm run generate`)', async (t) => {
   const files = await generatedFiles();
-  t.strictSame(Object.keys(files).sort(), ['daemonset/crds.yaml', 'src/generated/schema-types.ts', 'src/generated/validators.js']);
+  t.strictSame(Object.keys(files).sort(), ['daemonset/crds.yaml', 'src/generated/schema-types.ts', 'src/generated/validators.js', 'src/generated/violations.js']);
   for (const [file, text] of Object.entries(files)) {
     t.ok(text === (await readFile(`${root}${file}`, 'utf8')), `${file} is current`);
   }
+});
+
+t.test('a refusal stays short however much is wrong: every violation of a small document, at most 64, the first of a large one', async (t) => {
+  const pod = (keys: number) => ({ ...record, pod: Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, 1])) });
+  const small = String((rejection('AttachmentRecord', pod(100)) as Error).message);
+  t.match(small, /^invalid test input: at \/pod: must NOT have additional properties "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7" and 92 more$/, 'a hundred extra properties are one entry, naming eight');
+  const withMissing = String((rejection('GcRequest', { ...Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${i}`, 1])) }) as Error).message);
+  t.match(withMissing, /must have required property 'network'/, 'so they do not push out what is missing');
+  const many = String((rejection('SandboxList', { items: Array(200).fill({}), documentProblems: [] }) as Error).message);
+  t.match(many, /; and \d+ more$/, 'many violations: how many more it does not list');
+  t.equal(many.split('; at ').length, 64, 'lists 64');
+
+  const large = String((rejection('AttachmentRecord', pod(20_000)) as Error).message);
+  t.match(large, /^invalid test input: at \/pod: [^;]+ \(the first violation; a document of more than 1024 values is not searched for more\)$/, 'names the first violation of a large document, and says so');
+
+  const wide = String((rejection('GcRequest', { network: 'kindnet', validAttachments: Array(20_000).fill({}) }) as Error).message);
+  t.match(wide, /^invalid test input: at \/validAttachments\/0: must have required property/, 'a wide list of invalid items: its first');
 });

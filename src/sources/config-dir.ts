@@ -9,8 +9,12 @@ import type { DesiredDocuments, DesiredSource } from './source.ts';
 
 export const documentFile = /\.(ya?ml|json)$/;
 
-/** A documents file is a few KiB; one past this is not read (a symlink to /dev/zero would never end). */
-export const maxDocumentFileBytes = 1024 * 1024;
+/**
+ * A documents file is a few KiB; one past this is not read (a symlink to /dev/zero would never
+ * end). The yaml parser takes a few microseconds a byte, on good documents as on the worst shapes
+ * found: 256 KiB (a thousand documents or more) costs the daemon at most about a second per change.
+ */
+export const maxDocumentFileBytes = 256 * 1024;
 
 /**
  * A reader of the documents in `dir`: every call reads each file, and parses again only a file

@@ -34,3 +34,35 @@ t.test('a MiB of nested flow collections is told at once, before the parser (whi
   const parsed = parseDocuments('['.repeat(1024 * 1024), 'deep.yaml');
   t.same(parsed.problems, [{ document: 'deep.yaml', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }]);
 });
+
+t.test('shapes the yaml parser was slow on are refused at once, each naming what is wrong', async (t) => {
+  t.same(
+    parseDocuments(`#"\n${'['.repeat(100_000)}`, 'deep.yaml').problems,
+    [{ document: 'deep.yaml', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }],
+    'a quote in a comment does not hide the brackets after it',
+  );
+  t.same(
+    parseDocuments('description: it\'s\nspec: ' + '['.repeat(65), 'quote.yaml').problems,
+    [{ document: 'quote.yaml', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }],
+    'nor does a quote inside a plain scalar',
+  );
+  t.same(
+    parseDocuments('? '.repeat(400), 'keys.yaml').problems,
+    [{ document: 'keys.yaml document 1', field: '(syntax)', reason: 'a mapping has a mapping as a key: keys are names and numbers' }],
+    'nested explicit keys',
+  );
+  t.same(
+    parseDocuments('&a { kind: [*a] }\n', 'cycle.yaml').problems,
+    [{ document: 'cycle.yaml document 1', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }],
+    'an alias inside its own anchor',
+  );
+  const errors = parseDocuments(']\n'.repeat(16_384), 'errors.yaml').problems;
+  t.equal(errors.length, 1, 'a file of errors is one problem');
+  t.match(errors[0]!.reason, /^Unexpected flow-seq-end token[^;]*(; [^;]+){7}; and 16376 more syntax errors$/, 'naming the first eight and how many more');
+});
+
+t.test('quotes and comments are read as YAML reads them by the nesting pre-check', async (t) => {
+  const ok = (text: string) => parseDocuments(text, 'x.yaml').problems.filter((p) => p.reason.includes('deep'));
+  t.same(ok(`a: "${'['.repeat(100)}"\nb: '${'{'.repeat(100)}'' still quoted'\n# ${'['.repeat(100)}\n`), [], 'brackets in quoted scalars and comments do not count');
+  t.same(ok(`a: [${'[1], '.repeat(1000)}]\n`), [], 'a long flow list of shallow items is not deep');
+});
