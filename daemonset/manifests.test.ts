@@ -106,19 +106,21 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
     t.ok(c['resources']['requests']['cpu'] && c['resources']['limits']['cpu'], `${String(c['name'])}: cpu request and limit`);
   }
   const volumes = new Map((spec['volumes'] as Obj[]).map((v) => [v['name'] as string, v]));
+  // Where each mount lands in the container: from which node path, read-only, propagated.
   const mounts = (c: Obj) =>
-    Object.fromEntries((c['volumeMounts'] as Obj[]).map((m) => [volumes.get(m['name'])!['hostPath']?.['path'] ?? 'emptyDir', `${String(m['mountPath'])}${m['readOnly'] ? ' ro' : ''}${m['mountPropagation'] ? ` ${String(m['mountPropagation'])}` : ''}`]));
-  t.strictSame(mounts(install!), { '/opt/cni/bin': '/host/opt/cni/bin', '/etc/cni/net.d': '/host/etc/cni/net.d' });
+    Object.fromEntries((c['volumeMounts'] as Obj[]).map((m) => [String(m['mountPath']), `${volumes.get(m['name'])!['hostPath']?.['path'] ?? 'emptyDir'}${m['readOnly'] ? ' ro' : ''}${m['mountPropagation'] ? ` ${String(m['mountPropagation'])}` : ''}`]));
+  t.strictSame(mounts(install!), { '/host/opt/cni/bin': '/opt/cni/bin', '/host/etc/cni/net.d': '/etc/cni/net.d' });
   t.strictSame(mounts(daemon!), {
-    '/etc/cni/net.d': '/host/etc/cni/net.d',
+    '/host/etc/cni/net.d': '/etc/cni/net.d',
     '/opt/cni/bin': '/opt/cni/bin ro',
     '/var/lib/cni': '/var/lib/cni',
     '/var/lib/podnet': '/var/lib/podnet',
     '/run/podnet': '/run/podnet',
     '/run/netns': '/run/netns HostToContainer',
-    '/var/run/netns': '/var/run/netns HostToContainer',
-    emptyDir: '/tmp',
+    '/var/run/netns': '/run/netns HostToContainer',
+    '/tmp': 'emptyDir',
   });
+  t.notOk([...volumes.values()].some((v) => String(v['hostPath']?.['path'] ?? '').startsWith('/var/run/')), 'no hostPath under /var/run: where it links to /run, the runtime refuses to propagate mounts from it');
   t.equal(volumes.size, new Set([...(install!['volumeMounts'] as Obj[]), ...(daemon!['volumeMounts'] as Obj[])].map((m) => m['name'])).size, 'no volume goes unmounted');
 });
 
@@ -133,4 +135,22 @@ t.test('uninstall.yaml takes podnet off each node, with no API access', async (t
   t.equal(spec['automountServiceAccountToken'], false);
   t.match(spec['initContainers'][0]['args'], ['uninstall', '--cni-bin-dir', '/host/opt/cni/bin', '--cni-conf-dir', '/host/etc/cni/net.d']);
   t.notOk(kustomization.resources.includes('uninstall.yaml'), 'not part of what apply -k installs');
+});
+
+t.test('daemonset/metrics/: the base with the daemon serving metrics on the node address, and a PodMonitor that finds them', async (t) => {
+  const overlay = parse(readFileSync(here('metrics/kustomization.yaml'), 'utf8')) as { resources: string[]; patches: { path: string }[] };
+  t.strictSame(overlay.resources, ['../', 'podmonitor.yaml']);
+  const [patch] = documents('metrics/daemon-metrics.yaml');
+  const base = find('DaemonSet', 'podnet')!;
+  t.equal(patch!['metadata']['name'], base['metadata']['name']);
+  const [daemon] = patch!['spec']['template']['spec']['containers'] as Obj[];
+  const [baseDaemon] = base['spec']['template']['spec']['containers'] as Obj[];
+  t.equal(daemon!['name'], baseDaemon!['name'], 'patches the daemon container');
+  t.strictSame(daemon!['args'], [...(baseDaemon!['args'] as string[]), '--metrics-address', '$(POD_IP):9109'], "the base's arguments and the metrics address: the overlay does not drift from the base");
+  t.strictSame(daemon!['env'], [...(baseDaemon!['env'] as Obj[]), { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }]);
+  const [monitor] = documents('metrics/podmonitor.yaml');
+  t.strictSame(monitor!['spec']['selector']['matchLabels'], { 'app.kubernetes.io/name': base['spec']['template']['metadata']['labels']['app.kubernetes.io/name'] }, "selects the daemon's pods");
+  t.equal(monitor!['metadata']['namespace'], base['metadata']['namespace']);
+  t.equal(monitor!['spec']['podMetricsEndpoints'][0]['port'], (daemon!['ports'] as Obj[])[0]!['name'], 'by the port the patch names');
+  t.notOk(kustomization.resources.some((r) => r.includes('metrics')), 'not in the default install');
 });

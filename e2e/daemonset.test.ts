@@ -36,7 +36,7 @@ interface PodSpec {
   volumes: { name: string; hostPath?: { path: string }; emptyDir?: unknown }[];
 }
 
-const nodeOwned = new Set(['/run/netns', '/var/run/netns']);
+const nodeOwned = new Set(['/run/netns']);
 
 /** `podman run` arguments for one container of the pod spec, hostPaths under `node` (but the netns folders). */
 function runArgs(spec: PodSpec, container: Container, node: string): string[] {

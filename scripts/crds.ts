@@ -138,6 +138,7 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
         out['enum'] = [value];
         break;
       case 'title':
+      case patternRuleKeyword:
         break;
       case 'x-kubernetes-list-type':
       case 'x-kubernetes-list-map-keys':
@@ -188,6 +189,12 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
   if (rules.length > 0) out['x-kubernetes-validations'] = rules;
   return out;
 }
+
+/**
+ * podnet's own keyword: a pattern's rule in words, which podnet's messages say instead of the
+ * regular expression (src/protocol/validate.ts). Not in the CRDs: the API server knows no such key.
+ */
+export const patternRuleKeyword = 'x-pattern-rule';
 
 /** The keywords of a JSON Schema that are Kubernetes's alone, passed through to the CRD as they are. */
 export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-preserve-unknown-fields'];

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standalone from 'ajv/dist/standalone/index.js';
 import { compile } from 'json-schema-to-typescript';
-import { crdsYaml, kubernetesKeywords } from './crds.ts';
+import { crdsYaml, kubernetesKeywords, patternRuleKeyword } from './crds.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -62,10 +62,12 @@ async function loadSchemas(): Promise<Record<string, unknown>[]> {
 }
 
 async function validatorsSource(schemas: Record<string, unknown>[], allErrors: boolean): Promise<string> {
-  const ajv = new Ajv2020({ schemas, code: { source: true, esm: true }, allErrors, strict: true });
+  // verbose: each error carries the schema it broke, whose x-pattern-rule says a pattern's rule in words.
+  const ajv = new Ajv2020({ schemas, code: { source: true, esm: true }, allErrors, verbose: true, strict: true });
   // Said for the CRDs (scripts/crds.ts copies them): how the API server merges a list when
   // several field managers (one per node) apply parts of it. Nothing for ajv to check.
   ajv.addVocabulary(kubernetesKeywords);
+  ajv.addVocabulary([patternRuleKeyword]);
   // ajv's ESM output still loads its runtime helpers with require(); make them imports so the
   // module is plain ESM for Node and for the bundler alike.
   const imports: string[] = [];

@@ -5,6 +5,7 @@ import { podnetVersion } from '../version.ts';
 import { defaultCniBinDir, defaultPluginTimeoutMs, defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
 import { defaultLimits } from '../model/desired.ts';
+import { parseListenAddress } from '../daemon/prometheus.ts';
 
 
 export function daemonCommand(): Command {
@@ -22,8 +23,9 @@ export function daemonCommand(): Command {
     .option('--max-attachments-per-pod <n>', 'interfaces podnet attaches to one pod at most; the ones asked beyond it are refused, told on the pod and its config', String(defaultLimits.attachmentsPerPod))
     .option('--max-addresses-per-pod <n>', "addresses podnet gives one pod at most, across its attachments (from Networks' ranges, or its own); the attachments beyond it are refused, told on the pod and its config", String(defaultLimits.addressesPerPod))
     .option('--allow-primary-mac', "let PodNetworkConfigs change the MAC of a pod's primary interface (off: on the primary network a pod could take another's traffic)")
+    .option('--metrics-address <host:port>', 'serve Prometheus metrics (GET /metrics) here, such as 127.0.0.1:9109; not served without it')
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean }) => {
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
@@ -31,6 +33,7 @@ export function daemonCommand(): Command {
       if (!(timeoutMs >= 100)) throw new Error(`--plugin-timeout-seconds must be a number of at least 0.1, not "${options.pluginTimeoutSeconds}"`);
       const attachmentsPerPod = wholeNumber('--max-attachments-per-pod', options.maxAttachmentsPerPod, 1024);
       const addressesPerPod = wholeNumber('--max-addresses-per-pod', options.maxAddressesPerPod, 4096);
+      const metricsAddress = options.metricsAddress !== undefined ? parseListenAddress(options.metricsAddress, '--metrics-address') : undefined;
       if (!(resyncMs >= 1000)) throw new Error(`--resync-seconds must be a number of at least 1, not "${options.resyncSeconds}"`);
       const daemon = await startDaemon({
         socketPath: options.socket,
@@ -43,6 +46,7 @@ export function daemonCommand(): Command {
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),
         ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),
+        ...(metricsAddress ? { metricsAddress } : {}),
         ...(options.cniConfDir
           ? {
               cniConf: {

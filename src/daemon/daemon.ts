@@ -25,6 +25,7 @@ import { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
 import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 import type { NodeLimits } from '../model/desired.ts';
+import { PrometheusMetrics, serveMetrics, type MetricsServer } from './prometheus.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -53,6 +54,8 @@ export interface DaemonOptions {
    * chained are adopted from its result cache. Only the primary's network when cniConf is given.
    */
   cniCacheDir?: string;
+  /** Where to serve Prometheus metrics (GET /metrics); none: not served. */
+  metricsAddress?: { host: string; port: number };
 }
 
 export interface RunningDaemon {
@@ -70,6 +73,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let reconciler: Reconciler | undefined;
   let source: DesiredSource | undefined;
   let publisher: StatusPublisher | undefined;
+  let metrics: PrometheusMetrics | undefined;
+  let metricsServer: MetricsServer | undefined;
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
   // It goes into the pods' field selector and every status this node writes.
   if (opts.kube) parseDocument('Name', opts.kube.nodeName, '--node-name (a Kubernetes node name)', 'INVALID_CONFIG');
@@ -78,16 +83,25 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
     if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
+    if (opts.metricsAddress) {
+      const open = registry;
+      metrics = new PrometheusMetrics(
+        { attachments: () => reconciler?.attachmentStates() ?? [], spoolBacklog: () => open.spoolPending(), quarantined: () => open.quarantined().length },
+        opts.version,
+      );
+    }
+    const reported = metrics ? { metrics } : {};
     if (opts.kube) {
       const api = KubeApi.load(opts.kube.kubeconfig);
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
       source = kubeSource;
-      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish() });
-      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, log });
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish(), ...reported });
+      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, log, ...reported });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
-      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log });
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, ...reported });
     }
+    if (metrics && opts.metricsAddress) metricsServer = await serveMetrics(metrics, opts.metricsAddress);
     await reconciler?.recover();
     const following = reconciler;
     server = await startServer({
@@ -99,6 +113,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       ...(following ? { sandboxes: () => following.list(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
     });
   } catch (err) {
+    await metricsServer?.close();
     lock.release();
     throw err;
   }
@@ -108,6 +123,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     stateDir: opts.stateDir,
     attachments: registry.size,
     quarantined: registry.quarantined().length,
+    ...(metricsServer ? { metrics: `http://${metricsServer.address.host}:${metricsServer.address.port}/metrics` } : {}),
   });
 
   // A burst of spool writes raises a burst of watch events: they merge into one more replay. A
@@ -156,6 +172,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       await reconciler?.close();
       await publisher?.close();
       await server.close();
+      await metricsServer?.close();
       await drain.idle();
       await registry.drainSpool().catch(() => undefined);
       lock.release();

@@ -13,6 +13,7 @@ import type { NamespaceSight } from '../netns/probe.ts';
 import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 import { fakeClock, fakeSight, FakeObserver, MemoryApplied, MemoryDelegatedRecords, RecordingPlugins, RecordingRunner } from '../testing/fakes.ts';
+import type { PassMetrics } from './metrics.ts';
 import { Reconciler } from './reconciler.ts';
 
 const netns = '/run/netns/pod-a';
@@ -40,7 +41,7 @@ const config = (spec: Partial<PodNetworkConfig['spec']>): PodNetworkConfig => ({
 });
 const onBlue = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1400 }] });
 
-async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue]) {
+async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue], metrics?: PassMetrics) {
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
   const docs: DesiredDocuments = { networks: new Map([['blue', blue], ['plugged', plugged]]), configs, problems: [] };
@@ -78,6 +79,7 @@ async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue]) {
     clock: clock.now,
     timer: clock.timer,
     log,
+    ...(metrics ? { metrics } : {}),
   });
   t.teardown(() => reconciler.close());
   /** Puts in the fake kernel what the first pass's steps made. */
@@ -319,4 +321,36 @@ t.test("a Network's quota refusing a config's attachment refuses the whole confi
     { document: 'PodNetworkConfig default/cfg-b', field: 'spec.attachments[0]', reason: /Network blue allows 1 attachment per namespace on a node/ },
     { document: 'PodNetworkConfig default/cfg-b', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
   ]);
+});
+
+t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {
+  const told: string[] = [];
+  const metrics: PassMetrics = {
+    passEnded: ({ steps, resync }) => void told.push(`pass steps=${steps} resync=${resync}`),
+    sandboxFailed: (code) => void told.push(`failed ${code}`),
+    attachmentsChanged: (network, change) => void told.push(`${change} ${network}`),
+  };
+  const { docs, run, reconciler, madeByFirstPass } = await setup(t, [onBlue], metrics);
+  await reconciler.schedule();
+  t.same(told, ['attached blue', `pass steps=${run.lines().length} resync=false`], 'the first pass: one attachment on blue, every step it ran');
+  t.same(reconciler.attachmentStates(), [{ network: 'blue', state: 'ready' }]);
+
+  madeByFirstPass();
+  told.length = 0;
+  docs.configs = [];
+  const before = run.lines().length;
+  await reconciler.schedule('resync');
+  t.same(told, ['detached blue', `pass steps=${run.lines().length - before} resync=true`], 'the config gone: the attachment is removed');
+  t.ok(run.lines().length > before, 'by steps the pass ran');
+  t.same(reconciler.attachmentStates(), []);
+});
+
+t.test('a sandbox whose pass fails is told to the metrics by its code, and its attachment counted failing', async (t) => {
+  const told: string[] = [];
+  const metrics: PassMetrics = { passEnded: () => undefined, sandboxFailed: (code) => void told.push(`failed ${code}`), attachmentsChanged: (network, change) => void told.push(`${change} ${network}`) };
+  const { run, reconciler } = await setup(t, [onBlue], metrics);
+  run.failing = (line) => line.startsWith('addr add');
+  await reconciler.schedule();
+  t.same(told, ['failed IO_FAILURE'], 'nothing attached');
+  t.same(reconciler.attachmentStates(), [{ network: 'blue', state: 'failing' }]);
 });

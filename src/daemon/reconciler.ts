@@ -32,6 +32,7 @@ import type { SandboxFacts } from '../status/status.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
+import { noMetrics, type AttachmentState, type PassMetrics } from './metrics.ts';
 import { asksThePlanner, covers, hostViewOf, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
 /** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
@@ -85,6 +86,8 @@ export interface ReconcilerOptions {
   log: Logger;
   /** Called after every pass, with the reports of that pass: where the status is published from. */
   afterPass?: () => void;
+  /** Told how each pass went (none: metrics are off). */
+  metrics?: PassMetrics;
 }
 
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
@@ -164,9 +167,13 @@ export class Reconciler {
   private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
   /** The document problems the log has told, as lines: each is told once, when it appears. */
   private loggedProblems = new Set<string>();
+  /** Steps the pass under way ran, for its metrics. */
+  private stepsRun = 0;
+  private readonly metrics: PassMetrics;
 
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
+    this.metrics = opts.metrics ?? noMetrics;
   }
 
   /** Every sandbox's report, for `podnet explain`. */
@@ -423,6 +430,8 @@ export class Reconciler {
    */
   private async pass(): Promise<void> {
     if (!this.opts.source.synced) return;
+    const started = performance.now();
+    this.stepsRun = 0;
     const resync = this.resyncNext;
     this.resyncNext = false;
     const docs = this.opts.source.documents();
@@ -459,7 +468,25 @@ export class Reconciler {
     this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
     this.hostChanged = false;
     this.scheduleRetry();
+    this.metrics.passEnded({ seconds: (performance.now() - started) / 1000, steps: this.stepsRun, resync });
     this.opts.afterPass?.();
+  }
+
+  /**
+   * Each attachment the sandboxes want or have, with its Network and state, as the last pass left
+   * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
+   * there yet). What the metrics count.
+   */
+  attachmentStates(): { network: string; state: AttachmentState }[] {
+    return [...this.reports.values()].flatMap((r) => {
+      const there = new Set([...(r.applied?.attachments ?? []), ...r.delegated].map((a) => `${a.network}/${a.interface}`));
+      const wanted = [...r.desired.attachments, ...r.desired.delegated];
+      const extra = [...(r.applied?.attachments ?? []), ...r.delegated].filter((a) => !wanted.some((w) => w.network === a.network && w.interface === a.interface));
+      return [...wanted, ...extra].map(({ network, interface: name }) => ({
+        network,
+        state: r.lastError !== undefined ? 'failing' : there.has(`${network}/${name}`) ? 'ready' : 'pending',
+      }));
+    });
   }
 
   /** Whether a pass takes this sandbox: see schedule. */
@@ -505,7 +532,7 @@ export class Reconciler {
       if (made.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
     }
     if (steps.length > 0) {
-      const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
+      const result = await this.execute(hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
     }
     return this.observeHost(work);
@@ -606,6 +633,7 @@ export class Reconciler {
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
+      this.metrics.sandboxFailed(e.code);
       track.failures = (previous?.failures ?? 0) + 1;
       track.retryAt = this.opts.clock() + retryWaitMs(track.failures);
       log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - this.opts.clock() });
@@ -636,7 +664,7 @@ export class Reconciler {
     if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;
     const before = report.applied;
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }));
+    const result = await this.execute(record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }));
     if (result.error) {
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
@@ -644,6 +672,7 @@ export class Reconciler {
       throw e;
     }
     report.applied = this.opts.applied.get(record.containerId);
+    this.countChanges(before, report.applied);
     // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
     if (planned.deferred) {
       track.deferred = true;
@@ -674,6 +703,20 @@ export class Reconciler {
     }
   }
 
+  /** Runs `steps` through a journaled pass (executor/execute.ts), counting them for the pass's metrics. */
+  private execute(key: string, steps: readonly Step[], commit: (pass: string) => void): ReturnType<typeof execute> {
+    this.stepsRun += steps.length;
+    return execute(this.opts.run, this.opts.stateDir, key, steps, commit);
+  }
+
+  /** Tells the metrics which of podnet's own attachments a change made and removed, by Network. */
+  private countChanges(before: AppliedState | undefined, after: AppliedState | undefined): void {
+    const keys = (s: AppliedState | undefined) => new Map((s?.attachments ?? []).map((a) => [`${a.network}/${a.interface}`, a.network]));
+    const [was, is] = [keys(before), keys(after)];
+    for (const [key, network] of is) if (!was.has(key)) this.metrics.attachmentsChanged(network, 'attached');
+    for (const [key, network] of was) if (!is.has(key)) this.metrics.attachmentsChanged(network, 'detached');
+  }
+
   /**
    * A sandbox that is gone: its pod ends went with its netns; host ends, ifbs and addresses go
    * now, through a journaled pass like any other change (a crash in it is taken back at start).
@@ -690,7 +733,7 @@ export class Reconciler {
     const ports = state.attachments.flatMap((a): Step[] => (a.hostIf && a.portSecurity ? [{ where: host, tool: 'nft', line: releasePortLine(a.hostIf, a.portSecurity) }] : []));
     const steps = [...ports, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];
     if (steps.length > 0) this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, state.containerId, steps, () => {
+    const result = await this.execute(state.containerId, steps, () => {
       for (const a of state.attachments) this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));
       this.opts.applied.remove(state.containerId);
     });
@@ -698,6 +741,7 @@ export class Reconciler {
       this.opts.log.warn('could not remove the host ends of a gone sandbox; retrying next pass', { containerId: state.containerId, error: result.error.message });
       return;
     }
+    this.countChanges(state, undefined);
     this.opts.log.info('took back a gone sandbox', { containerId: state.containerId, attachments: state.attachments.length });
   }
 
@@ -711,7 +755,7 @@ export class Reconciler {
     const bridgeMark = ownerMark('bridge');
     const steps = unused.filter((b) => hostView.links.has(b) && bearsMark(hostView.links.get(b)!, bridgeMark)).map((b): Step => ({ where: host, tool: 'ip', line: linkDelLine(b) }));
     if (steps.length > 0) this.hostChanged = true;
-    const result = await execute(this.opts.run, this.opts.stateDir, hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
+    const result = await this.execute(hostJournalKey, steps, (pass) => applied.setBridges(known.filter((b) => inUse.has(b)), pass));
     if (result.error) this.opts.log.warn('could not remove an unused bridge; retrying next pass', { error: result.error.message });
   }
 }

@@ -216,7 +216,7 @@ t.test('an invalid body: 400 naming the violation', async (t) => {
   const d = await daemon(t);
   const answer = await raw(d.socketPath, 'PUT', route('aaa'), json(record('aaa', { netns: '/var/run/netns/../../etc/passwd' })));
   t.equal(answer.status, 400);
-  t.match(answer.body, { code: 'INVALID_REQUEST', message: /^invalid attachment record: at \/netns: must match pattern/ });
+  t.match(answer.body, { code: 'INVALID_REQUEST', message: /^invalid attachment record: at \/netns: must be / });
   t.match(await raw(d.socketPath, 'PUT', route('aaa'), { headers: { 'content-type': 'application/json' }, body: '{"containerId":' }), {
     status: 400,
     body: { code: 'INVALID_REQUEST', message: /request body is not JSON/ },

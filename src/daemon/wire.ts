@@ -18,6 +18,7 @@ import { kernelStateDirs } from '../registry/boot.ts';
 import type { Registry } from '../registry/registry.ts';
 import { systemClock, systemTimer } from '../retry.ts';
 import type { DesiredSource } from '../sources/source.ts';
+import type { PassMetrics, PluginMetrics } from './metrics.ts';
 import { Reconciler } from './reconciler.ts';
 
 export interface ReconcilerParts {
@@ -30,10 +31,12 @@ export interface ReconcilerParts {
   limits?: NodeLimits;
   log: Logger;
   afterPass?: () => void;
+  /** Told how passes and plugin calls go (none: metrics are off). */
+  metrics?: PassMetrics & PluginMetrics;
 }
 
 /** A reconciler on this node's kernel and `stateDir`; the writes a crash cut short there are removed first. */
-export function wireReconciler({ stateDir, registry, source, plugins, limits, log, afterPass }: ReconcilerParts): Reconciler {
+export function wireReconciler({ stateDir, registry, source, plugins, limits, log, afterPass, metrics }: ReconcilerParts): Reconciler {
   for (const dir of [stateDir, ...[...kernelStateDirs, stateLayout.delegated].map((d) => join(stateDir, d))]) {
     const removed = removeTempFiles(dir);
     if (removed.length > 0) log.info('removed the temp files of writes a crash cut short', { dir, files: removed.length });
@@ -42,7 +45,7 @@ export function wireReconciler({ stateDir, registry, source, plugins, limits, lo
   const records = new DelegatedStore(stateDir, registry.quarantine.told('what its plugins made for a sandbox is not taken back'));
   const delegated = new DelegatedLifecycle({
     records,
-    plugins: new PluginRunner(plugins),
+    plugins: new PluginRunner(plugins, metrics),
     sight: networkNamespaceSight,
     podLinks: (netns) => observe.links({ netns }),
     recorded: (containerId) => registry.list().some((r) => r.containerId === containerId),
@@ -65,5 +68,6 @@ export function wireReconciler({ stateDir, registry, source, plugins, limits, lo
     ...(limits ? { limits } : {}),
     log,
     ...(afterPass ? { afterPass } : {}),
+    ...(metrics ? { metrics } : {}),
   });
 }

@@ -5,6 +5,7 @@
 // result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
 // STATUS (1.1) for every plugin, for the network as a whole. Each plugin runs in a PID namespace
 // of its own, so that nothing it started outlives its run (ADR 14).
+import { noMetrics, type PluginMetrics } from '../daemon/metrics.ts';
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
@@ -60,9 +61,11 @@ export class PluginRunner {
   private readonly opts: PluginRunnerOptions;
   /** util-linux's unshare, which gives each plugin its PID namespace: from the system's folders too. */
   private readonly unshare: string | undefined;
+  private readonly metrics: PluginMetrics;
 
-  constructor(opts: PluginRunnerOptions) {
+  constructor(opts: PluginRunnerOptions, metrics: PluginMetrics = noMetrics) {
     this.opts = opts;
+    this.metrics = metrics;
     this.unshare = findExecutable('unshare', systemPath.split(':'));
   }
 
@@ -148,7 +151,10 @@ export class PluginRunner {
       PATH: systemPath,
     };
     const what = `Network ${network}: plugin ${type} ${command}`;
-    return new Promise((resolve, reject) => {
+    // Timed from here: a plugin found in the bin dirs, so its type is one of a bounded set (a metric's label).
+    const started = performance.now();
+    const told = (ok: boolean) => this.metrics.pluginCalled({ plugin: type, command, seconds: (performance.now() - started) / 1000, ok });
+    return new Promise<unknown>((resolve, reject) => {
       // No shell and no argv beyond the binary: the spec passes everything in env and on stdin.
       // Its PID namespace ends whatever it started when it exits or is killed at the time limit;
       // a process group of its own does, as far as it reaches, where there is no namespace.
@@ -174,7 +180,16 @@ export class PluginRunner {
         },
       );
       plugin.feed(JSON.stringify(stdin));
-    });
+    }).then(
+      (answer) => {
+        told(true);
+        return answer;
+      },
+      (err: unknown) => {
+        told(false);
+        throw err;
+      },
+    );
   }
 }
 

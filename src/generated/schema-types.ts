@@ -53,6 +53,8 @@ export type ContainerId = string;
  */
 export type IfName = string;
 /**
+ * The CNI network name: letters, digits, _, . and -, starting with a letter or digit.
+ *
  * This interface was referenced by `Protocol`'s JSON-Schema
  * via the `definition` "NetworkName".
  */
@@ -119,8 +121,17 @@ export interface Protocol {
  * via the `definition` "PodIdentity".
  */
 export interface PodIdentity {
+  /**
+   * A Kubernetes namespace name (DNS-1123 label).
+   */
   namespace?: string;
+  /**
+   * A pod name: letters, digits, _, . and -, starting with a letter or digit.
+   */
   name?: string;
+  /**
+   * A pod UID: letters, digits and -.
+   */
   uid?: string;
   infraContainerId?: ContainerId;
 }
@@ -380,6 +391,8 @@ export interface CniResult {
  */
 export type Name = string;
 /**
+ * A Kubernetes namespace name (DNS-1123 label): at most 63 lower-case letters, digits and -, starting and ending with a letter or digit.
+ *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "NamespaceName".
  */
@@ -446,6 +459,8 @@ export type Conditions = Condition[];
  */
 export type RouteTable = number | 'main';
 /**
+ * One integer, or several separated by spaces or tabs (as /proc/sys takes them), e.g. 1 or 4096 87380 6291456.
+ *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "SysctlValue".
  */
@@ -750,6 +765,9 @@ export interface Rule {
  * via the `definition` "Sysctl".
  */
 export interface Sysctl {
+  /**
+   * A sysctl key that starts with net. and has at least two more parts (net.ipv4.ip_forward, net.ipv4.conf.net1.rp_filter), printable ASCII without spaces.
+   */
   name: string;
   value: SysctlValue;
 }
@@ -1293,6 +1311,9 @@ export interface DelegatedRecord {
  */
 export interface DelegatedConfig {
   name: NetworkName;
+  /**
+   * A CNI spec version, three numbers separated by dots (1.0.0).
+   */
   cniVersion: string;
   /**
    * Each plugin's own keys (type and its settings).

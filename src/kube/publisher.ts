@@ -3,6 +3,7 @@
 // (server-side apply with the field manager podnet/<node>, so nodes never overwrite each other's
 // entries), and an Event for every attach, detach and failure. Nothing is written when nothing
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
+import type { ApiMetrics } from '../daemon/metrics.ts';
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/desired.ts';
@@ -24,6 +25,8 @@ export interface PublisherOptions {
   /** The sandboxes whose pod is on this node, as the last pass left them. */
   reconciler: Pick<Reconciler, 'facts' | 'judge'>;
   log: Logger;
+  /** Told of each write that fails (none: metrics are off). */
+  metrics?: ApiMetrics;
 }
 
 /** What every status of one publishing round is computed from. */
@@ -82,7 +85,16 @@ export class StatusPublisher {
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
-    const results = await Promise.allSettled([...facts.map((f) => this.publishPod(f, round)), ...this.publishConfigs(facts, round), ...this.publishNetworks(facts, round)]);
+    const counted = (resource: 'pods' | 'podnetworkconfigs' | 'networks', writes: Promise<void>[]) =>
+      writes.map((w) => w.catch((err: unknown) => {
+        this.opts.metrics?.apiWriteFailed(resource);
+        throw err;
+      }));
+    const results = await Promise.allSettled([
+      ...counted('pods', facts.map((f) => this.publishPod(f, round))),
+      ...counted('podnetworkconfigs', this.publishConfigs(facts, round)),
+      ...counted('networks', this.publishNetworks(facts, round)),
+    ]);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length === 0) return;
     this.opts.log.warn('could not write status to the API server; trying again', { failed: failed.length, error: (failed[0]!.reason as Error).message });

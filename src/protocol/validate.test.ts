@@ -52,11 +52,11 @@ const cases: Case[] = [
     ],
     invalid: [
       [{}, /^invalid test input: at \(top level\): must have required property 'cniVersion'/],
-      [{ cniVersion: '1.0', name: 'kindnet', type: 'podnet' }, /at \/cniVersion: must match pattern/],
-      [{ cniVersion: '1.0.0', name: '-bad', type: 'podnet' }, /at \/name: must match pattern/],
+      [{ cniVersion: '1.0', name: 'kindnet', type: 'podnet' }, /at \/cniVersion: must be /],
+      [{ cniVersion: '1.0.0', name: '-bad', type: 'podnet' }, /at \/name: must be /],
       [{ cniVersion: '1.0.0', name: 'kindnet', type: '' }, /at \/type: must NOT have fewer than 1 characters/],
-      [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', socketPath: 'run/podnet.sock' }, /at \/socketPath: must match pattern/],
-      [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', stateDir: '/var/lib/../etc' }, /at \/stateDir: must match pattern/],
+      [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', socketPath: 'run/podnet.sock' }, /at \/socketPath: must be /],
+      [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', stateDir: '/var/lib/../etc' }, /at \/stateDir: must be /],
       [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', timeoutMs: 0 }, /at \/timeoutMs: must be >= 1/],
       [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', timeoutMs: 1.5 }, /at \/timeoutMs: must be integer/],
       [{ cniVersion: '1.0.0', name: 'kindnet', type: 'podnet', prevResult: [] }, /at \/prevResult: must be object/],
@@ -71,7 +71,7 @@ const cases: Case[] = [
     valid: [key],
     invalid: [
       [{ containerId: 'abc' }, /at \(top level\): must have required property 'ifname'/],
-      [{ ...key, containerId: 'has space' }, /at \/containerId: must match pattern/],
+      [{ ...key, containerId: 'has space' }, /at \/containerId: must be /],
       [{ ...key, containerId: 'a'.repeat(129) }, /at \/containerId: must NOT have more than 128 characters/],
       [{ ...key, extra: 1 }, /at \(top level\): must NOT have additional properties "extra"/],
     ],
@@ -80,12 +80,12 @@ const cases: Case[] = [
     name: 'AttachmentRecord',
     valid: [record, { ...record, pod: {}, prevResult: undefined }, { ...record, pod: { name: 'my-container' }, cniVersion: '0.3.1' }],
     invalid: [
-      [{ ...record, ifname: '..' }, /at \/ifname: must match pattern/],
-      [{ ...record, netns: 'netns/x' }, /at \/netns: must match pattern/],
+      [{ ...record, ifname: '..' }, /at \/ifname: must be /],
+      [{ ...record, netns: 'netns/x' }, /at \/netns: must be /],
       [{ ...record, cniVersion: '0.2.0' }, /at \/cniVersion: must be equal to one of the allowed values/],
-      [{ ...record, pod: { namespace: 'Shop' } }, /at \/pod\/namespace: must match pattern/],
+      [{ ...record, pod: { namespace: 'Shop' } }, /at \/pod\/namespace: must be /],
       [{ ...record, pod: { labels: {} } }, /at \/pod: must NOT have additional properties "labels"/],
-      [{ ...record, createdAt: '2026-03-01 12:00:00' }, /at \/createdAt: must match pattern/],
+      [{ ...record, createdAt: '2026-03-01 12:00:00' }, /at \/createdAt: must be /],
       [{ ...record, network: undefined }, /at \(top level\): must have required property 'network'/],
     ],
   },
@@ -95,7 +95,7 @@ const cases: Case[] = [
     invalid: [
       [{}, /at \(top level\): must have required property 'items'/],
       [{ items: [{ record }] }, /at \/items\/0: must have required property 'netnsExists'/],
-      [{ items: [{ record: { ...record, ifname: 'a:b' }, netnsExists: false }] }, /at \/items\/0\/record\/ifname: must match pattern/],
+      [{ items: [{ record: { ...record, ifname: 'a:b' }, netnsExists: false }] }, /at \/items\/0\/record\/ifname: must be /],
     ],
   },
   {
@@ -126,7 +126,7 @@ const cases: Case[] = [
     ],
     invalid: [
       [{ version: 2, op: 'del', key }, /must match exactly one schema in oneOf/],
-      [{ op: 'add', record: { ...record, ifname: 'a/b' } }, /at \/record\/ifname: must match pattern/],
+      [{ op: 'add', record: { ...record, ifname: 'a/b' } }, /at \/record\/ifname: must be /],
       [{ op: 'del', key: { containerId: 'abc' } }, /at \/key: must have required property 'ifname'/],
       [{ op: 'move', key }, /at \/op: must be equal to constant/],
       [{ op: 'del', key, record }, /must match exactly one schema in oneOf/],
@@ -171,11 +171,11 @@ const cases: Case[] = [
     invalid: [
       [{ pass: 'p', steps: [] }, /at \(top level\): must have required property 'version'/],
       [{ version: 1, pass: 'p', undo: [{ where: 'host', tool: 'ip', line: 'link del pnb' }] }, /at \/undo\/0: must match exactly one schema in oneOf/],
-      [{ version: 1, pass: 'p', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] }, /at \/undo\/0\/dev: must match pattern/],
+      [{ version: 1, pass: 'p', undo: [{ where: 'host', action: 'link-del', dev: 'eth0' }] }, /at \/undo\/0\/dev: must be /],
       [{ version: 1, pass: 'p', undo: [{ where: { netns: '/run/netns/p' }, action: 'link-set', dev: 'eth0', setting: 'mtu', value: true }] }, /at \/undo\/0\/value: must be integer/],
       [{ version: 1, pass: 'p', undo: [{ where: { netns: '/run/netns/p' }, action: 'link-set', dev: 'eth0', setting: 'mac', value: '02:11:22:33:44:55 up' }] }, /at \/undo\/0\/value/],
       [{ version: 1, pass: 'p', undo: [{ where: 'host', action: 'route', verb: 'del', route: { family: 4, to: '0.0.0.0/0', table: 254 } }] }, /at \/undo\/0\/where: must be object/],
-      [{ version: 1, pass: 'P 1', undo: [] }, /at \/pass: must match pattern/],
+      [{ version: 1, pass: 'P 1', undo: [] }, /at \/pass: must be /],
     ],
   },
 ];
@@ -189,7 +189,7 @@ for (const c of cases) {
 
 t.test('the caller chooses the code and names the input', async (t) => {
   const err = t.throws(() => parseDocument('AttachmentKey', { ...key, ifname: 'a/b' }, 'CNI_CONTAINERID or CNI_IFNAME', 'INVALID_ENVIRONMENT'));
-  t.match(err, { code: 'INVALID_ENVIRONMENT', cniCode: 4, message: /^invalid CNI_CONTAINERID or CNI_IFNAME: at \/ifname: must match pattern/ });
+  t.match(err, { code: 'INVALID_ENVIRONMENT', cniCode: 4, message: /^invalid CNI_CONTAINERID or CNI_IFNAME: at \/ifname: must be / });
 });
 
 t.test('netns paths', async (t) => {
@@ -221,7 +221,7 @@ t.test('interface names', async (t) => {
     t.equal(parseDocument('AttachmentKey', ifname(name), 'test input').ifname, name, `accepts ${name}`);
   }
   for (const name of ['.', '..', 'a:b', 'a/b', 'a b', 'eth0\t', 'eth0\n', '', 'a'.repeat(16)]) {
-    t.match(rejection('AttachmentKey', ifname(name)), refusal(/at \/ifname: must match pattern/), `refuses ${JSON.stringify(name)}`);
+    t.match(rejection('AttachmentKey', ifname(name)), refusal(/at \/ifname: must be /), `refuses ${JSON.stringify(name)}`);
   }
   // The kernel's IFNAMSIZ counts bytes (16 with the NUL), and a name is a C string.
   const overBytes = 'é'.repeat(15);
@@ -235,6 +235,21 @@ t.test('src/generated and the CRDs are what scripts/generate.ts makes from schem
   for (const [file, text] of Object.entries(files)) {
     t.ok(text === (await readFile(`${root}${file}`, 'utf8')), `${file} is current`);
   }
+});
+
+t.test('a pattern is said in words, never as its regular expression: every pattern of every schema has its rule', async (t) => {
+  const patterns: string[] = [];
+  for (const file of ['cni-plugin-config', 'protocol', 'api', 'state']) {
+    const walk = (node: unknown, path: string): void => {
+      if (typeof node !== 'object' || node === null) return;
+      if ('pattern' in node && !('x-pattern-rule' in node)) patterns.push(`${file} ${path}`);
+      for (const [k, v] of Object.entries(node)) walk(v, `${path}/${k}`);
+    };
+    walk(JSON.parse(await readFile(`${root}schemas/${file}.schema.json`, 'utf8')), '');
+  }
+  t.same(patterns, [], 'no pattern without x-pattern-rule');
+  const sysctl = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'PodNetworkConfig', metadata: { name: 'c' }, spec: { podSelector: {}, sysctls: [{ name: 'kernel.panic', value: '1' }] } };
+  t.match(rejection('PodNetworkConfig', sysctl), refusal(/^invalid test input: at \/spec\/sysctls\/0\/name: must be a key that starts with net\. and has two more parts, such as net\.ipv4\.ip_forward, without spaces$/));
 });
 
 t.test('a refusal stays short however much is wrong: every violation of a small document, at most 64, the first of a large one', async (t) => {

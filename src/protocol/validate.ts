@@ -8,8 +8,11 @@ export type * from '../generated/schema-types.ts';
 
 interface AjvError {
   instancePath: string;
+  keyword: string;
   message?: string;
   params?: Record<string, unknown>;
+  /** The schema object the value broke (the validators are generated verbose). */
+  parentSchema?: { 'x-pattern-rule'?: unknown };
 }
 
 interface Validator {
@@ -112,7 +115,7 @@ export function isJsonObject(value: unknown): value is Record<string, unknown> {
 const maxExtraPropertiesNamed = 8;
 
 /**
- * "at /ifname: must match pattern ..." for each violation (the first maxViolationsNamed), so a
+ * "at /ifname: must be 1 to 15 printable ASCII characters ..." for each violation (the first maxViolationsNamed), so a
  * user sees where and what. The properties one object should not have are one entry, so that a
  * hundred of them do not push out what is missing.
  */
@@ -122,6 +125,7 @@ function describeViolations(errors: readonly AjvError[]): string {
   for (const e of errors) {
     const where = e.instancePath === '' ? '(top level)' : e.instancePath;
     const extra = e.params?.['additionalProperty'];
+    const rule = e.keyword === 'pattern' && typeof e.parentSchema?.['x-pattern-rule'] === 'string' ? `must be ${e.parentSchema['x-pattern-rule']}` : undefined;
     if (extra !== undefined) {
       const names = extraAt.get(where);
       if (names) {
@@ -131,7 +135,7 @@ function describeViolations(errors: readonly AjvError[]): string {
       extraAt.set(where, [String(extra)]);
       entries.push({ where, message: e.message ?? 'is invalid', extra: extraAt.get(where)! });
     } else {
-      entries.push({ where, message: e.message ?? 'is invalid', extra: [] });
+      entries.push({ where, message: rule ?? e.message ?? 'is invalid', extra: [] });
     }
   }
   const named = entries.slice(0, maxViolationsNamed).map(({ where, message, extra }) => {

@@ -2,10 +2,9 @@
 // schema of its kind. A document that fails is a Problem naming the file, the document and the
 // field; the file's other documents still count.
 import { isAlias, isCollection, isMap, isPair, isScalar, parseAllDocuments, type Document } from 'yaml';
-import { PodnetError } from '../errors.ts';
 import type { Problem } from '../model/desired.ts';
 import { maxJsonDepth, nestsDeeperThan } from '../protocol/bounded-json.ts';
-import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { violationsOf, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 
 export type ApiDocument = Network | PodNetworkConfig;
 
@@ -65,11 +64,10 @@ export function parseDocuments(text: string, source: string): ParsedDocuments {
       problem('kind', `kind must be Network or PodNetworkConfig, not ${JSON.stringify(kind)}`);
       continue;
     }
-    try {
-      out.documents.push(parseDocument(kind, value, `${kind} in ${where}`));
-    } catch (err) {
-      problem(kind, (err as PodnetError).message);
-    }
+    // The problem names the file and document already: its reason is the violations alone.
+    const violations = violationsOf(kind, value);
+    if (violations === undefined) out.documents.push(value as ApiDocument);
+    else problem(kind, violations);
   }
   return out;
 }

@@ -1,0 +1,40 @@
+// What an operator alerts on (`podnet daemon --metrics-address`): the rooms report events through
+// the small interfaces here, injected, so each is tested with a fake and costs nothing when
+// metrics are off. daemon/prometheus.ts turns them into Prometheus metrics. Every label takes its
+// values from a bounded set: Network names (the admin's), plugin types found in the bin dirs,
+// error codes, resource kinds. Never a pod's name: that is the network-status annotation's and
+// `podnet explain`'s to say.
+import type { ErrorCode } from '../errors.ts';
+
+/** What a pass reports when it ends. */
+export interface PassMetrics {
+  passEnded(pass: { seconds: number; steps: number; resync: boolean }): void;
+  /** A sandbox whose reconcile failed in a pass (its steps were taken back), by the error's code. */
+  sandboxFailed(code: ErrorCode): void;
+  /** Attachments that a pass made or removed, by Network. */
+  attachmentsChanged(network: string, change: 'attached' | 'detached'): void;
+}
+
+/** What a delegated plugin call reports. */
+export interface PluginMetrics {
+  pluginCalled(call: { plugin: string; command: string; seconds: number; ok: boolean }): void;
+}
+
+/** What a write to the API server reports when it fails. */
+export interface ApiMetrics {
+  apiWriteFailed(resource: 'pods' | 'podnetworkconfigs' | 'networks'): void;
+}
+
+export type Metrics = PassMetrics & PluginMetrics & ApiMetrics;
+
+/** Metrics off: every report goes nowhere. */
+export const noMetrics: Metrics = {
+  passEnded: () => undefined,
+  sandboxFailed: () => undefined,
+  attachmentsChanged: () => undefined,
+  pluginCalled: () => undefined,
+  apiWriteFailed: () => undefined,
+};
+
+/** The states an attachment is counted in: applied and nothing failing, its sandbox failing, or wanted and not there yet. */
+export type AttachmentState = 'ready' | 'failing' | 'pending';
