@@ -7,7 +7,7 @@ import { execa } from 'execa';
 import { dir } from 'tmp-promise';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { prepareClusterTest } from './cluster/cluster.ts';
-import { hostLinkNames, linkOf, until } from './lib/engine.ts';
+import { linkOf, until } from './lib/engine.ts';
 import { CniRuntime } from './lib/cni-runtime.ts';
 import { missingPrerequisite, podnetBinary, referencePluginDir } from './lib/env.ts';
 import { addressesIn } from './lib/netns.ts';
@@ -22,6 +22,7 @@ import {
   configStatusOf,
   eventsOf,
   gone,
+  hostLinksLeft,
   group,
   mergePatch,
   networkStatusOf,
@@ -42,7 +43,8 @@ t.test('a tenant attaches two running pods to an admin\'s Network through the AP
   const { admin, tenant, daemon } = await podnetCluster(t);
   const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
   const list = await primaryConflist(t, daemon, '198.18.100.0/24');
-  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  const blue = blueNetwork(t, [tenantNamespace]);
+  await admin.objects.create(blue);
   const pods = [await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } }), await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-2', { labels: { app: 'cnf' } })];
 
   const config = {
@@ -108,7 +110,7 @@ t.test('a tenant attaches two running pods to an admin\'s Network through the AP
     await until(`${pod.name}: net1 is gone`, async () => ((await linkOf(pod.netns, 'net1')) === undefined ? true : undefined));
     t.equal((await linkOf(pod.netns, 'eth0'))?.mtu, 1500, `${pod.name}: eth0 has its MTU back`);
   }
-  await until('no host link of podnet is left', async () => ((await hostLinkNames('pn')).filter((n) => n === 'pnk8sblue' || n.startsWith('pnv')).length === 0 ? true : undefined));
+  await until("no host link of the pods' net1 is left, and the unused bridge is gone", async () => ((await hostLinksLeft(pods, ['net1'], [blue.spec.bridge.name])).length === 0 ? true : undefined));
   const after = await until('network-status no longer lists net1', async () => {
     const s = await networkStatusOf(admin, tenantNamespace, 'cnf-1');
     return s && !s.some((e) => e.interface === 'net1') ? s : undefined;
@@ -192,7 +194,7 @@ t.test('the pod annotation attaches and detaches on a running pod; one update th
   await gone(pod, 'net5');
   const last = await networkStatusWhen(admin, pod, 'lists only the primary interface', (s) => s.length === 1);
   t.equal(last[0]!.interface, 'eth0');
-  await until('no host link of podnet is left but the bridges', async () => ((await hostLinkNames('pnv')).length === 0 ? true : undefined));
+  await until("no host link of the pod's attachments is left", async () => ((await hostLinksLeft([pod], ['net1', 'net5'])).length === 0 ? true : undefined));
 });
 
 t.test('bad input: a CR wrong in meaning is Degraded naming the field; a malformed annotation is told and touches nothing else', { skip }, async (t) => {
@@ -321,8 +323,10 @@ t.test('cleanup: a label removed, a Network deleted, a pod deleted each take bac
   const { admin, tenant, daemon } = await podnetCluster(t);
   const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
   const list = await primaryConflist(t, daemon, '198.18.108.0/24');
-  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
-  await admin.objects.create(bridgeNetwork(t, 'green', ['198.18.103.0/24'], [tenantNamespace]));
+  const blue = blueNetwork(t, [tenantNamespace]);
+  const green = bridgeNetwork(t, 'green', ['198.18.103.0/24'], [tenantNamespace]);
+  await admin.objects.create(blue);
+  await admin.objects.create(green);
   const pods = [await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } }), await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-2', { labels: { app: 'cnf' } })];
   const [one, two] = pods as [RunningPod, RunningPod];
   const selector = { matchLabels: { app: 'cnf' } };
@@ -343,13 +347,13 @@ t.test('cleanup: a label removed, a Network deleted, a pod deleted each take bac
   // The admin deletes a Network: its attachments and its host bridge go, the other Network's stay.
   await admin.objects.delete({ apiVersion: group, kind: 'Network', metadata: { name: 'green' } });
   await gone(two, 'net2');
-  await until('the green host bridge is gone', async () => ((await linkOf(undefined, 'pnk8sgreen')) === undefined ? true : undefined));
+  await until('the green host bridge is gone', async () => ((await linkOf(undefined, green.spec.bridge.name)) === undefined ? true : undefined));
   t.ok(await linkOf(two.netns, 'net1'), 'cnf-2 keeps net1 of blue');
-  t.ok(await linkOf(undefined, 'pnk8sblue'), 'the blue host bridge stays');
+  t.ok(await linkOf(undefined, blue.spec.bridge.name), 'the blue host bridge stays');
 
   // The pod object is deleted (before the runtime's CNI DEL): its netns loses what podnet made.
   await admin.core.deleteNamespacedPod({ namespace: tenantNamespace, name: two.name, gracePeriodSeconds: 0 });
   await gone(two, 'net1');
   t.ok(await linkOf(two.netns, 'eth0'), 'the primary interface is not podnet\'s to take');
-  await until('no host link of podnet is left', async () => ((await hostLinkNames('pn')).filter((n) => n === 'pnk8sblue' || n.startsWith('pnv')).length === 0 ? true : undefined));
+  await until("no host link of the pods' attachments is left, nor their bridges", async () => ((await hostLinksLeft(pods, ['net1', 'net2'], [blue.spec.bridge.name, green.spec.bridge.name])).length === 0 ? true : undefined));
 });

@@ -62,3 +62,14 @@ t.test('a construct it cannot translate fails the generation, naming where', asy
   withAnyOf.$defs['RouteTable'] = { oneOf: [{ type: 'integer' }, { type: 'boolean' }] };
   t.throws(() => crdsYaml(withAnyOf), /cannot translate this oneOf at PodNetworkConfig\/spec\/routes\/items\/table/);
 });
+
+t.test('every field has a description, so that kubectl explain teaches the API', async (t) => {
+  for (const crd of crds) {
+    const bare = [...nodes(schemaOf(crd).openAPIV3Schema)]
+      // metadata is the API server's ObjectMeta, which kubectl explains itself; a list's items and
+      // a map's values are explained by their list and map.
+      .filter(([path, node]) => !path.startsWith('.metadata') && !/(\[\]|\{\})$/.test(path) && typeof node['description'] !== 'string')
+      .map(([path]) => path || '(top level)');
+    t.strictSame(bare, [], `${String((crd['metadata'] as Node)['name'])}: no field without a description`);
+  }
+});

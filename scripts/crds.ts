@@ -233,8 +233,8 @@ function crd(resource: Resource, defs: Record<string, Schema>): Schema {
               type: 'object',
               required: ['spec'],
               properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
+                apiVersion: { type: 'string', description: `${group}/${version}` },
+                kind: { type: 'string', description: resource.def },
                 metadata: { type: 'object' },
                 spec,
                 // Written by the node daemons only, through the status subresource.

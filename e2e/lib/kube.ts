@@ -7,11 +7,12 @@ import { CoreV1Api, KubeConfig, KubernetesObjectApi, loadAllYaml, PatchStrategy,
 import { dir } from 'tmp-promise';
 import { startCluster, type Cluster, type ClusterUser } from '../cluster/cluster.ts';
 import { daemonSandbox, type DaemonSandbox } from './daemon.ts';
-import { linkOf, until } from './engine.ts';
+import { hostLinkNames, linkOf, until } from './engine.ts';
 import { CniRuntime, type Attachment, type Conflist } from './cni-runtime.ts';
 import { repoRoot } from './env.ts';
 import { addressesIn, makeNetns, removeLinkAtTeardown, uniqueName } from './netns.ts';
 import { networksAnnotation, networkStatusAnnotation } from '../../src/model/annotation.ts';
+import { hostInterfaceName } from '../../src/model/host-links.ts';
 import type { NetworkStatusEntry, PodNetworkConfigStatus } from '../../src/protocol/validate.ts';
 
 export const group = 'podnetwork.opdev.io/v1alpha1';
@@ -93,6 +94,8 @@ export interface RunningPod {
   netns: string;
   netnsPath: string;
   uid: string;
+  /** The runtime's container id for it: what names podnet's host links of its interfaces. */
+  containerId: string;
   del(): Promise<void>;
 }
 
@@ -114,7 +117,7 @@ export async function runPod(t: Test, admin: Clients, runtime: CniRuntime, list:
     await admin.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).catch(() => undefined);
   };
   t.teardown(del);
-  return { namespace, name, netns: ns.name, netnsPath: ns.path, uid, del };
+  return { namespace, name, netns: ns.name, netnsPath: ns.path, uid, containerId: att.containerId, del };
 }
 
 export async function networkStatusOf(admin: Clients, namespace: string, name: string): Promise<NetworkStatusEntry[] | undefined> {
@@ -133,9 +136,12 @@ export async function eventsOf(admin: Clients, namespace: string, name: string):
   return list.items.map((e) => ({ reason: e.reason ?? '', message: e.message ?? '', type: e.type ?? '' }));
 }
 
-/** An admin's bridge Network offered to `namespaces`; its host bridge is removed at t's teardown. */
+/**
+ * An admin's bridge Network offered to `namespaces`, on a host bridge of a name of its own (another
+ * podnet on the machine may have a Network of the same name); the bridge is removed at t's teardown.
+ */
 export function bridgeNetwork(t: Test, name: string, subnets: string[], namespaces: string[]) {
-  const bridge = `pnk8s${name}`.slice(0, 15);
+  const bridge = uniqueName(`pnk${name.slice(0, 5)}`);
   removeLinkAtTeardown(t, bridge);
   return {
     apiVersion: group,
@@ -151,6 +157,16 @@ export function bridgeNetwork(t: Test, name: string, subnets: string[], namespac
 }
 
 export const blueNetwork = (t: Test, namespaces: string[]) => bridgeNetwork(t, 'blue', ['198.18.101.0/24'], namespaces);
+
+/**
+ * Which of the host links podnet would make for these pods' `interfaces` (veth host ends and
+ * ifbs, named from the pod's container) and of these `bridges` are on the host: only the test's
+ * own, whatever else runs on the machine.
+ */
+export async function hostLinksLeft(pods: readonly RunningPod[], interfaces: readonly string[], bridges: readonly string[] = []): Promise<string[]> {
+  const ours = new Set([...pods.flatMap((p) => interfaces.flatMap((i) => [hostInterfaceName(p.containerId, i), hostInterfaceName(p.containerId, i, 'pnb')])), ...bridges]);
+  return (await hostLinkNames('pn')).filter((n) => ours.has(n));
+}
 
 export function podNetworkConfig(namespace: string, name: string, spec: object) {
   return { apiVersion: group, kind: 'PodNetworkConfig', metadata: { name, namespace }, spec };

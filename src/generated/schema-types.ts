@@ -445,10 +445,9 @@ export type Mac = string;
  */
 export type HostLinkName = string;
 /**
- * @maxItems 8
+ * Ready and Degraded, over the nodes.
  *
- * This interface was referenced by `Api`'s JSON-Schema
- * via the `definition` "Conditions".
+ * @maxItems 8
  */
 export type Conditions = Condition[];
 /**
@@ -466,6 +465,12 @@ export type RouteTable = number | 'main';
  */
 export type SysctlValue = string;
 /**
+ * Ready and Degraded, over the nodes.
+ *
+ * @maxItems 8
+ */
+export type Conditions1 = Condition[];
+/**
  * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
  *
  * @maxItems 16
@@ -481,6 +486,13 @@ export type NetworkSelectionList = NetworkSelection[];
  * via the `definition` "NetworkStatusList".
  */
 export type NetworkStatusList = NetworkStatusEntry[];
+/**
+ * @maxItems 8
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Conditions".
+ */
+export type Conditions2 = Condition[];
 
 /**
  * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network) and what a tenant asks for its pods (PodNetworkConfig). The same documents come from Kubernetes or, standalone, from files.
@@ -495,12 +507,27 @@ export interface Api {
  * via the `definition` "LabelSelector".
  */
 export interface LabelSelector {
+  /**
+   * Labels an object must have, each with this value.
+   */
   matchLabels?: {
     [k: string]: string;
   };
+  /**
+   * Requirements on labels, all of which must hold.
+   */
   matchExpressions?: {
+    /**
+     * The label the requirement is on.
+     */
     key: string;
+    /**
+     * In or NotIn: the label has (or has not) one of values; Exists or DoesNotExist: the label is there (or not), values empty.
+     */
     operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    /**
+     * The values In and NotIn compare with.
+     */
     values?: string[];
   }[];
 }
@@ -513,11 +540,23 @@ export interface LabelSelector {
 export interface ObjectMeta {
   name: Name;
   namespace?: NamespaceName;
+  /**
+   * The object's labels.
+   */
   labels?: {
     [k: string]: string;
   };
+  /**
+   * Set by the API server: the generation of the spec, which status.observedGeneration follows.
+   */
   generation?: number;
+  /**
+   * Set by the API server.
+   */
   uid?: string;
+  /**
+   * Set by the API server.
+   */
   resourceVersion?: string;
 }
 /**
@@ -537,9 +576,18 @@ export interface IpRange {
  * via the `definition` "Network".
  */
 export interface Network {
+  /**
+   * podnetwork.opdev.io/v1alpha1.
+   */
   apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  /**
+   * Network.
+   */
   kind: 'Network';
   metadata: ObjectMeta;
+  /**
+   * How pods attach to this Network, which namespaces may, and what each may take.
+   */
   spec: {
     /**
      * How pods are attached: a veth to a host bridge, a macvlan or vlan sub-interface of a host interface, a vxlan tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
@@ -550,12 +598,26 @@ export interface Network {
      */
     bridge?: {
       name?: HostInterfaceName;
+      /**
+       * Whether each IPAM range's gateway address goes on the bridge, so that pods reach the node through it.
+       */
       gateway?: boolean;
+      /**
+       * Whether each pod's port on the bridge admits only the pod's own MAC and addresses (true unless the admin turns it off).
+       */
       portSecurity?: boolean;
     };
-    mtu?: Mtu;
+    /**
+     * The MTU of the interfaces podnet makes on this Network.
+     */
+    mtu?: number;
+    /**
+     * Addresses podnet gives attachments on this node, from node-local ranges.
+     */
     ipam?: {
       /**
+       * One to four ranges; an attachment gets one address from each.
+       *
        * @minItems 1
        * @maxItems 4
        */
@@ -570,23 +632,44 @@ export interface Network {
      * What the admin lets each namespace take of this Network. attachmentsPerNamespace: at most this many attachments to it from the pods of one namespace on each node (its addresses come from node-local ranges, so a node is what one tenant could exhaust for the others); the ones asked beyond it are refused, told on the pod and its config. Attachments a pod already has keep their place; new ones are counted after them, in a fixed order.
      */
     limits?: {
+      /**
+       * At most this many attachments to the Network from one namespace's pods on each node.
+       */
       attachmentsPerNamespace?: number;
     };
+    /**
+     * A macvlan sub-interface of a host interface for each pod.
+     */
     macvlan?: {
       parent: HostLinkName;
+      /**
+       * The macvlan mode: bridge (pods of the same parent reach each other), private, vepa or passthru.
+       */
       mode?: 'bridge' | 'private' | 'vepa' | 'passthru';
     };
+    /**
+     * An 802.1Q vlan sub-interface of a host interface for each pod.
+     */
     vlan?: {
       parent: HostLinkName;
+      /**
+       * The VLAN ID, 1 to 4094.
+       */
       id: number;
     };
     /**
      * remote: the other end (unicast), or group: a multicast group (needs device); port: the UDP port (default 4789); device: the underlay interface.
      */
     vxlan?: {
+      /**
+       * The VXLAN network identifier, 1 to 16777215.
+       */
       vni: number;
       remote?: Ip;
       group?: Ip;
+      /**
+       * The UDP port of the tunnel (default 4789).
+       */
       port?: number;
       device?: HostLinkName;
     };
@@ -594,6 +677,9 @@ export interface Network {
      * A CNI plugin config, run from the node's CNI bin dirs against the pod's network namespace: config is one plugin's config ({"type": "macvlan", ...}) or a list ({"cniVersion": "1.0.0", "plugins": [...]}); or networkAttachmentDefinition names a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1, Multus's) whose spec.config is used the same way. The list's name and cniVersion default to the Network's name and 1.0.0. The plugins do their own IPAM: such a Network has no spec.ipam.
      */
     cni?: {
+      /**
+       * One CNI plugin's config, or a list of them with cniVersion and plugins.
+       */
       config?: {};
       /**
        * A NetworkAttachmentDefinition whose config this Network runs (read from the Kubernetes API).
@@ -615,12 +701,26 @@ export interface Network {
 export interface NetworkStatus {
   conditions?: Conditions;
   /**
+   * Each node that serves the Network, written by that node.
+   *
    * @maxItems 10000
    */
   nodes?: {
+    /**
+     * The node.
+     */
     name: string;
+    /**
+     * Whether the node serves the Network.
+     */
     ready: boolean;
+    /**
+     * Pods attached to the Network on the node.
+     */
     attachedPods: number;
+    /**
+     * What is wrong on the node, if anything.
+     */
     message?: string;
   }[];
   /**
@@ -635,17 +735,29 @@ export interface NetworkStatus {
  * via the `definition` "Condition".
  */
 export interface Condition {
+  /**
+   * Ready: the selected pods have all of it; Degraded: some part cannot be applied (the message says which).
+   */
   type: 'Ready' | 'Degraded';
+  /**
+   * True, False or Unknown.
+   */
   status: 'True' | 'False' | 'Unknown';
   /**
    * CamelCase, for machines.
    */
   reason: string;
+  /**
+   * What is wrong and where, for people.
+   */
   message: string;
   /**
    * RFC 3339, when status last changed.
    */
   lastTransitionTime: string;
+  /**
+   * The generation of the spec this condition is about.
+   */
   observedGeneration?: number;
 }
 /**
@@ -673,9 +785,21 @@ export interface Attachment {
  * via the `definition` "Bandwidth".
  */
 export interface Bandwidth {
+  /**
+   * Traffic into the pod, in bits per second.
+   */
   ingressRate?: number;
+  /**
+   * Burst of traffic into the pod, in bits.
+   */
   ingressBurst?: number;
+  /**
+   * Traffic out of the pod, in bits per second.
+   */
   egressRate?: number;
+  /**
+   * Burst of traffic out of the pod, in bits.
+   */
   egressBurst?: number;
 }
 /**
@@ -686,10 +810,22 @@ export interface Bandwidth {
  */
 export interface InterfaceTuning {
   name: PodInterfaceName;
-  mtu?: Mtu;
+  /**
+   * The interface's MTU.
+   */
+  mtu?: number;
+  /**
+   * The interface's transmit queue length, in packets.
+   */
   txqueuelen?: number;
   mac?: Mac;
+  /**
+   * Whether the interface is up.
+   */
   up?: boolean;
+  /**
+   * Whether the interface is in promiscuous mode.
+   */
   promisc?: boolean;
 }
 /**
@@ -699,22 +835,32 @@ export interface InterfaceTuning {
 export interface PodNetworkConfigSpec {
   podSelector: LabelSelector;
   /**
+   * Interfaces podnet attaches to the selected pods, each on a Network the namespace may use.
+   *
    * @maxItems 16
    */
   attachments?: Attachment[];
   /**
+   * Settings of interfaces the pods have (eth0 included) or that attachments make.
+   *
    * @maxItems 16
    */
   interfaces?: InterfaceTuning[];
   /**
+   * Routes podnet adds in the pods.
+   *
    * @maxItems 64
    */
   routes?: Route[];
   /**
+   * Policy rules podnet adds in the pods.
+   *
    * @maxItems 32
    */
   rules?: Rule[];
   /**
+   * net.* sysctls podnet sets in the pods' network namespaces (its allowlist decides which).
+   *
    * @maxItems 32
    */
   sysctls?: Sysctl[];
@@ -730,11 +876,22 @@ export interface Route {
   via?: Ip;
   dev?: PodInterfaceName;
   table: RouteTable;
+  /**
+   * The route's metric (its preference among routes to the same destination).
+   */
   metric?: number;
   src?: Ip;
+  /**
+   * SRv6: encapsulate (encap) or insert (inline) a segment routing header with these segments.
+   */
   seg6?: {
+    /**
+     * encap: a new outer IPv6 header; inline: the header inserted into the packet.
+     */
     mode?: 'encap' | 'inline';
     /**
+     * IPv6 segments, in order.
+     *
      * @minItems 1
      * @maxItems 8
      */
@@ -748,10 +905,16 @@ export interface Route {
  * via the `definition` "Rule".
  */
 export interface Rule {
+  /**
+   * The rule's priority, 1 to 32765: one rule per priority and address family.
+   */
   priority: number;
   table: RouteTable;
   from?: Cidr;
   to?: Cidr;
+  /**
+   * Select packets with this firewall mark.
+   */
   fwmark?: number;
   /**
    * Needed only when neither from nor to says it.
@@ -778,11 +941,53 @@ export interface Sysctl {
  * via the `definition` "PodNetworkConfig".
  */
 export interface PodNetworkConfig {
+  /**
+   * podnetwork.opdev.io/v1alpha1.
+   */
   apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  /**
+   * PodNetworkConfig.
+   */
   kind: 'PodNetworkConfig';
   metadata: ObjectMeta;
-  spec: PodNetworkConfigSpec;
+  spec: PodNetworkConfigSpec1;
   status?: PodNetworkConfigStatus;
+}
+/**
+ * Which pods of the namespace, and what podnet gives them; a pod gets all of it or none (an edit that cannot be applied keeps the generation the pod had).
+ */
+export interface PodNetworkConfigSpec1 {
+  podSelector: LabelSelector;
+  /**
+   * Interfaces podnet attaches to the selected pods, each on a Network the namespace may use.
+   *
+   * @maxItems 16
+   */
+  attachments?: Attachment[];
+  /**
+   * Settings of interfaces the pods have (eth0 included) or that attachments make.
+   *
+   * @maxItems 16
+   */
+  interfaces?: InterfaceTuning[];
+  /**
+   * Routes podnet adds in the pods.
+   *
+   * @maxItems 64
+   */
+  routes?: Route[];
+  /**
+   * Policy rules podnet adds in the pods.
+   *
+   * @maxItems 32
+   */
+  rules?: Rule[];
+  /**
+   * net.* sysctls podnet sets in the pods' network namespaces (its allowlist decides which).
+   *
+   * @maxItems 32
+   */
+  sysctls?: Sysctl[];
 }
 /**
  * What the nodes did with a PodNetworkConfig. Each node writes its own pods' entries (server-side apply, field manager podnet/<node>), so nodes never overwrite each other.
@@ -791,17 +996,27 @@ export interface PodNetworkConfig {
  * via the `definition` "PodNetworkConfigStatus".
  */
 export interface PodNetworkConfigStatus {
-  observedGeneration?: number;
-  conditions?: Conditions;
   /**
+   * The generation of the spec the nodes last reported on.
+   */
+  observedGeneration?: number;
+  conditions?: Conditions1;
+  /**
+   * Each selected pod, written by its node.
+   *
    * @maxItems 10000
    *
    * Items: One selected pod, written by the node that serves it.
    */
   pods?: {
     name: Name;
+    /**
+     * The node the pod runs on, which wrote this entry.
+     */
     node: string;
     /**
+     * What podnet attached and tuned in the pod, as its node saw it.
+     *
      * @maxItems 32
      */
     interfaces?: AppliedInterface[];
@@ -828,11 +1043,19 @@ export interface AppliedInterface {
    */
   network?: string;
   /**
+   * Its addresses, with prefix length.
+   *
    * @maxItems 8
    */
   addresses?: Cidr[];
+  /**
+   * Its MAC address.
+   */
   mac?: string;
-  mtu?: Mtu;
+  /**
+   * Its MTU.
+   */
+  mtu?: number;
 }
 /**
  * One attachment a pod's podnetwork.opdev.io/networks annotation asks for (the Network Plumbing WG's network selection element, without namespace: podnet's Networks are cluster-scoped).
@@ -871,9 +1094,21 @@ export interface NetworkStatusEntry {
    * The network: the primary's CNI network name, or the Network's name.
    */
   name: string;
+  /**
+   * The interface in the pod.
+   */
   interface?: string;
+  /**
+   * Its addresses, without prefix length.
+   */
   ips?: string[];
+  /**
+   * Its MAC address.
+   */
   mac?: string;
+  /**
+   * Its MTU.
+   */
   mtu?: number;
   /**
    * The pod's primary interface.
@@ -887,9 +1122,21 @@ export interface NetworkStatusEntry {
    * DNS settings the attachment's plugin gave (delegated Networks), as the CNI result has them.
    */
   dns?: {
+    /**
+     * Name servers the plugin gave.
+     */
     nameservers?: string[];
+    /**
+     * The DNS domain the plugin gave.
+     */
     domain?: string;
+    /**
+     * DNS search domains the plugin gave.
+     */
     search?: string[];
+    /**
+     * Resolver options the plugin gave.
+     */
     options?: string[];
   };
   /**
