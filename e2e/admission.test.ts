@@ -58,13 +58,14 @@ function daemonWrites(call: Caller, node: string, query = '') {
   return {
     annotate: (pod: string, value: string) => call('PATCH', `/api/v1/namespaces/${workloads}/pods/${pod}?${query}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } }, mergePatch),
     patchPod: (pod: string, patch: object) => call('PATCH', `/api/v1/namespaces/${workloads}/pods/${pod}?${query}`, patch, mergePatch),
-    configStatus: (pods: object[]) => apply(`/apis/${group}/namespaces/${workloads}/podnetworkconfigs/fast`, 'PodNetworkConfig', { name: 'fast', namespace: workloads }, { ready: `${pods.length}/${pods.length}`, pods }),
+    configStatus: (nodes: object[]) => apply(`/apis/${group}/namespaces/${workloads}/podnetworkconfigs/fast`, 'PodNetworkConfig', { name: 'fast', namespace: workloads }, { ready: `${nodes.length}/${nodes.length}`, nodes }),
     networkStatus: (nodes: object[]) => apply(`/apis/${group}/networks/blue`, 'Network', { name: 'blue' }, { ready: `${nodes.length}/${nodes.length}`, nodes }),
     mergeStatus: (path: string, status: object) => call('PATCH', `${path}/status?${query}`, { status }, mergePatch),
   };
 }
 
-const podEntry = (name: string, node: string, error?: string) => ({ name, node, interfaces: [{ name: 'net1', network: 'blue' }], ...(error ? { error } : {}) });
+/** A node's entry in a PodNetworkConfig's status: its counts, and one failing pod when `failing` says why. */
+const configEntry = (node: string, selected: number, failing?: string) => ({ name: node, selected, ready: failing ? selected - 1 : selected, ...(failing ? { failingPods: [{ name: `${node}-pod`, reason: failing }] } : {}) });
 const nodeEntry = (name: string, attachedPods: number) => ({ name, ready: true, attachedPods });
 
 t.test("a daemon token bound to its pod on node-a writes only node-a's pods and status entries", { skip }, async (t) => {
@@ -142,7 +143,7 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
     'the policies are enforced',
     async () => {
       const probe = daemonWrites(asUnbound, 'node-a', '&dryRun=All');
-      const answers = await Promise.all([probe.annotate('a1', '[]'), probe.configStatus([podEntry('a1', 'node-a')]), probe.networkStatus([nodeEntry('node-a', 1)])]);
+      const answers = await Promise.all([probe.annotate('a1', '[]'), probe.configStatus([configEntry('node-a', 1)]), probe.networkStatus([nodeEntry('node-a', 1)])]);
       return answers.every((a) => a.status === 403) ? true : undefined;
     },
     30_000,
@@ -173,33 +174,31 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
     t.strictSame([a1.metadata?.labels, a1.metadata?.annotations?.[networksAnnotation], a1.spec?.containers[0]?.image], [{ app: 'cnf' }, undefined, 'busybox'], 'a1 unchanged');
   });
 
-  await t.test("PodNetworkConfig status: node-a writes its own entries and never node-b's", async (t) => {
-    t.equal((await nodeB.configStatus([podEntry('b1', 'node-b'), podEntry('b2', 'node-b')])).status, 200, 'node-b writes its two entries');
-    // Both nodes write in turn, as their passes do: each keeps the other's entries as they were.
+  await t.test("PodNetworkConfig status: node-a writes its own entry and never node-b's", async (t) => {
+    t.equal((await nodeB.configStatus([configEntry('node-b', 2)])).status, 200, 'node-b writes its entry');
+    // Both nodes write in turn, as their passes do: each keeps the other's entry as it was.
     for (const round of [1, 2, 3]) {
-      const a = await nodeA.configStatus(round === 2 ? [podEntry('a0', 'node-a'), podEntry('a1', 'node-a', 'net1: no address left')] : [podEntry('a1', 'node-a')]);
+      const a = await nodeA.configStatus([configEntry('node-a', round, round === 2 ? 'net1: no address left' : undefined)]);
       t.equal(a.status, 200, `round ${round}: node-a writes its entry (${String(a.body['message'] ?? '')})`);
-      const b = await nodeB.configStatus(round === 3 ? [podEntry('b2', 'node-b')] : [podEntry('b1', 'node-b'), podEntry('b2', 'node-b', round === 2 ? 'x' : undefined)]);
-      t.equal(b.status, 200, `round ${round}: node-b writes its entries (${String(b.body['message'] ?? '')})`);
+      const b = await nodeB.configStatus([configEntry('node-b', 2, round === 2 ? 'x' : undefined)]);
+      t.equal(b.status, 200, `round ${round}: node-b writes its entry (${String(b.body['message'] ?? '')})`);
     }
-    t.equal((await nodeB.configStatus([podEntry('b1', 'node-b'), podEntry('b2', 'node-b')])).status, 200);
-    const before = (await asAdmin('GET', configPath)).body['status']['pods'] as { name: string }[];
-    t.strictSame([...before].sort((x, y) => x.name.localeCompare(y.name)), [podEntry('a1', 'node-a'), podEntry('b1', 'node-b'), podEntry('b2', 'node-b')], "every node's entries are there");
+    const before = (await asAdmin('GET', configPath)).body['status']['nodes'] as { name: string }[];
+    t.strictSame([...before].sort((x, y) => x.name.localeCompare(y.name)), [configEntry('node-a', 3), configEntry('node-b', 2)], "every node's entry is there");
 
-    const message = "podnet's daemon on node node-a may write only node node-a's entries in status.pods of PodNetworkConfig tenant/fast; this write adds, changes or removes entries of other nodes";
+    const message = "podnet's daemon on node node-a may write only node node-a's entry in status.nodes of PodNetworkConfig tenant/fast; this write adds, changes or removes entries of other nodes";
     for (const [what, write] of [
-      ["changing node-b's entry", () => nodeA.configStatus([podEntry('a1', 'node-a'), podEntry('b1', 'node-b', 'forged')])],
-      ["taking node-b's pod's entry as node-a's", () => nodeA.configStatus([podEntry('a1', 'node-a'), podEntry('b1', 'node-a')])],
-      ['adding an entry for node-b', () => nodeA.configStatus([podEntry('a1', 'node-a'), podEntry('b3', 'node-b')])],
-      ["removing node-b's entries (a merge patch of the list)", () => nodeA.mergeStatus(configPath, { pods: [podEntry('a1', 'node-a')] })],
+      ["changing node-b's entry", () => nodeA.configStatus([configEntry('node-a', 3), configEntry('node-b', 2, 'forged')])],
+      ['adding an entry for node-c', () => nodeA.configStatus([configEntry('node-a', 3), configEntry('node-c', 1)])],
+      ["removing node-b's entry (a merge patch of the list)", () => nodeA.mergeStatus(configPath, { nodes: [configEntry('node-a', 3)] })],
     ] as const) {
       const answer = await write();
       t.equal(answer.status, 403, `${what}: refused`);
       t.match(answer.body['message'], message);
     }
-    t.strictSame((await asAdmin('GET', configPath)).body['status']['pods'], before, 'the entries are as they were');
+    t.strictSame((await asAdmin('GET', configPath)).body['status']['nodes'], before, 'the entries are as they were');
     t.equal((await nodeA.configStatus([])).status, 200, 'node-a removes its own entry');
-    t.strictSame(((await asAdmin('GET', configPath)).body['status']['pods'] as { node: string }[]).map((p) => p.node), ['node-b', 'node-b'], "only node-b's are left");
+    t.strictSame(((await asAdmin('GET', configPath)).body['status']['nodes'] as { name: string }[]).map((n) => n.name), ['node-b'], "only node-b's is left");
   });
 
   await t.test("Network status: node-a writes its own node entry and never node-b's", async (t) => {
@@ -225,7 +224,7 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
   await t.test('a token of the account bound to no pod writes none of it; reads and Events stay allowed', async (t) => {
     const cases = [
       ['patching a pod', () => unbound.annotate('a1', '[]'), "podnet's daemon account may patch pod tenant/a1 only with the token of its own pod on a node; this token names no node"],
-      ["writing a PodNetworkConfig's status", () => unbound.configStatus([podEntry('a1', 'node-a')]), "podnet's daemon account may write the status of PodNetworkConfig tenant/fast only with the token of its own pod on a node; this token names no node"],
+      ["writing a PodNetworkConfig's status", () => unbound.configStatus([configEntry('node-a', 1)]), "podnet's daemon account may write the status of PodNetworkConfig tenant/fast only with the token of its own pod on a node; this token names no node"],
       ["writing a Network's status", () => unbound.networkStatus([nodeEntry('node-a', 1)]), "podnet's daemon account may write the status of Network blue only with the token of its own pod on a node; this token names no node"],
     ] as const;
     for (const [what, write, message] of cases) {

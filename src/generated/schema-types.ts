@@ -990,7 +990,7 @@ export interface PodNetworkConfigSpec1 {
   sysctls?: Sysctl[];
 }
 /**
- * What the nodes did with a PodNetworkConfig. Each node writes its own pods' entries (server-side apply, field manager podnet/<node>), so nodes never overwrite each other.
+ * What the nodes did with a PodNetworkConfig, in a size that does not grow with the pods: each node writes one entry, its counts and a few of its failing pods (server-side apply, field manager podnet/<node>), so nodes never overwrite each other. Each pod's own detail is its network-status annotation.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "PodNetworkConfigStatus".
@@ -1002,60 +1002,47 @@ export interface PodNetworkConfigStatus {
   observedGeneration?: number;
   conditions?: Conditions1;
   /**
-   * Each selected pod, written by its node.
+   * Each node that serves pods the config selects, written by that node.
    *
    * @maxItems 10000
    *
-   * Items: One selected pod, written by the node that serves it.
+   * Items: One node's count of the pods it serves that the config selects.
    */
-  pods?: {
-    name: Name;
+  nodes?: {
     /**
-     * The node the pod runs on, which wrote this entry.
+     * A Kubernetes object name (DNS-1123 subdomain).
      */
-    node: string;
+    name: string;
     /**
-     * What podnet attached and tuned in the pod, as its node saw it.
+     * Pods on the node that the config selects.
+     */
+    selected: number;
+    /**
+     * Of those, the pods that have everything the config asks.
+     */
+    ready: number;
+    /**
+     * Up to five of the node's pods that lack part of the config, first by name, each with why; the pod's network-status annotation has the whole of it.
      *
-     * @maxItems 32
+     * @maxItems 5
+     *
+     * Items: A pod that lacks part of the config.
      */
-    interfaces?: AppliedInterface[];
-    /**
-     * Why the pod does not have all the config asks, naming the field.
-     */
-    error?: string;
+    failingPods?: {
+      /**
+       * A Kubernetes object name (DNS-1123 subdomain).
+       */
+      name: string;
+      /**
+       * What it lacks and why, naming the field.
+       */
+      reason: string;
+    }[];
   }[];
   /**
    * Selected pods that have everything the config asks, of those the nodes report, as "2/3" (kubectl get's READY column).
    */
   ready?: string;
-}
-/**
- * An interface podnet attached or tuned in a pod, as the node saw it after applying.
- *
- * This interface was referenced by `Api`'s JSON-Schema
- * via the `definition` "AppliedInterface".
- */
-export interface AppliedInterface {
-  name: PodInterfaceName;
-  /**
-   * A Kubernetes object name (DNS-1123 subdomain).
-   */
-  network?: string;
-  /**
-   * Its addresses, with prefix length.
-   *
-   * @maxItems 8
-   */
-  addresses?: Cidr[];
-  /**
-   * Its MAC address.
-   */
-  mac?: string;
-  /**
-   * Its MTU.
-   */
-  mtu?: number;
 }
 /**
  * One attachment a pod's podnetwork.opdev.io/networks annotation asks for (the Network Plumbing WG's network selection element, without namespace: podnet's Networks are cluster-scoped).

@@ -11,7 +11,7 @@ import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotatio
 import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
-import { configPodEntry, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
+import { configNodeEntry, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
@@ -132,7 +132,7 @@ export class StatusPublisher {
     for (const [name, object] of configs) {
       const namespace = object.metadata.namespace!;
       const config = parsed.get(name);
-      const mine = config ? facts.filter((f) => f.wanted.configs.includes(name)).map((f) => configPodEntry(config, f, this.node)) : [];
+      const mine = config ? configNodeEntry(config, facts.filter((f) => f.wanted.configs.includes(name)), this.node) : undefined;
       const current = object.status as PodNetworkConfigStatus | undefined;
       const status = configStatus(object.metadata.generation, mine, current, problems.get(name) ?? [], this.node, now);
       writes.push(this.configEvents(name, object, status));

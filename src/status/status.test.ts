@@ -6,7 +6,8 @@ import type { AnnotationRequest } from '../model/annotation.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatus, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import {
   condition,
-  configPodEntry,
+  configNodeEntry,
+  configPodProblem,
   configStatus,
   networkNodeEntry,
   networkStatus,
@@ -171,53 +172,51 @@ t.test('network-status: an annotation naming an unknown Network is told on the a
   t.same(entries.slice(1), [{ name: 'podnetwork.opdev.io/networks', problem: 'metadata.annotations["podnetwork.opdev.io/networks"][0].name: no Network named nope' }]);
 });
 
-t.test('config pod entry: the interfaces this config attached and tunes, not another config\'s', async (t) => {
+t.test("config pod problem: none when the pod has what this config asks, whatever another config's state", async (t) => {
   const f = facts({
     configs: [fast, slow],
     applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['2001:0DB8:0:0::5/64'] }, { interface: 'net2', network: 'green', addresses: ['198.18.6.2/24'] }),
     links: links(link('eth0', 1400, '0a:58:0a:00:00:05', ['10.0.0.5/24']), link('net1', 9000, '02:00:00:00:00:01'), link('net2', 1500, '02:00:00:00:00:02')),
   });
-  const entry = configPodEntry(fast, f, node);
-  t.same(entry, {
-    name: 'cnf-0',
-    node: 'node-a',
-    interfaces: [
-      { name: 'net1', network: 'blue', addresses: ['2001:db8::5/64'], mac: '02:00:00:00:00:01', mtu: 9000 },
-      { name: 'eth0', addresses: ['10.0.0.5/24'], mac: '0a:58:0a:00:00:05', mtu: 1400 },
-    ],
-  });
-  t.notOk('error' in entry, 'no error when everything is applied');
-  t.same(configPodEntry(slow, f, node).interfaces, [{ name: 'net2', network: 'green', addresses: ['198.18.6.2/24'], mac: '02:00:00:00:00:02', mtu: 1500 }]);
+  t.equal(configPodProblem(fast, f), undefined);
+  t.equal(configPodProblem(slow, f), undefined);
+  t.equal(configPodProblem(fast, facts({ configs: [fast] })), undefined, 'an attachment under way is no failure');
 });
 
-t.test('config pod entry: a missing attachment\'s error names its field, each reason once', async (t) => {
-  const own = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'network blue: range 198.18.5.0/24 has no free address' }] }), node);
-  t.equal(own.error, 'spec.attachments[0]: network blue: range 198.18.5.0/24 has no free address');
-  t.same(own.interfaces, [{ name: 'eth0' }], 'the tuned eth0 is still listed');
-
-  const planner = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net1', field: 'interface', reason: 'net1 already exists in the pod and podnet did not make it' }] }), node);
-  t.equal(planner.error, 'spec.attachments[0]: net1 already exists in the pod and podnet did not make it');
+t.test("config pod problem: a missing attachment's names its field, each reason once", async (t) => {
+  t.equal(
+    configPodProblem(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'network blue: range 198.18.5.0/24 has no free address' }] })),
+    'spec.attachments[0]: network blue: range 198.18.5.0/24 has no free address',
+  );
+  const planner = configPodProblem(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net1', field: 'interface', reason: 'net1 already exists in the pod and podnet did not make it' }] }));
+  t.equal(planner, 'spec.attachments[0]: net1 already exists in the pod and podnet did not make it');
 
   const unknown = config('lost', { attachments: [{ network: 'nope', interface: 'net1' }, { network: 'red', interface: 'net2' }] });
   t.equal(
-    configPodEntry(unknown, facts({ configs: [unknown] }), node).error,
+    configPodProblem(unknown, facts({ configs: [unknown] })),
     'spec.attachments[0].network: no Network named nope; spec.attachments[1].network: Network red does not admit namespace tenant-a',
   );
 });
 
-t.test('config pod entry: the pass\'s error only when nothing else explains', async (t) => {
-  const explained = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'no free address' }], lastError: 'the pass failed' }), node);
-  t.equal(explained.error, 'spec.attachments[0]: no free address');
+t.test("config pod problem: the pass's error only when nothing else explains", async (t) => {
+  t.equal(configPodProblem(fast, facts({ configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'no free address' }], lastError: 'the pass failed' })), 'spec.attachments[0]: no free address');
+  t.equal(configPodProblem(fast, facts({ configs: [fast], lastError: 'the pass failed' })), 'spec.attachments[0]: the pass failed', 'the missing attachment is told, with the error as why');
+  const applyFailed = configPodProblem(fast, facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'sysctl write failed' }));
+  t.equal(applyFailed, 'sysctl write failed', 'everything attached, yet the pass failed');
+});
 
-  const missing = configPodEntry(fast, facts({ configs: [fast], lastError: 'the pass failed' }), node);
-  t.equal(missing.error, 'spec.attachments[0]: the pass failed', 'the missing attachment is told, with the error as why');
-
-  const applyFailed = configPodEntry(
-    fast,
-    facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'sysctl write failed' }),
-    node,
-  );
-  t.equal(applyFailed.error, 'sysctl write failed', 'everything attached, yet the pass failed');
+t.test('config node entry: counts, and the first five failing pods by name, whatever the pod count', async (t) => {
+  const ok = (pod: string) => facts({ pod, configs: [fast], applied: applied(pod, { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }) });
+  const failing = (pod: string) => facts({ pod, configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'no free address' }] });
+  t.equal(configNodeEntry(fast, [], node), undefined, 'nothing selected here: no entry');
+  t.same(configNodeEntry(fast, [ok('cnf-0'), ok('cnf-1')], node), { name: node, selected: 2, ready: 2 });
+  const many = [...Array.from({ length: 300 }, (_, i) => ok(`ok-${i}`)), ...Array.from({ length: 200 }, (_, i) => failing(`cnf-${String(i).padStart(3, '0')}`))];
+  const entry = configNodeEntry(fast, many, node)!;
+  t.same({ ...entry, failingPods: entry.failingPods?.map((p) => p.name) }, { name: node, selected: 500, ready: 300, failingPods: ['cnf-000', 'cnf-001', 'cnf-002', 'cnf-003', 'cnf-004'] });
+  t.same(entry.failingPods?.[0], { name: 'cnf-000', reason: 'spec.attachments[0]: no free address' });
+  t.ok(JSON.stringify(entry).length < 1024, `500 pods: ${JSON.stringify(entry).length} bytes`);
+  const long = facts({ pod: 'cnf-0', configs: [fast], problems: [{ document: fastName, field: 'spec.attachments[0]', reason: 'x'.repeat(5000) }] });
+  t.equal(configNodeEntry(fast, [long], node)!.failingPods![0]!.reason.length, 1024, 'a reason is cut to what the schema allows');
 });
 
 t.test('an attachment at the pod\'s primary interface is refused, naming the interface field', async (t) => {
@@ -231,9 +230,7 @@ t.test('an attachment at the pod\'s primary interface is refused, naming the int
   const spec = configProblems(primary, networks, { 'kubernetes.io/metadata.name': namespace });
   t.same(spec.map((p) => p.field), ['spec.attachments[0].interface'], 'the config alone is refused: a kubelet names the primary eth0');
 
-  const entry = configPodEntry(primary, facts({ configs: [primary] }), node);
-  t.same(entry.interfaces, []);
-  t.match(entry.error, /^spec\.attachments\[0\]\.interface: eth0 is the pod's primary interface/);
+  t.match(configPodProblem(primary, facts({ configs: [primary] })), /^spec\.attachments\[0\]\.interface: eth0 is the pod's primary interface/);
 });
 
 t.test('network node entry: nothing when no pod here wants or has the Network', async (t) => {
@@ -274,40 +271,39 @@ t.test('condition: keeps its transition time while its status holds, takes a new
 const now = '2026-03-03T00:00:00Z';
 const byType = (status: { conditions?: Condition[] }, type: Condition['type']) => status.conditions?.find((c) => c.type === type);
 
-t.test('config status: ready counts this node\'s pods and the other nodes\', but lists only this node\'s', async (t) => {
-  const mine = [
-    { name: 'cnf-1', node, interfaces: [], error: 'spec.attachments[0]: no free address' },
-    { name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue' }] },
-  ];
+t.test("config status: ready sums every node's counts, but writes only this node's entry", async (t) => {
+  const mine = { name: node, selected: 2, ready: 1, failingPods: [{ name: 'cnf-1', reason: 'spec.attachments[0]: no free address' }] };
   const current: PodNetworkConfigStatus = {
-    pods: [
-      { name: 'cnf-2', node: 'node-b', interfaces: [] },
-      { name: 'cnf-3', node: 'node-b', error: 'spec.attachments[0]: the host has no bridge br-lab' },
-      { name: 'cnf-9', node, error: 'gone from this node' },
+    nodes: [
+      { name: 'node-b', selected: 2, ready: 1, failingPods: [{ name: 'cnf-3', reason: 'spec.attachments[0]: the host has no bridge br-lab' }] },
+      { name: node, selected: 9, ready: 0 },
     ],
   };
   const status = configStatus(7, mine, current, [], node, now);
-  t.equal(status.ready, '2/4');
+  t.equal(status.ready, '2/4', "this node's old entry no longer counts");
   t.equal(status.observedGeneration, 7);
-  t.same(status.pods?.map((p) => p.name), ['cnf-0', 'cnf-1'], 'this node\'s entries, by name');
+  t.same(status.nodes, [mine], "this node's entry alone");
   t.has(byType(status, 'Ready'), { status: 'False', reason: 'NotApplied', message: '2 of 4 selected pods lack part of the config', observedGeneration: 7 });
   const degraded = byType(status, 'Degraded')!;
   t.has(degraded, { status: 'True', reason: 'ApplyFailed', observedGeneration: 7 });
   t.equal(degraded.message, 'pod cnf-3: spec.attachments[0]: the host has no bridge br-lab; pod cnf-1: spec.attachments[0]: no free address');
+  const unnamed = configStatus(7, { name: node, selected: 9, ready: 3 }, undefined, [], node, now);
+  t.has(byType(unnamed, 'Degraded'), { status: 'True', reason: 'ApplyFailed' }, 'failing pods count even when none is named');
 });
 
-t.test('config status: this node\'s entry replaces another node\'s for the same pod', async (t) => {
-  const current: PodNetworkConfigStatus = { pods: [{ name: 'cnf-0', node: 'node-b', error: 'old' }] };
-  const status = configStatus(1, [{ name: 'cnf-0', node, interfaces: [] }], current, [], node, now);
+t.test("config status: a node that selects no pod any more drops its entry", async (t) => {
+  const current: PodNetworkConfigStatus = { nodes: [{ name: node, selected: 1, ready: 0, failingPods: [{ name: 'cnf-0', reason: 'old' }] }, { name: 'node-b', selected: 1, ready: 1 }] };
+  const status = configStatus(1, undefined, current, [], node, now);
   t.equal(status.ready, '1/1');
+  t.same(status.nodes, []);
   t.has(byType(status, 'Degraded'), { status: 'False', reason: 'AsExpected', message: '' });
   t.has(byType(status, 'Ready'), { status: 'True', reason: 'Applied', message: '1 selected pods have what the config asks' });
 });
 
 t.test('config status: problems of the document itself make it Degraded with InvalidSpec', async (t) => {
-  const status = configStatus(2, [{ name: 'cnf-0', node, interfaces: [], error: 'x' }], undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
+  const status = configStatus(2, { name: node, selected: 1, ready: 0, failingPods: [{ name: 'cnf-0', reason: 'x' }] }, undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
   t.has(byType(status, 'Degraded'), { status: 'True', reason: 'InvalidSpec', message: 'spec.attachments[0].network: no Network named nope; pod cnf-0: x' });
-  const noPods = configStatus(undefined, [], undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
+  const noPods = configStatus(undefined, undefined, undefined, ['spec.attachments[0].network: no Network named nope'], node, now);
   t.equal(noPods.ready, '0/0');
   t.has(byType(noPods, 'Degraded'), { status: 'True', reason: 'InvalidSpec' });
   t.notOk('observedGeneration' in noPods, 'no generation given: none set');
@@ -345,7 +341,7 @@ t.test('network status: spec problems make it Degraded with InvalidSpec, naming 
 });
 
 t.test('same status: key order and transition times do not count', async (t) => {
-  const mine = [{ name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }] }];
+  const mine = { name: node, selected: 1, ready: 1 };
   const current = configStatus(4, mine, undefined, [], node, '2026-01-01T00:00:00Z');
   // As the API server gives it back: keys in another order, an earlier transition time.
   const reorder = (v: unknown): unknown =>
@@ -358,17 +354,17 @@ t.test('same status: key order and transition times do not count', async (t) => 
   t.ok(sameStatus(later, served, node), 'a transition time alone is no change');
 });
 
-t.test('same status: other nodes\' entries do not count, this node\'s do', async (t) => {
-  const entry = { name: 'cnf-0', node, interfaces: [{ name: 'net1', network: 'blue' }] };
-  const current: PodNetworkConfigStatus = { ready: '2/2', pods: [entry, { name: 'cnf-5', node: 'node-b', interfaces: [] }] };
-  t.ok(sameStatus({ ready: '2/2', pods: [entry] }, current, node), 'another node\'s pod is not this node\'s to write');
-  t.notOk(sameStatus({ ready: '2/2', pods: [{ ...entry, error: 'spec.attachments[0]: no free address' }] }, current, node), 'this node\'s entry changed');
-  t.notOk(sameStatus({ ready: '1/2', pods: [entry] }, current, node), 'a shared field changed');
+t.test("same status: other nodes' entries do not count, this node's do", async (t) => {
+  const entry = { name: node, selected: 2, ready: 2 };
+  const current: PodNetworkConfigStatus = { ready: '3/3', nodes: [entry, { name: 'node-b', selected: 1, ready: 1 }] };
+  t.ok(sameStatus({ ready: '3/3', nodes: [entry] }, current, node), "another node's entry is not this node's to write");
+  t.notOk(sameStatus({ ready: '3/3', nodes: [{ ...entry, ready: 1 }] }, current, node), "this node's entry changed");
+  t.notOk(sameStatus({ ready: '2/3', nodes: [entry] }, current, node), 'a shared field changed');
 
   const network: NetworkStatus = { ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 1 }, { name: 'node-b', ready: false, attachedPods: 0 }] };
   t.ok(sameStatus({ ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 1 }] }, network, node));
   t.notOk(sameStatus({ ready: '1/2', nodes: [{ name: node, ready: true, attachedPods: 2 }] }, network, node));
-  t.notOk(sameStatus({ ready: '1/2', nodes: [] }, network, node), 'dropping this node\'s entry is a change');
+  t.notOk(sameStatus({ ready: '1/2', nodes: [] }, network, node), "dropping this node's entry is a change");
 });
 
 t.test('same status: nothing on the server is never the same', async (t) => {
@@ -382,22 +378,18 @@ t.test('an attachment the annotation asked that failed is one entry, not a secon
   t.same(networkStatusOf(f).slice(1), [{ name: 'blue', interface: 'net1', problem: 'network blue: range 198.18.5.0/24 has no free address' }]);
 });
 
-t.test('a config entry counts an interface as its own only when it is on the Network the config now asks', async (t) => {
+t.test('a config counts an interface as its own only when it is on the Network the config now asks', async (t) => {
   const fast = config('fast', { attachments: [{ network: 'green', interface: 'net1' }] });
-  const entry = configPodEntry(fast, facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'net1 is being moved' }), node);
-  t.same(entry.interfaces, [], 'net1 on blue is not what the config asks');
-  t.equal(entry.error, 'spec.attachments[0]: net1 is being moved');
+  t.equal(configPodProblem(fast, facts({ configs: [fast], applied: applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }), lastError: 'net1 is being moved' })), 'spec.attachments[0]: net1 is being moved');
 });
 
-t.test('a config that tunes an interface the pod does not have says so in its pod entry', async (t) => {
+t.test('a config that tunes an interface the pod does not have says so for that pod', async (t) => {
   const fast = config('fast', { interfaces: [{ name: 'net5', mtu: 1400 }] });
-  const entry = configPodEntry(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net5', field: 'interfaces', reason: 'the pod has no interface net5' }], links: links(link('eth0', 1500)) }), node);
-  t.same(entry.interfaces, []);
-  t.equal(entry.error, 'pod interface net5: the pod has no interface net5');
+  t.equal(configPodProblem(fast, facts({ configs: [fast], problems: [{ document: 'pod interface net5', field: 'interfaces', reason: 'the pod has no interface net5' }], links: links(link('eth0', 1500)) })), 'pod interface net5: the pod has no interface net5');
 });
 
 t.test('a config whose spec alone is wrong, selecting no pod, is not Ready and says why', async (t) => {
-  const status = configStatus(1, [], undefined, ['spec.attachments[0].network: no Network named nosuch'], node, now);
+  const status = configStatus(1, undefined, undefined, ['spec.attachments[0].network: no Network named nosuch'], node, now);
   const ready = status.conditions!.find((c) => c.type === 'Ready')!;
   t.same([ready.status, ready.message], ['False', 'the spec cannot be applied as it is (see Degraded)']);
   t.equal(status.ready, '0/0');
@@ -405,7 +397,7 @@ t.test('a config whose spec alone is wrong, selecting no pod, is not Ready and s
 
 t.test('the Degraded message tells a spec problem once, also when a pod entry repeats it', async (t) => {
   const spec = "spec.attachments[1].interface: eth0 is the pod's primary interface; attach under another name";
-  const status = configStatus(1, [{ name: 'cnf-0', node, interfaces: [], error: `${spec}; spec.attachments[2]: no free address` }, { name: 'cnf-1', node, interfaces: [], error: spec }], undefined, [spec], node, now);
+  const status = configStatus(1, { name: node, selected: 2, ready: 0, failingPods: [{ name: 'cnf-0', reason: `${spec}; spec.attachments[2]: no free address` }, { name: 'cnf-1', reason: spec }] }, undefined, [spec], node, now);
   const degraded = status.conditions!.find((c) => c.type === 'Degraded')!;
   t.equal(degraded.message, `${spec}; pod cnf-0: spec.attachments[2]: no free address`);
   t.equal(status.ready, '0/2', 'both pods still lack part of the config');

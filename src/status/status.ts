@@ -1,10 +1,9 @@
 // What a node tells the API about its sandboxes, derived from one pass's reports: each pod's
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
-import { formatCidr, parseCidr } from '../ipam/cidr.ts';
 import { documentName, podDocumentName, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
-import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus, AppliedInterface } from '../protocol/validate.ts';
+import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
 import { readableResult, resultFor } from '../model/cni-config.ts';
 import type { DelegatedRecord } from '../protocol/validate.ts';
@@ -24,7 +23,7 @@ export interface SandboxFacts {
   links?: ReadonlyMap<string, ObservedLink> | undefined;
 }
 
-type PodEntry = NonNullable<PodNetworkConfigStatus['pods']>[number];
+type ConfigNodeEntry = NonNullable<PodNetworkConfigStatus['nodes']>[number];
 type NodeEntry = NonNullable<NetworkStatus['nodes']>[number];
 
 /** "198.18.5.2/24" → "198.18.5.2": network-status lists plain addresses, as Multus does. */
@@ -170,48 +169,52 @@ function missingReason(facts: SandboxFacts, want: DesiredAttachment): string | u
 }
 
 /**
- * This node's entry for a pod in a PodNetworkConfig that selects it: the interfaces the config
- * attached or tuned, as the node sees them; or what it cannot apply.
+ * Why a pod lacks part of a PodNetworkConfig that selects it: what of the config it cannot have,
+ * naming the field, or its last error; undefined when it has all the config asks.
  */
-export function configPodEntry(config: PodNetworkConfig, facts: SandboxFacts, node: string): PodEntry {
+export function configPodProblem(config: PodNetworkConfig, facts: SandboxFacts): string | undefined {
   const from = documentName(config);
-  const interfaces: AppliedInterface[] = [];
-  for (const want of facts.wanted.attachments) {
-    if (want.from !== from) continue;
-    const applied = attachedOf(facts).find((a) => a.interface === want.interface && a.network === want.network.metadata.name);
-    if (!applied) continue;
-    interfaces.push(appliedInterface(want.interface, facts.links, applied.network, applied.addresses));
-  }
   // Each once: an attachment's own problem is also why it is missing.
   const problems = new Set(facts.problems.filter((p) => p.document === from).map((p) => `${p.field}: ${p.reason}`));
   for (const tuning of facts.wanted.tuning) {
-    if (interfaces.some((i) => i.name === tuning.interface) || !Object.values(tuning.from).includes(from)) continue;
+    if (!Object.values(tuning.from).includes(from)) continue;
     // The planner tells a tuning it cannot apply (no such interface) of the pod interface, not of the config.
     const unapplied = facts.problems.find((p) => p.document === `pod interface ${tuning.interface}` && p.field === 'interfaces');
     if (unapplied) problems.add(`${unapplied.document}: ${unapplied.reason}`);
-    else interfaces.push(appliedInterface(tuning.interface, facts.links));
   }
   for (const want of facts.wanted.attachments) {
-    if (want.from !== from || interfaces.some((i) => i.name === want.interface)) continue;
+    if (want.from !== from || isAttached(facts, want)) continue;
+    // One under way is no failure.
     const reason = missingReason(facts, want);
     if (reason) problems.add(`${want.field}: ${reason}`);
   }
   if (facts.lastError && problems.size === 0) problems.add(facts.lastError);
-  return { name: facts.name, node, interfaces, ...(problems.size > 0 ? { error: [...problems].join('; ') } : {}) };
+  return problems.size > 0 ? [...problems].join('; ') : undefined;
 }
 
-function appliedInterface(name: string, links: ReadonlyMap<string, ObservedLink> | undefined, network?: string, addresses?: readonly string[]): AppliedInterface {
-  const link = links?.get(name);
-  const canonical = (addresses ?? link?.addresses ?? []).flatMap((a) => {
-    const cidr = parseCidr(a);
-    return cidr ? [formatCidr(cidr)] : [];
-  });
+/** The failing pods a node names in a config's status, first by name: the rest are counted. */
+export const maxFailingPodsNamed = 5;
+/** How much of a failing pod's reason a config's status keeps. */
+const maxReasonChars = 1024;
+
+/**
+ * This node's entry in a PodNetworkConfig that selects `sandboxes` here: how many it selects, how
+ * many have all of it, and a few of those that do not with why. Its size does not grow with the
+ * pods; undefined when it selects none here.
+ */
+export function configNodeEntry(config: PodNetworkConfig, sandboxes: readonly SandboxFacts[], node: string): ConfigNodeEntry | undefined {
+  if (sandboxes.length === 0) return undefined;
+  const failing = sandboxes
+    .flatMap((facts) => {
+      const reason = configPodProblem(config, facts);
+      return reason === undefined ? [] : [{ name: facts.name, reason: reason.length > maxReasonChars ? `${reason.slice(0, maxReasonChars - 3)}...` : reason }];
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
   return {
-    name,
-    ...(network ? { network } : {}),
-    ...(canonical.length > 0 ? { addresses: canonical } : {}),
-    ...(link?.mac ? { mac: link.mac } : {}),
-    ...(link ? { mtu: link.mtu } : {}),
+    name: node,
+    selected: sandboxes.length,
+    ready: sandboxes.length - failing.length,
+    ...(failing.length > 0 ? { failingPods: failing.slice(0, maxFailingPodsNamed) } : {}),
   };
 }
 
@@ -249,38 +252,41 @@ export function condition(type: Condition['type'], status: boolean, reason: stri
 }
 
 /**
- * A PodNetworkConfig's status as this node applies it: its own pods' entries, and the conditions
- * and ready count over every node's entries (the others' as the API server last showed them).
+ * A PodNetworkConfig's status as this node applies it: its own entry, and the conditions and ready
+ * count over every node's entries (the others' as the API server last showed them).
  */
 export function configStatus(
   generation: number | undefined,
-  mine: readonly PodEntry[],
+  mine: ConfigNodeEntry | undefined,
   current: PodNetworkConfigStatus | undefined,
   documentProblems: readonly string[],
   node: string,
   now: string,
 ): PodNetworkConfigStatus {
-  const all = [...(current?.pods ?? []).filter((p) => p.node !== node && !mine.some((m) => m.name === p.name)), ...mine];
-  const failing = all.filter((p) => p.error !== undefined);
-  // A pod's error repeats the spec's problems (they keep it from what it asks): the message tells them once.
+  const all = [...(current?.nodes ?? []).filter((n) => n.name !== node), ...(mine ? [mine] : [])];
+  const selected = all.reduce((n, e) => n + e.selected, 0);
+  const failing = selected - all.reduce((n, e) => n + e.ready, 0);
+  // A pod's reason repeats the spec's problems (they keep it from what it asks): the message tells them once.
   const told = new Set(documentProblems);
-  const podProblems = failing.flatMap((p) => {
-    let own = p.error!;
-    for (const problem of told) own = own.split(problem).join('');
-    const rest = own.split('; ').filter((part) => part.trim() !== '');
-    return rest.length > 0 ? [`pod ${p.name}: ${rest.join('; ')}`] : [];
-  });
+  const podProblems = all.flatMap((e) =>
+    (e.failingPods ?? []).flatMap((p) => {
+      let own = p.reason;
+      for (const problem of told) own = own.split(problem).join('');
+      const rest = own.split('; ').filter((part) => part.trim() !== '');
+      return rest.length > 0 ? [`pod ${p.name}: ${rest.join('; ')}`] : [];
+    }),
+  );
   const problems = [...documentProblems, ...podProblems];
-  const degraded = problems.length > 0;
+  const degraded = problems.length > 0 || failing > 0;
   const conditions = [
-    condition('Ready', !degraded, degraded ? 'NotApplied' : 'Applied', readyMessage(failing.length, all.length, documentProblems.length > 0), current?.conditions, now, generation),
+    condition('Ready', !degraded, degraded ? 'NotApplied' : 'Applied', readyMessage(failing, selected, documentProblems.length > 0), current?.conditions, now, generation),
     condition('Degraded', degraded, degraded ? (documentProblems.length > 0 ? 'InvalidSpec' : 'ApplyFailed') : 'AsExpected', degraded ? problems.slice(0, 5).join('; ') : '', current?.conditions, now, generation),
   ];
   return {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
-    ready: `${all.length - failing.length}/${all.length}`,
+    ready: `${selected - failing}/${selected}`,
     conditions,
-    pods: [...mine].sort((a, b) => a.name.localeCompare(b.name)),
+    nodes: mine ? [mine] : [],
   };
 }
 
@@ -316,7 +322,7 @@ export function sameStatus(next: object, current: object | undefined, node: stri
   const canonical = (value: unknown, key?: string): unknown => {
     if (Array.isArray(value)) {
       // The other nodes' entries are theirs to write: only this node's are compared.
-      const own = key === 'pods' ? value.filter((e: { node?: string }) => e.node === node) : key === 'nodes' ? value.filter((e: { name?: string }) => e.name === node) : value;
+      const own = key === 'nodes' ? value.filter((e: { name?: string }) => e.name === node) : value;
       return own.map((v) => canonical(v));
     }
     if (typeof value !== 'object' || value === null) return value;
