@@ -286,7 +286,11 @@ t.test("config status: ready sums every node's counts, but writes only this node
   t.has(byType(status, 'Ready'), { status: 'False', reason: 'NotApplied', message: '2 of 4 selected pods lack part of the config', observedGeneration: 7 });
   const degraded = byType(status, 'Degraded')!;
   t.has(degraded, { status: 'True', reason: 'ApplyFailed', observedGeneration: 7 });
-  t.equal(degraded.message, 'pod cnf-3: spec.attachments[0]: the host has no bridge br-lab; pod cnf-1: spec.attachments[0]: no free address');
+  t.equal(degraded.message, 'pod cnf-1: spec.attachments[0]: no free address; pod cnf-3: spec.attachments[0]: the host has no bridge br-lab', 'in the order of the nodes');
+  // node-b, computing from the same entries, words the shared fields the same: neither writes again.
+  const served = { ...status, nodes: [mine, current.nodes![0]!] };
+  const fromB = configStatus(7, current.nodes![0], served, [], 'node-b', now);
+  t.ok(sameStatus(fromB, served, 'node-b'), 'whichever node computes the shared fields, they are the same');
   const unnamed = configStatus(7, { name: node, selected: 9, ready: 3 }, undefined, [], node, now);
   t.has(byType(unnamed, 'Degraded'), { status: 'True', reason: 'ApplyFailed' }, 'failing pods count even when none is named');
 });

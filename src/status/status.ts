@@ -263,7 +263,8 @@ export function configStatus(
   node: string,
   now: string,
 ): PodNetworkConfigStatus {
-  const all = [...(current?.nodes ?? []).filter((n) => n.name !== node), ...(mine ? [mine] : [])];
+  // By node name: every node then words the shared fields alike, and a node that changed nothing writes nothing.
+  const all = byName([...(current?.nodes ?? []).filter((n) => n.name !== node), ...(mine ? [mine] : [])]);
   const selected = all.reduce((n, e) => n + e.selected, 0);
   const failing = selected - all.reduce((n, e) => n + e.ready, 0);
   // A pod's reason repeats the spec's problems (they keep it from what it asks): the message tells them once.
@@ -290,6 +291,11 @@ export function configStatus(
   };
 }
 
+/** Node entries in the order of their names. */
+function byName<E extends { name: string }>(entries: E[]): E[] {
+  return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
 function readyMessage(failing: number, selected: number, specProblems: boolean): string {
   if (failing > 0) return `${failing} of ${selected} selected pods lack part of the config`;
   if (specProblems) return 'the spec cannot be applied as it is (see Degraded)';
@@ -301,7 +307,7 @@ function readyMessage(failing: number, selected: number, specProblems: boolean):
  * nodes' entries add up to.
  */
 export function networkStatus(entry: NodeEntry | undefined, current: NetworkStatus | undefined, specProblems: readonly string[], node: string, now: string): NetworkStatus {
-  const all = [...(current?.nodes ?? []).filter((n) => n.name !== node), ...(entry ? [entry] : [])];
+  const all = byName([...(current?.nodes ?? []).filter((n) => n.name !== node), ...(entry ? [entry] : [])]);
   const down = all.filter((n) => !n.ready);
   const problems = [...specProblems, ...down.map((n) => `${n.name}: ${n.message ?? 'not ready'}`)];
   const degraded = problems.length > 0;
