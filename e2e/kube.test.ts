@@ -13,6 +13,8 @@ import { missingPrerequisite, podnetBinary, referencePluginDir } from './lib/env
 import { addressesIn } from './lib/netns.ts';
 import { networksAnnotation } from '../src/model/annotation.ts';
 import type { PodNetworkConfigStatus } from '../src/protocol/validate.ts';
+import { KubeApi } from '../src/kube/api.ts';
+import { unrecordedReason } from '../src/status/status.ts';
 import {
   addressOn,
   annotate,
@@ -352,4 +354,35 @@ t.test('cleanup: a label removed, a Network deleted, a pod deleted each take bac
   await gone(two, 'net1');
   t.ok(await linkOf(two.netns, 'eth0'), 'the primary interface is not podnet\'s to take');
   await until("no host link of the pods' attachments is left, nor their bridges", async () => ((await hostLinksLeft(pods, ['net1', 'net2'], [blue.spec.bridge.name, green.spec.bridge.name])).length === 0 ? true : undefined));
+});
+
+t.test("a pod that ran before podnet and that podnet has no record of says so when it asks for a network: network-status, an Event, the log, the config's status", { skip }, async (t) => {
+  const { cluster, admin, tenant, daemon } = await podnetCluster(t);
+  await admin.objects.create(blueNetwork(t, [tenantNamespace]));
+  // Bound to the node and running for a minute, as the kubelet reports it: its sandbox's CNI ADD
+  // ran before podnet was chained, so podnet never recorded it.
+  const name = 'before-podnet';
+  await admin.core.createNamespacedPod({ namespace: tenantNamespace, body: { metadata: { name, labels: { app: 'old' } }, spec: { nodeName: node, containers: [{ name: 'main', image: 'busybox' }] } } });
+  t.teardown(() => admin.core.deleteNamespacedPod({ namespace: tenantNamespace, name, gracePeriodSeconds: 0 }).catch(() => undefined));
+  const api = KubeApi.load(cluster.kubeconfig('admin'));
+  await api.merge(`/api/v1/namespaces/${tenantNamespace}/pods/${name}/status`, { status: { phase: 'Running', podIP: '198.18.100.250', startTime: new Date(Date.now() - 60_000).toISOString() } });
+
+  await tenant.objects.create(podNetworkConfig(tenantNamespace, 'old-ones', { podSelector: { matchLabels: { app: 'old' } }, attachments: [{ network: 'blue', interface: 'net1' }] }));
+  const entries = await until('its network-status says why nothing is attached', async () => {
+    const status = await networkStatusOf(admin, tenantNamespace, name);
+    return status?.some((e) => e.problem) ? status : undefined;
+  });
+  t.same(entries, [{ name: `PodNetworkConfig ${tenantNamespace}/old-ones`, problem: unrecordedReason.notRecorded }]);
+  const events = await until('a Warning Event on the pod', async () => {
+    const list = await eventsOf(admin, tenantNamespace, name);
+    return list.some((e) => e.reason === 'NotRecorded') ? list : undefined;
+  });
+  t.match(events.find((e) => e.reason === 'NotRecorded'), { type: 'Warning', message: new RegExp(`^PodNetworkConfig ${tenantNamespace}/old-ones: podnet has no record of this pod's sandbox`) });
+  t.match(daemon.log(), new RegExp(`a pod asks for what podnet cannot give it.*${tenantNamespace}/${name}`), 'and the log says it');
+  const status = await until("the config's status counts it failing", async () => {
+    const s = await configStatusOf(admin, tenantNamespace, 'old-ones');
+    return s?.ready === '0/1' ? s : undefined;
+  });
+  t.same(status.nodes?.[0]?.failingPods, [{ name, reason: unrecordedReason.notRecorded }]);
+  t.equal(daemon.log().split('a pod asks for what podnet cannot give it').length - 1, 1, 'told once, not every pass');
 });

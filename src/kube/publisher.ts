@@ -11,7 +11,20 @@ import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotatio
 import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
-import { configNodeEntry, configStatus, networkNodeEntry, networkStatus, podEventsBetween, sameStatus, toldEntries, type SandboxFacts, type ToldEntry } from '../status/status.ts';
+import {
+  configNodeEntry,
+  configStatus,
+  networkNodeEntry,
+  networkStatus,
+  podEventsBetween,
+  sameStatus,
+  toldEntries,
+  unrecordedNetworkStatus,
+  unrecordedPod,
+  type SandboxFacts,
+  type ToldEntry,
+  type UnrecordedPod,
+} from '../status/status.ts';
 import type { KubeApi } from './api.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
@@ -36,6 +49,8 @@ interface Round {
   problems: ReadonlyMap<string, string[]>;
   /** The PodNetworkConfigs as the API server holds them, by documentName (what `from` says). */
   configs: ReadonlyMap<string, ApiObject>;
+  /** The pods of this node that ask for something and that podnet has no sandbox of. */
+  unrecorded: readonly UnrecordedPod[];
   now: string;
 }
 
@@ -54,6 +69,8 @@ export class StatusPublisher {
   private readonly told = new Map<string, ToldEntry[]>();
   /** Each config's problems last told in an Event (by documentName), so one is not told again every pass. */
   private readonly toldProblems = new Map<string, string>();
+  /** The unrecorded pods told (Event and log), by namespace/name, with why: each once while it lasts. */
+  private readonly toldUnrecorded = new Map<string, string>();
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
 
@@ -80,10 +97,21 @@ export class StatusPublisher {
     for (const p of this.opts.reconciler.judge(docs)) {
       problems.set(p.document, [...(problems.get(p.document) ?? []), `${p.field}: ${p.reason}`]);
     }
-    const round: Round = { docs, problems, configs, now: new Date().toISOString() };
+    const now = Date.now();
+    const recorded = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
+    const unrecorded = source.pods().flatMap((pod) => {
+      const { namespace, name } = pod.metadata;
+      const started = Date.parse(pod.status?.startTime ?? '');
+      const state = { namespace, name, running: pod.status?.phase === 'Running', hostNetwork: pod.spec?.hostNetwork === true, startedAt: Number.isNaN(started) ? undefined : started };
+      const lacking = unrecordedPod(state, source.podIdentity(pod), docs.configs, recorded.has(`${namespace}/${name}`), now);
+      return lacking ? [lacking] : [];
+    });
+    const round: Round = { docs, problems, configs, unrecorded, now: new Date(now).toISOString() };
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
+    const lacking = new Set(unrecorded.map((p) => `${p.namespace}/${p.name}`));
+    for (const key of this.toldUnrecorded.keys()) if (!lacking.has(key)) this.toldUnrecorded.delete(key);
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
     const counted = (resource: 'pods' | 'podnetworkconfigs' | 'networks', writes: Promise<void>[]) =>
       writes.map((w) => w.catch((err: unknown) => {
@@ -91,7 +119,7 @@ export class StatusPublisher {
         throw err;
       }));
     const results = await Promise.allSettled([
-      ...counted('pods', facts.map((f) => this.publishPod(f, round))),
+      ...counted('pods', [...facts.map((f) => this.publishPod(f, round)), ...unrecorded.map((p) => this.publishUnrecorded(p))]),
       ...counted('podnetworkconfigs', this.publishConfigs(facts, round)),
       ...counted('networks', this.publishNetworks(facts, round)),
     ]);
@@ -126,13 +154,13 @@ export class StatusPublisher {
   }
 
   /** This node's part of every PodNetworkConfig's status. */
-  private publishConfigs(facts: readonly SandboxFacts[], { docs, problems, configs, now }: Round): Promise<void>[] {
+  private publishConfigs(facts: readonly SandboxFacts[], { docs, problems, configs, unrecorded, now }: Round): Promise<void>[] {
     const parsed = new Map(docs.configs.map((c) => [documentName(c), c]));
     const writes: Promise<void>[] = [];
     for (const [name, object] of configs) {
       const namespace = object.metadata.namespace!;
       const config = parsed.get(name);
-      const mine = config ? configNodeEntry(config, facts.filter((f) => f.wanted.configs.includes(name)), this.node) : undefined;
+      const mine = config ? configNodeEntry(config, facts.filter((f) => f.wanted.configs.includes(name)), this.node, unrecorded) : undefined;
       const current = object.status as PodNetworkConfigStatus | undefined;
       const status = configStatus(object.metadata.generation, mine, current, problems.get(name) ?? [], this.node, now);
       writes.push(this.configEvents(name, object, status));
@@ -141,6 +169,25 @@ export class StatusPublisher {
       writes.push(this.apply(path, object, status));
     }
     return writes;
+  }
+
+  /**
+   * A pod that asks for something podnet cannot give, having no record of its sandbox: its
+   * network-status says why, and an Event and a log line tell it once.
+   */
+  private async publishUnrecorded(lacking: UnrecordedPod): Promise<void> {
+    const pod = this.opts.source.pod(lacking.namespace, lacking.name);
+    if (!pod) return;
+    const value = formatNetworkStatus(unrecordedNetworkStatus(lacking));
+    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value) {
+      await this.opts.api.merge(`/api/v1/namespaces/${lacking.namespace}/pods/${lacking.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
+    }
+    const key = `${lacking.namespace}/${lacking.name}`;
+    if (this.toldUnrecorded.get(key) === lacking.reason) return;
+    this.toldUnrecorded.set(key, lacking.reason);
+    this.opts.log.warn('a pod asks for what podnet cannot give it', { pod: key, askedBy: lacking.askedBy, reason: lacking.reason });
+    const podRef = { kind: 'Pod', apiVersion: 'v1', name: lacking.name, namespace: lacking.namespace, uid: pod.metadata.uid };
+    await this.event({ object: podRef, type: 'Warning', reason: 'NotRecorded', message: `${lacking.askedBy.join(', ')}: ${lacking.reason}` });
   }
 
   /** A Warning when a config's Degraded message changes to a new problem. */

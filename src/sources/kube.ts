@@ -8,7 +8,7 @@ import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@ku
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
 import { retryWaitMs } from '../retry.ts';
-import { documentName, identityOf, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import { documentName, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from '../kube/api.ts';
@@ -30,7 +30,8 @@ export const paths = {
 /** What podnet reads of a pod. */
 export interface PodObject extends KubernetesObject {
   metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  spec?: { nodeName?: string };
+  spec?: { nodeName?: string; hostNetwork?: boolean };
+  status?: { phase?: string; podIP?: string; startTime?: string };
 }
 
 /** A NetworkAttachmentDefinition: what podnet reads of it. */
@@ -192,13 +193,25 @@ export class KubeSource implements DesiredSource {
     if (namespace === undefined || name === undefined) return undefined;
     const pod = this.informers.pods.cache.get(name, namespace);
     if (!pod || (uid !== undefined && pod.metadata.uid !== uid)) return undefined;
+    return { ...this.podIdentity(pod), primaryInterface: record.ifname };
+  }
+
+  /** Who a pod of this node is, from its object alone: its labels, its namespace's, its annotation. */
+  podIdentity(pod: PodObject): SandboxIdentity {
+    const { namespace, name } = pod.metadata;
     const annotation = pod.metadata.annotations?.[networksAnnotation];
     return {
-      ...identityOf(record),
+      namespace,
+      name,
       labels: pod.metadata.labels ?? {},
       namespaceLabels: this.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace },
       ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
     };
+  }
+
+  /** The pods bound to this node, as the API server last showed them. */
+  pods(): readonly PodObject[] {
+    return this.informers.pods.cache.list();
   }
 
   /** A namespace's labels as the API server last showed them; undefined while it is not known. */

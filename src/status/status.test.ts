@@ -15,6 +15,10 @@ import {
   podEventsBetween,
   sameStatus,
   toldEntries,
+  unrecordedGraceMs,
+  unrecordedNetworkStatus,
+  unrecordedPod,
+  unrecordedReason,
   type SandboxFacts,
 } from './status.ts';
 
@@ -450,4 +454,22 @@ t.test('events: a failure is told once, on the pod and its config; an unreadable
 t.test('an attachment under way is no failure: no Warning for it', async (t) => {
   const pending = { entry: { name: 'blue', interface: 'net1', problem: 'not attached yet' }, from: 'PodNetworkConfig ns/c' };
   t.same(podEventsBetween({ namespace: 'ns', name: 'p' }, [], [pending]), []);
+});
+
+t.test('a running pod that asks for something and that podnet has no record of is told, after a grace', async (t) => {
+  const identity = { namespace, name: 'old-0', labels: { app: 'cnf' } };
+  const selecting = config('cnf', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] });
+  const pod = { namespace, name: 'old-0', running: true, hostNetwork: false, startedAt: 0 };
+  const later = unrecordedGraceMs + 1;
+  t.same(unrecordedPod(pod, identity, [selecting], false, later), { namespace, name: 'old-0', askedBy: ['PodNetworkConfig tenant-a/cnf'], reason: unrecordedReason.notRecorded });
+  t.equal(unrecordedPod(pod, identity, [selecting], true, later), undefined, 'recorded: the passes tell what it lacks');
+  t.equal(unrecordedPod(pod, identity, [selecting], false, unrecordedGraceMs - 1), undefined, 'its ADD may be on its way');
+  t.equal(unrecordedPod({ ...pod, running: false }, identity, [selecting], false, later), undefined, 'not running');
+  t.equal(unrecordedPod(pod, identity, [], false, later), undefined, 'nothing asked, nothing to tell');
+  const annotated = unrecordedPod({ ...pod, hostNetwork: true }, { ...identity, labels: {}, annotation: { selections: [{ name: 'blue' }] } }, [selecting], false, later);
+  t.same(annotated, { namespace, name: 'old-0', askedBy: ['Pod tenant-a/old-0'], reason: unrecordedReason.hostNetwork }, 'asked by its annotation; a hostNetwork pod is told why');
+  t.same(unrecordedNetworkStatus(annotated!), [{ name: 'Pod tenant-a/old-0', problem: unrecordedReason.hostNetwork }]);
+
+  const entry = configNodeEntry(selecting, [], node, [unrecordedPod(pod, identity, [selecting], false, later)!]);
+  t.same(entry, { name: node, selected: 1, ready: 0, failingPods: [{ name: 'old-0', reason: unrecordedReason.notRecorded }] }, "counted failing in the config's status");
 });

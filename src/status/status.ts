@@ -1,7 +1,7 @@
 // What a node tells the API about its sandboxes, derived from one pass's reports: each pod's
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
-import { documentName, podDocumentName, type DesiredAttachment, type DesiredSandbox, type Problem } from '../model/desired.ts';
+import { documentName, podDocumentName, selectingConfigs, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
@@ -192,6 +192,48 @@ export function configPodProblem(config: PodNetworkConfig, facts: SandboxFacts):
   return problems.size > 0 ? [...problems].join('; ') : undefined;
 }
 
+/** A pod of this node that asks podnet for something and has no sandbox podnet recorded. */
+export interface UnrecordedPod {
+  namespace: string;
+  name: string;
+  /** The documents that ask (its annotation, the configs that select it), by documentName. */
+  askedBy: string[];
+  reason: string;
+}
+
+/** How long a running pod may go unrecorded before it is told: its ADD's record may be on its way. */
+export const unrecordedGraceMs = 30_000;
+
+/** Why podnet cannot change the network of a pod it has no record of. */
+export const unrecordedReason = {
+  hostNetwork: "the pod runs in the node's network namespace: podnet changes only a pod's own",
+  notRecorded:
+    "podnet has no record of this pod's sandbox: it started before podnet was chained into the node's CNI config, and the runtime's cache does not name its network namespace (containerd 1.6 and older); delete the pod to have it made again with podnet chained",
+};
+
+/**
+ * Whether a pod of this node asks podnet for something it cannot give, having no record of its
+ * sandbox: it has run for unrecordedGraceMs (its CNI ADD is long done), and its annotation or a
+ * config asks for something. `identity` is who the pod is; `recorded` whether podnet has its sandbox.
+ */
+export function unrecordedPod(
+  pod: { namespace: string; name: string; running: boolean; hostNetwork: boolean; startedAt: number | undefined },
+  identity: SandboxIdentity,
+  configs: readonly PodNetworkConfig[],
+  recorded: boolean,
+  now: number,
+): UnrecordedPod | undefined {
+  if (recorded || !pod.running || pod.startedAt === undefined || now - pod.startedAt < unrecordedGraceMs) return undefined;
+  const askedBy = [...(identity.annotation ? [podDocumentName(pod)] : []), ...selectingConfigs(identity, configs).map(documentName)];
+  if (askedBy.length === 0) return undefined;
+  return { namespace: pod.namespace, name: pod.name, askedBy, reason: pod.hostNetwork ? unrecordedReason.hostNetwork : unrecordedReason.notRecorded };
+}
+
+/** Its network-status: one entry, for the first document that asks, saying why nothing can be. */
+export function unrecordedNetworkStatus(pod: UnrecordedPod): NetworkStatusEntry[] {
+  return [{ name: pod.askedBy[0]!, problem: pod.reason }];
+}
+
 /** The failing pods a node names in a config's status, first by name: the rest are counted. */
 export const maxFailingPodsNamed = 5;
 /** How much of a failing pod's reason a config's status keeps. */
@@ -202,18 +244,23 @@ const maxReasonChars = 1024;
  * many have all of it, and a few of those that do not with why. Its size does not grow with the
  * pods; undefined when it selects none here.
  */
-export function configNodeEntry(config: PodNetworkConfig, sandboxes: readonly SandboxFacts[], node: string): ConfigNodeEntry | undefined {
-  if (sandboxes.length === 0) return undefined;
-  const failing = sandboxes
-    .flatMap((facts) => {
+export function configNodeEntry(config: PodNetworkConfig, sandboxes: readonly SandboxFacts[], node: string, unrecorded: readonly UnrecordedPod[] = []): ConfigNodeEntry | undefined {
+  const lacking = unrecorded.filter((p) => p.askedBy.includes(documentName(config)));
+  const selected = sandboxes.length + lacking.length;
+  if (selected === 0) return undefined;
+  const failing = [
+    ...sandboxes.flatMap((facts) => {
       const reason = configPodProblem(config, facts);
-      return reason === undefined ? [] : [{ name: facts.name, reason: reason.length > maxReasonChars ? `${reason.slice(0, maxReasonChars - 3)}...` : reason }];
-    })
+      return reason === undefined ? [] : [{ name: facts.name, reason }];
+    }),
+    ...lacking.map((p) => ({ name: p.name, reason: p.reason })),
+  ]
+    .map(({ name, reason }) => ({ name, reason: reason.length > maxReasonChars ? `${reason.slice(0, maxReasonChars - 3)}...` : reason }))
     .sort((a, b) => a.name.localeCompare(b.name));
   return {
     name: node,
-    selected: sandboxes.length,
-    ready: sandboxes.length - failing.length,
+    selected,
+    ready: selected - failing.length,
     ...(failing.length > 0 ? { failingPods: failing.slice(0, maxFailingPodsNamed) } : {}),
   };
 }
