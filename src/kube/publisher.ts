@@ -162,7 +162,14 @@ export class StatusPublisher {
       const config = parsed.get(name);
       const mine = config ? configNodeEntry(config, facts.filter((f) => f.wanted.configs.includes(name)), this.node, unrecorded) : undefined;
       const current = object.status as PodNetworkConfigStatus | undefined;
-      const status = configStatus(object.metadata.generation, mine, current, problems.get(name) ?? [], this.node, now);
+      const specProblems = problems.get(name) ?? [];
+      const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
+      const degraded = current?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;
+      // A node with nothing to say of a config (no pod of its selected, none before, no spec
+      // problem to tell or take back) leaves its status alone: with thousands of configs, every
+      // node writing each would be thousands of writes a node, each an event for every other.
+      if (!mine && !hadEntry && specProblems.length === 0 && !degraded) continue;
+      const status = configStatus(object.metadata.generation, mine, current, specProblems, this.node, now);
       writes.push(this.configEvents(name, object, status));
       if (sameStatus(status, current, this.node)) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
