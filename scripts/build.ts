@@ -3,7 +3,7 @@
 //  - dist/cli.cjs, the command line and daemon, embedded as an asset and compiled on demand.
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { mkdir, rename, writeFile, stat } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -38,7 +38,14 @@ const seaConfig = {
 };
 await writeFile(`${dist}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
 execFileSync(process.execPath, ['--build-sea', `${dist}/sea-config.json`], { stdio: ['ignore', 'ignore', 'inherit'] });
-await rename(`${dist}/.podnet.new`, `${dist}/podnet`);
+// Copied once more before it is renamed into place: the file as --build-sea writes it sits in the
+// page cache so that every run maps about 35 MiB more of it (79 MiB resident for a plugin VERSION
+// against 44 for the same bytes copied), which is no cost of podnet's and made every memory
+// figure of a fresh build wrong. `podnet install` copies it onto a node the same way.
+await copyFile(`${dist}/.podnet.new`, `${dist}/.podnet.copy`);
+await rm(`${dist}/.podnet.new`);
+await chmod(`${dist}/.podnet.copy`, 0o755);
+await rename(`${dist}/.podnet.copy`, `${dist}/podnet`);
 
 for (const f of ['plugin-main.cjs', 'cli.cjs', 'podnet']) {
   console.log(`dist/${f}  ${((await stat(`${dist}/${f}`)).size / 1024).toFixed(0)} KiB`);

@@ -25,7 +25,7 @@ import { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
 import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 import type { NodeLimits } from '../model/desired.ts';
-import { PrometheusMetrics, serveMetrics, type MetricsServer } from './prometheus.ts';
+import type { MetricsServer, PrometheusMetrics } from './prometheus.ts';
 
 export interface DaemonOptions {
   socketPath: string;
@@ -85,6 +85,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
     if (opts.metricsAddress) {
       const open = registry;
+      // Loaded only when asked: prom-client and the builtins it needs cost every daemon
+      // megabytes of memory otherwise (bench/resync).
+      const { PrometheusMetrics } = await import('./prometheus.ts');
       metrics = new PrometheusMetrics(
         { attachments: () => reconciler?.attachmentStates() ?? [], spoolBacklog: () => open.spoolPending(), quarantined: () => open.quarantined().length },
         opts.version,
@@ -101,7 +104,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       source = new ConfigDirSource(opts.configDir);
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, ...reported });
     }
-    if (metrics && opts.metricsAddress) metricsServer = await serveMetrics(metrics, opts.metricsAddress);
+    if (metrics && opts.metricsAddress) metricsServer = await (await import('./prometheus.ts')).serveMetrics(metrics, opts.metricsAddress);
     await reconciler?.recover();
     const following = reconciler;
     server = await startServer({

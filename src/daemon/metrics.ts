@@ -4,7 +4,8 @@
 // values from a bounded set: Network names (the admin's), plugin types found in the bin dirs,
 // error codes, resource kinds. Never a pod's name: that is the network-status annotation's and
 // `podnet explain`'s to say.
-import type { ErrorCode } from '../errors.ts';
+import { isIP } from 'node:net';
+import { PodnetError, type ErrorCode } from '../errors.ts';
 
 /** What a pass reports when it ends. */
 export interface PassMetrics {
@@ -38,3 +39,18 @@ export const noMetrics: Metrics = {
 
 /** The states an attachment is counted in: applied and nothing failing, its sandbox failing, or wanted and not there yet. */
 export type AttachmentState = 'ready' | 'failing' | 'pending';
+
+/**
+ * `HOST:PORT` as a listen address, or INVALID_CONFIG naming what is wrong. An IPv6 host may be
+ * bracketed or not ([::1]:9109, ::1:9109): the port is after the last colon, so that a pod's IP
+ * from the downward API fits either way.
+ */
+export function parseListenAddress(text: string, flag: string): { host: string; port: number } {
+  const colon = text.lastIndexOf(':');
+  const host = text.slice(0, Math.max(colon, 0)).replace(/^\[(.*)\]$/, '$1');
+  const port = /^\d{1,5}$/.test(text.slice(colon + 1)) ? Number(text.slice(colon + 1)) : NaN;
+  if (colon < 0 || !(port <= 65535) || (isIP(host) === 0 && host !== 'localhost')) {
+    throw new PodnetError('INVALID_CONFIG', `${flag} ${JSON.stringify(text)} is not HOST:PORT with an IP address (127.0.0.1:9109, [::1]:9109)`);
+  }
+  return { host, port };
+}

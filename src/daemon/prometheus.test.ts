@@ -1,5 +1,6 @@
 import t from 'tap';
-import { PrometheusMetrics, parseListenAddress, serveMetrics } from './prometheus.ts';
+import { parseListenAddress } from './metrics.ts';
+import { PrometheusMetrics, serveMetrics } from './prometheus.ts';
 
 /** A scrape as Prometheus makes it: GET /metrics, the exposition text. */
 async function scrape(port: number, path = '/metrics'): Promise<{ status: number; text: string; type: string | null }> {
