@@ -273,11 +273,14 @@ t.test("podnet marks the host links it makes with their owner, and never deletes
   t.equal(await aliasOf(hostEnd), `podnet:${pod.att.containerId}/net1`, 'the host end names its owner, as an operator sees it in ip link');
   t.equal(await aliasOf(bridge), 'podnet:bridge', 'so does the bridge podnet made');
 
-  // Someone replaces the host end with a link of their own under its name.
+  // Someone replaces the host end with a link of their own under its name, while the daemon is
+  // down: a pass between the delete and the add would make the veth again under that name first.
   removeLinkAtTeardown(t, hostEnd);
+  await daemon.stop();
   await execa('ip', ['link', 'del', 'dev', hostEnd]);
   await execa('ip', ['link', 'add', 'name', hostEnd, 'type', 'bridge']);
   await execa('ip', ['link', 'set', 'dev', hostEnd, 'alias', 'uplink-of-someone']);
+  await daemon.start();
   // A resync every second; under a loaded machine a pass takes longer.
   const told = await until('told at the next resync', async () => {
     const out = (await cli.explain('default/pod-m')).stdout;

@@ -123,7 +123,7 @@ function shapeProblem(doc: Document.Parsed): string | undefined {
  * bracket in a comment or a quoted scalar does not count. A quote opens a scalar only where a
  * value begins (not inside a plain scalar such as it's), as in YAML.
  */
-export function flowNestingPast(text: string, max: number): boolean {
+function flowNestingPast(text: string, max: number): boolean {
   let depth = 0;
   let valueMayBegin = true;
   for (let i = 0; i < text.length; i++) {
