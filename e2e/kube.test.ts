@@ -359,19 +359,20 @@ t.test('cleanup: a label removed, a Network deleted, a pod deleted each take bac
 t.test("a pod that ran before podnet and that podnet has no record of says so when it asks for a network: network-status, an Event, the log, the config's status", { skip }, async (t) => {
   const { cluster, admin, tenant, daemon } = await podnetCluster(t);
   await admin.objects.create(blueNetwork(t, [tenantNamespace]));
-  // Bound to the node and running for a minute, as the kubelet reports it: its sandbox's CNI ADD
-  // ran before podnet was chained, so podnet never recorded it.
+  // Bound to the node and running, as the kubelet reports it: its sandbox's CNI ADD ran before
+  // podnet was chained, so podnet never recorded it.
   const name = 'before-podnet';
   await admin.core.createNamespacedPod({ namespace: tenantNamespace, body: { metadata: { name, labels: { app: 'old' } }, spec: { nodeName: node, containers: [{ name: 'main', image: 'busybox' }] } } });
   t.teardown(() => admin.core.deleteNamespacedPod({ namespace: tenantNamespace, name, gracePeriodSeconds: 0 }).catch(() => undefined));
   const api = KubeApi.load(cluster.kubeconfig('admin'));
-  await api.merge(`/api/v1/namespaces/${tenantNamespace}/pods/${name}/status`, { status: { phase: 'Running', podIP: '198.18.100.250', startTime: new Date(Date.now() - 60_000).toISOString() } });
+  await api.merge(`/api/v1/namespaces/${tenantNamespace}/pods/${name}/status`, { status: { phase: 'Running', podIP: '198.18.100.250', startTime: new Date().toISOString() } });
 
   await tenant.objects.create(podNetworkConfig(tenantNamespace, 'old-ones', { podSelector: { matchLabels: { app: 'old' } }, attachments: [{ network: 'blue', interface: 'net1' }] }));
+  // Told once it has been seen running without a record for 30 s (unrecordedGraceMs).
   const entries = await until('its network-status says why nothing is attached', async () => {
     const status = await networkStatusOf(admin, tenantNamespace, name);
     return status?.some((e) => e.problem) ? status : undefined;
-  });
+  }, 60_000);
   t.same(entries, [{ name: `PodNetworkConfig ${tenantNamespace}/old-ones`, problem: unrecordedReason.notRecorded }]);
   const events = await until('a Warning Event on the pod', async () => {
     const list = await eventsOf(admin, tenantNamespace, name);
@@ -385,4 +386,8 @@ t.test("a pod that ran before podnet and that podnet has no record of says so wh
   });
   t.same(status.nodes?.[0]?.failingPods, [{ name, reason: unrecordedReason.notRecorded }]);
   t.equal(daemon.log().split('a pod asks for what podnet cannot give it').length - 1, 1, 'told once, not every pass');
+
+  // The config gone, nothing asks: what was written on the pod is taken back.
+  await tenant.objects.delete(podNetworkConfig(tenantNamespace, 'old-ones', {}));
+  await until('its network-status is taken back', async () => ((await networkStatusOf(admin, tenantNamespace, name)) === undefined ? true : undefined));
 });

@@ -99,7 +99,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
       source = kubeSource;
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish(), ...reported });
-      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, log, ...reported });
+      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, ...reported });

@@ -280,9 +280,14 @@ export class Reconciler {
     let refused = this.nodeRefusals(wanted);
     // Each round refuses at least one generation more, of at most two per config (the one asked,
     // the one had); only the sandboxes it refused one of are made again.
-    for (let round = 0; round < maxRefusalRounds; round++) {
+    for (let round = 0; ; round++) {
       const changed = refusedConfigs(wanted, refused, refusedByNode);
       if (changed.size === 0) break;
+      if (round === maxRefusalRounds) {
+        // Not seen in practice: each round refuses one generation more. What is left is refused part by part.
+        this.opts.log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: [...changed] });
+        break;
+      }
       for (const [i, sandbox] of live.entries()) {
         const cid = sandbox.record.containerId;
         if (changed.has(cid)) wanted[i] = this.wantedOf(sandbox, docs, refusedByNode.get(cid));

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/desired.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
-import type { NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
+import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import type { Reconciler } from '../daemon/reconciler.ts';
 import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
 import {
@@ -37,6 +37,8 @@ export interface PublisherOptions {
   source: KubeSource;
   /** The sandboxes whose pod is on this node, as the last pass left them. */
   reconciler: Pick<Reconciler, 'facts' | 'judge'>;
+  /** The sandboxes the runtime recorded: a pod with none is one podnet cannot change. */
+  records: { list(): AttachmentRecord[] };
   log: Logger;
   /** Told of each write that fails (none: metrics are off). */
   metrics?: ApiMetrics;
@@ -69,8 +71,13 @@ export class StatusPublisher {
   private readonly told = new Map<string, ToldEntry[]>();
   /** Each config's problems last told in an Event (by documentName), so one is not told again every pass. */
   private readonly toldProblems = new Map<string, string>();
-  /** The unrecorded pods told (Event and log), by namespace/name, with why: each once while it lasts. */
-  private readonly toldUnrecorded = new Map<string, string>();
+  /**
+   * The unrecorded pods told, by namespace/name: why (the Event and log line go once while it
+   * lasts), and the network-status written, taken back when the pod no longer asks.
+   */
+  private readonly toldUnrecorded = new Map<string, { reason: string; status: string }>();
+  /** When this daemon first saw each running pod of its node without a record of it. */
+  private readonly unrecordedSince = new Map<string, number>();
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
 
@@ -98,20 +105,37 @@ export class StatusPublisher {
       problems.set(p.document, [...(problems.get(p.document) ?? []), `${p.field}: ${p.reason}`]);
     }
     const now = Date.now();
-    const recorded = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
+    // Any record of the pod counts, also one whose netns could not be looked at this pass.
+    const recorded = new Set(this.opts.records.list().map((r) => `${r.pod.namespace}/${r.pod.name}`));
+    const seenWithout = new Set<string>();
     const unrecorded = source.pods().flatMap((pod) => {
       const { namespace, name } = pod.metadata;
-      const started = Date.parse(pod.status?.startTime ?? '');
-      const state = { namespace, name, running: pod.status?.phase === 'Running', hostNetwork: pod.spec?.hostNetwork === true, startedAt: Number.isNaN(started) ? undefined : started };
-      const lacking = unrecordedPod(state, source.podIdentity(pod), docs.configs, recorded.has(`${namespace}/${name}`), now);
+      const key = `${namespace}/${name}`;
+      const running = pod.status?.phase === 'Running';
+      if (!running || recorded.has(key)) return [];
+      seenWithout.add(key);
+      if (!this.unrecordedSince.has(key)) this.unrecordedSince.set(key, now);
+      const state = { namespace, name, running, hostNetwork: pod.spec?.hostNetwork === true, unrecordedSince: this.unrecordedSince.get(key)! };
+      const lacking = unrecordedPod(state, source.podIdentity(pod), docs.configs, false, now);
       return lacking ? [lacking] : [];
     });
+    for (const key of this.unrecordedSince.keys()) if (!seenWithout.has(key)) this.unrecordedSince.delete(key);
     const round: Round = { docs, problems, configs, unrecorded, now: new Date(now).toISOString() };
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
     const lacking = new Set(unrecorded.map((p) => `${p.namespace}/${p.name}`));
-    for (const key of this.toldUnrecorded.keys()) if (!lacking.has(key)) this.toldUnrecorded.delete(key);
+    const untold: Promise<void>[] = [];
+    for (const [key, { status }] of this.toldUnrecorded) {
+      if (lacking.has(key)) continue;
+      this.toldUnrecorded.delete(key);
+      // A recorded pod's own network-status replaces it (publishPod); one that asks for nothing any more has none.
+      const [namespace, name] = key.split('/') as [string, string];
+      const pod = source.pod(namespace, name);
+      if (pod && !recorded.has(key) && pod.metadata.annotations?.[networkStatusAnnotation] === status) {
+        untold.push(this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: null } } }).then(() => undefined));
+      }
+    }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
     const counted = (resource: 'pods' | 'podnetworkconfigs' | 'networks', writes: Promise<void>[]) =>
       writes.map((w) => w.catch((err: unknown) => {
@@ -119,7 +143,7 @@ export class StatusPublisher {
         throw err;
       }));
     const results = await Promise.allSettled([
-      ...counted('pods', [...facts.map((f) => this.publishPod(f, round)), ...unrecorded.map((p) => this.publishUnrecorded(p))]),
+      ...counted('pods', [...facts.map((f) => this.publishPod(f, round)), ...unrecorded.map((p) => this.publishUnrecorded(p)), ...untold]),
       ...counted('podnetworkconfigs', this.publishConfigs(facts, round)),
       ...counted('networks', this.publishNetworks(facts, round)),
     ]);
@@ -190,8 +214,9 @@ export class StatusPublisher {
       await this.opts.api.merge(`/api/v1/namespaces/${lacking.namespace}/pods/${lacking.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
     }
     const key = `${lacking.namespace}/${lacking.name}`;
-    if (this.toldUnrecorded.get(key) === lacking.reason) return;
-    this.toldUnrecorded.set(key, lacking.reason);
+    const before = this.toldUnrecorded.get(key);
+    this.toldUnrecorded.set(key, { reason: lacking.reason, status: value });
+    if (before?.reason === lacking.reason) return;
     this.opts.log.warn('a pod asks for what podnet cannot give it', { pod: key, askedBy: lacking.askedBy, reason: lacking.reason });
     const podRef = { kind: 'Pod', apiVersion: 'v1', name: lacking.name, namespace: lacking.namespace, uid: pod.metadata.uid };
     await this.event({ object: podRef, type: 'Warning', reason: 'NotRecorded', message: `${lacking.askedBy.join(', ')}: ${lacking.reason}` });

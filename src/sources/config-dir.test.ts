@@ -59,3 +59,31 @@ t.test('a file under a document\'s name that is not one is that file\'s problem,
   });
   t.match(read.problems.find((p) => p.document.startsWith('Network good in linked.yml')), { reason: /also defined in good\.yaml/ }, 'a symlink to a regular file is read');
 });
+
+t.test('a file caught halfway written, or swapped for something unreadable, keeps the documents it held when last read whole', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const at = (f: string) => join(tmp.path, f);
+  writeFileSync(at('a.yaml'), network('a', 1400));
+  const read = configDirReader(tmp.path);
+  t.equal(read().networks.get('a')?.spec.mtu, 1400);
+
+  // An editor's write, truncated then filled: the half seen first is not the file's new content.
+  writeFileSync(at('a.yaml'), network('a', 9000).slice(0, 70));
+  const half = read();
+  t.equal(half.networks.get('a')?.spec.mtu, 1400, 'the Network stays as it was: not taken for deleted');
+  t.match(half.problems, [{ document: /a\.yaml/, field: '(syntax)', reason: /the documents it held when last read whole stay until it can be read again$/ }]);
+  writeFileSync(at('a.yaml'), network('a', 9000));
+  t.equal(read().networks.get('a')?.spec.mtu, 9000, 'the whole write is taken');
+
+  unlinkSync(at('a.yaml'));
+  mkdirSync(at('a.yaml'));
+  const swapped = read();
+  t.equal(swapped.networks.get('a')?.spec.mtu, 9000, 'a folder under its name: still the last documents');
+  t.match(swapped.problems, [{ document: 'a.yaml', field: '(file)', reason: /^is a folder, not a regular file.*; the documents it held when last read whole stay/ }]);
+
+  execFileSync('rmdir', [at('a.yaml')]);
+  t.equal(read().networks.size, 0, 'removed: its documents go with it');
+  writeFileSync(at('b.yaml'), 'kind: [');
+  t.same([...read().networks.keys()], [], 'a file never read whole has no documents to keep');
+});

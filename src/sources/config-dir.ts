@@ -16,33 +16,51 @@ export const documentFile = /\.(ya?ml|json)$/;
  */
 export const maxDocumentFileBytes = 256 * 1024;
 
+/** What a file of the dir is taken to say: unreadable, it keeps the documents it last had. */
+const keptNote = 'the documents it held when last read whole stay until it can be read again';
+
 /**
  * A reader of the documents in `dir`: every call reads each file, and parses again only a file
  * whose text changed (a pass reads the directory, and most passes follow one file's change).
+ * A file that cannot be read, or not as YAML (an editor's write caught halfway, a file swapped for
+ * something else), is its problem, and keeps the documents it held when last read whole: its
+ * configs are not taken for deleted, so pods keep their networking (ADR 17). A file removed from
+ * the dir takes its documents with it.
  */
 export function configDirReader(dir: string): () => DesiredDocuments {
   const parsedFiles = new Map<string, { text: string; parsed: ParsedDocuments }>();
+  /** Each file's documents when last read whole (no file or syntax problem). */
+  const lastWhole = new Map<string, ParsedDocuments['documents']>();
   return () => {
     ensurePrivateDir(dir);
     const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
     const seen = new Map<string, string>();
     const files = readdirSync(dir).filter((f) => documentFile.test(f) && !f.startsWith('.')).sort();
     const present = new Set(files);
-    for (const gone of [...parsedFiles.keys()].filter((f) => !present.has(f))) parsedFiles.delete(gone);
+    for (const gone of [...parsedFiles.keys(), ...lastWhole.keys()].filter((f) => !present.has(f))) {
+      parsedFiles.delete(gone);
+      lastWhole.delete(gone);
+    }
     for (const file of files) {
       const read = documentText(join(dir, file));
+      let documents: ParsedDocuments['documents'];
       if ('problem' in read) {
         // That file's problem alone: every other document of the dir still counts.
         parsedFiles.delete(file);
-        out.problems.push({ document: file, field: '(file)', reason: read.problem });
-        continue;
+        out.problems.push({ document: file, field: '(file)', reason: lastWhole.has(file) ? `${read.problem}; ${keptNote}` : read.problem });
+        documents = lastWhole.get(file) ?? [];
+      } else {
+        const { text } = read;
+        let cached = parsedFiles.get(file);
+        if (cached?.text !== text) parsedFiles.set(file, (cached = { text, parsed: parseDocuments(text, file) }));
+        const { parsed } = cached!;
+        const unreadable = parsed.problems.some((p) => p.field === '(syntax)');
+        if (!unreadable) lastWhole.set(file, parsed.documents);
+        const kept = unreadable ? lastWhole.get(file) : undefined;
+        out.problems.push(...parsed.problems.map((p) => (kept && p.field === '(syntax)' ? { ...p, reason: `${p.reason}; ${keptNote}` } : p)));
+        documents = kept ?? parsed.documents;
       }
-      const { text } = read;
-      let cached = parsedFiles.get(file);
-      if (cached?.text !== text) parsedFiles.set(file, (cached = { text, parsed: parseDocuments(text, file) }));
-      const { parsed } = cached!;
-      out.problems.push(...parsed.problems);
-      for (const doc of parsed.documents) {
+      for (const doc of documents) {
         const name = documentName(doc);
         const first = seen.get(name);
         if (first) {

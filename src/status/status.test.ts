@@ -459,7 +459,7 @@ t.test('an attachment under way is no failure: no Warning for it', async (t) => 
 t.test('a running pod that asks for something and that podnet has no record of is told, after a grace', async (t) => {
   const identity = { namespace, name: 'old-0', labels: { app: 'cnf' } };
   const selecting = config('cnf', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] });
-  const pod = { namespace, name: 'old-0', running: true, hostNetwork: false, startedAt: 0 };
+  const pod = { namespace, name: 'old-0', running: true, hostNetwork: false, unrecordedSince: 0 };
   const later = unrecordedGraceMs + 1;
   t.same(unrecordedPod(pod, identity, [selecting], false, later), { namespace, name: 'old-0', askedBy: ['PodNetworkConfig tenant-a/cnf'], reason: unrecordedReason.notRecorded });
   t.equal(unrecordedPod(pod, identity, [selecting], true, later), undefined, 'recorded: the passes tell what it lacks');

@@ -201,7 +201,7 @@ export interface UnrecordedPod {
   reason: string;
 }
 
-/** How long a running pod may go unrecorded before it is told: its ADD's record may be on its way. */
+/** How long a running pod may be seen without a record before it is told: its ADD's record may be on its way. */
 export const unrecordedGraceMs = 30_000;
 
 /** Why podnet cannot change the network of a pod it has no record of. */
@@ -212,18 +212,19 @@ export const unrecordedReason = {
 };
 
 /**
- * Whether a pod of this node asks podnet for something it cannot give, having no record of its
- * sandbox: it has run for unrecordedGraceMs (its CNI ADD is long done), and its annotation or a
- * config asks for something. `identity` is who the pod is; `recorded` whether podnet has its sandbox.
+ * Whether a pod of this node asks podnet for something it cannot give, having no record of any
+ * sandbox of it: it is running and has been seen so for unrecordedGraceMs (`unrecordedSince`: a
+ * new sandbox's ADD, after a reboot say, is long done by then), and its annotation or a config
+ * asks for something. `identity` is who the pod is; `recorded` whether podnet has a record of it.
  */
 export function unrecordedPod(
-  pod: { namespace: string; name: string; running: boolean; hostNetwork: boolean; startedAt: number | undefined },
+  pod: { namespace: string; name: string; running: boolean; hostNetwork: boolean; unrecordedSince: number },
   identity: SandboxIdentity,
   configs: readonly PodNetworkConfig[],
   recorded: boolean,
   now: number,
 ): UnrecordedPod | undefined {
-  if (recorded || !pod.running || pod.startedAt === undefined || now - pod.startedAt < unrecordedGraceMs) return undefined;
+  if (recorded || !pod.running || now - pod.unrecordedSince < unrecordedGraceMs) return undefined;
   const askedBy = [...(identity.annotation ? [podDocumentName(pod)] : []), ...selectingConfigs(identity, configs).map(documentName)];
   if (askedBy.length === 0) return undefined;
   return { namespace: pod.namespace, name: pod.name, askedBy, reason: pod.hostNetwork ? unrecordedReason.hostNetwork : unrecordedReason.notRecorded };
