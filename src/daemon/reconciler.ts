@@ -439,6 +439,16 @@ export class Reconciler {
     this.stepsRun = 0;
     const resync = this.resyncNext;
     this.resyncNext = false;
+    try {
+      await this.passOver(resync);
+    } finally {
+      // Also a pass an error cut short: its time and the steps it ran count.
+      this.metrics.passEnded({ seconds: (performance.now() - started) / 1000, steps: this.stepsRun, resync });
+    }
+    this.opts.afterPass?.();
+  }
+
+  private async passOver(resync: boolean): Promise<void> {
     const docs = this.opts.source.documents();
     this.documents = docs;
     this.logDocumentProblems(docs);
@@ -473,8 +483,6 @@ export class Reconciler {
     this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
     this.hostChanged = false;
     this.scheduleRetry();
-    this.metrics.passEnded({ seconds: (performance.now() - started) / 1000, steps: this.stepsRun, resync });
-    this.opts.afterPass?.();
   }
 
   /**
