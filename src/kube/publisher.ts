@@ -180,11 +180,20 @@ export class StatusPublisher {
   /** This node's part of every PodNetworkConfig's status. */
   private publishConfigs(facts: readonly SandboxFacts[], { docs, problems, configs, unrecorded, now }: Round): Promise<void>[] {
     const parsed = new Map(docs.configs.map((c) => [documentName(c), c]));
+    // Each config's sandboxes, gathered once: a node's configs times its sandboxes is a lot of looking.
+    const selectedBy = new Map<string, SandboxFacts[]>();
+    for (const f of facts) {
+      for (const name of f.wanted.configs) {
+        const list = selectedBy.get(name);
+        if (list) list.push(f);
+        else selectedBy.set(name, [f]);
+      }
+    }
     const writes: Promise<void>[] = [];
     for (const [name, object] of configs) {
       const namespace = object.metadata.namespace!;
       const config = parsed.get(name);
-      const mine = config ? configNodeEntry(config, facts.filter((f) => f.wanted.configs.includes(name)), this.node, unrecorded) : undefined;
+      const mine = config ? configNodeEntry(config, selectedBy.get(name) ?? [], this.node, unrecorded) : undefined;
       const current = object.status as PodNetworkConfigStatus | undefined;
       const specProblems = problems.get(name) ?? [];
       const hadEntry = (current?.nodes ?? []).some((n) => n.name === this.node);
