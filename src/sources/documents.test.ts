@@ -47,6 +47,11 @@ t.test('shapes the yaml parser was slow on are refused at once, each naming what
     'nor does a quote inside a plain scalar',
   );
   t.same(
+    parseDocuments(`a: b-"\nspec: ${'['.repeat(65)}`, 'dash.yaml').problems,
+    [{ document: 'dash.yaml', field: '(syntax)', reason: 'nests mappings and lists more than 64 deep' }],
+    'nor one after a dash or colon inside a plain scalar',
+  );
+  t.same(
     parseDocuments('? '.repeat(400), 'keys.yaml').problems,
     [{ document: 'keys.yaml document 1', field: '(syntax)', reason: 'a mapping has a mapping as a key: keys are names and numbers' }],
     'nested explicit keys',

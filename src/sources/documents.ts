@@ -121,7 +121,7 @@ function shapeProblem(doc: Document.Parsed): string | undefined {
 /**
  * Whether the flow collections of YAML `text` nest deeper than `max`, counted in one pass: a
  * bracket in a comment or a quoted scalar does not count. A quote opens a scalar only where a
- * value begins (not inside a plain scalar such as it's), as in YAML.
+ * value begins (not inside a plain scalar such as it's or b-"c), as in YAML.
  */
 function flowNestingPast(text: string, max: number): boolean {
   let depth = 0;
@@ -145,8 +145,12 @@ function flowNestingPast(text: string, max: number): boolean {
     } else if (c === ']' || c === '}') {
       if (depth > 0) depth--;
       valueMayBegin = false;
-    } else if (c === ',' || c === ':' || c === '-' || c === '?' || c === '\n') {
+    } else if (c === ',' || c === '\n') {
       valueMayBegin = true;
+    } else if (c === ':' || c === '-' || c === '?') {
+      // An indicator only before a space or a line's end: in a-"b or a:"b the quote is the plain scalar's.
+      const next = text[i + 1];
+      valueMayBegin = next === undefined || next === ' ' || next === '\t' || next === '\n' || next === '\r';
     } else if (c !== ' ' && c !== '\t' && c !== '\r') {
       valueMayBegin = false;
     }
