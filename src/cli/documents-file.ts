@@ -1,9 +1,9 @@
 // `podnet apply -f` and `podnet delete -f` share this: read a file of documents (or stdin), refuse
 // it whole when any document fails, and name the config-dir file each document lives in.
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
-import { maxDocumentFileBytes } from '../sources/config-dir.ts';
+import { documentsFileText, maxDocumentFileBytes } from '../sources/config-dir.ts';
 import { parseDocuments, type ApiDocument } from '../sources/documents.ts';
 
 /**
@@ -15,11 +15,9 @@ function documentsText(file: string): string {
   let fd: number | undefined;
   try {
     fd = file === '-' ? 0 : openSync(file, 'r');
-    const buffer = Buffer.allocUnsafe(maxDocumentFileBytes + 1);
-    let length = 0;
-    for (let n = 1; n > 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
-    if (length > maxDocumentFileBytes) throw new PodnetError('INVALID_REQUEST', `nothing applied; ${name} is more than the ${maxDocumentFileBytes} bytes podnet reads of a documents file`);
-    return buffer.subarray(0, length).toString('utf8');
+    const text = documentsFileText(fd);
+    if (text === undefined) throw new PodnetError('INVALID_REQUEST', `nothing applied; ${name} is more than the ${maxDocumentFileBytes} bytes podnet reads of a documents file`);
+    return text;
   } catch (err) {
     if (err instanceof PodnetError) throw err;
     const code = (err as NodeJS.ErrnoException).code;

@@ -94,16 +94,25 @@ function documentText(path: string): { text: string } | { problem: string } {
     const info = fstatSync(fd);
     if (!info.isFile()) return { problem: `is ${kindOf(info)}, not a regular file: podnet reads only regular files (and symlinks to them)` };
     if (info.size > maxDocumentFileBytes) return { problem: `is ${info.size} bytes, more than the ${maxDocumentFileBytes} podnet reads` };
-    const buffer = Buffer.allocUnsafe(maxDocumentFileBytes + 1);
-    let length = 0;
-    for (let n = 1; n > 0 && length <= maxDocumentFileBytes; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
-    if (length > maxDocumentFileBytes) return { problem: `grew past the ${maxDocumentFileBytes} bytes podnet reads` };
-    return { text: buffer.subarray(0, length).toString('utf8') };
+    const text = documentsFileText(fd);
+    return text === undefined ? { problem: `grew past the ${maxDocumentFileBytes} bytes podnet reads` } : { text };
   } catch (err) {
     return { problem: `cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` };
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * What `fd` holds as text, read to its end but no further than maxDocumentFileBytes; undefined
+ * when there is more. The one bounded read of a documents file: the daemon's of the dir and
+ * `podnet apply -f`'s.
+ */
+export function documentsFileText(fd: number): string | undefined {
+  const buffer = Buffer.allocUnsafe(maxDocumentFileBytes + 1);
+  let length = 0;
+  for (let n = 1; n > 0 && length < buffer.length; length += n) n = readSync(fd, buffer, length, buffer.length - length, null);
+  return length > maxDocumentFileBytes ? undefined : buffer.subarray(0, length).toString('utf8');
 }
 
 function kindOf(info: Stats): string {
