@@ -118,6 +118,7 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
     '/run/podnet': '/run/podnet',
     '/run/netns': '/run/netns HostToContainer',
     '/var/run/netns': '/run/netns HostToContainer',
+    '/run/containerd': '/run/containerd ro',
     '/tmp': 'emptyDir',
   });
   t.notOk([...volumes.values()].some((v) => String(v['hostPath']?.['path'] ?? '').startsWith('/var/run/')), 'no hostPath under /var/run: where it links to /run, the runtime refuses to propagate mounts from it');

@@ -15,6 +15,12 @@ import { delimiter, dirname, join } from 'node:path';
 export const kubernetesVersion = '1.37.1';
 
 /**
+ * The node's kubelet: Kubernetes announced 1.35 as the last kubelet that runs on containerd 1.x,
+ * which is what Debian 12 ships (1.6.20); its newest patch on the proxy.
+ */
+export const kubeletVersion = '1.35.4';
+
+/**
  * The etcd line this Kubernetes release is made for: its kubeadm defaults to etcd 3.7.0 and its
  * apiserver links the 3.7.0 client. 3.7.3 is that line's newest patch on the proxy.
  */
@@ -37,23 +43,46 @@ export interface ClusterBinaries {
   etcd: string;
 }
 
+/** What a real node adds to the control plane: the kubelet, the controllers, the scheduler, kubectl. */
+export interface NodeBinaries {
+  kubelet: string;
+  kubeControllerManager: string;
+  kubeScheduler: string;
+  kubectl: string;
+}
+
 interface BinarySpec {
   component: string;
   version: string;
   binary: string;
-  /** What `<binary> --version` prints when the build is the one asked for. */
+  /** What `<binary> <versionArgs>` prints when the build is the one asked for. */
   versionText: string;
+  /** How the binary is asked its version; `--version` unless said. */
+  versionArgs?: readonly string[];
   /** Builds into `out`, with `work` an empty folder for the throwaway Go module. */
   build(go: string, work: string, out: string): Promise<void>;
 }
 
-const kubeApiserverSpec: BinarySpec = {
-  component: 'kube-apiserver',
-  version: `v${kubernetesVersion}`,
-  binary: 'kube-apiserver',
-  versionText: `Kubernetes v${kubernetesVersion}`,
-  build: buildKubeApiserver,
-};
+/** A command of k8s.io/kubernetes (cmd/<binary>) at a release. */
+function kubernetesSpec(binary: string, version: string, versionArgs?: readonly string[], versionText = `Kubernetes v${version}`): BinarySpec {
+  return {
+    component: binary,
+    version: `v${version}`,
+    binary,
+    versionText,
+    ...(versionArgs ? { versionArgs } : {}),
+    build: (go, work, out) => buildKubernetesCommand(go, work, out, binary, version),
+  };
+}
+
+const kubeApiserverSpec = kubernetesSpec('kube-apiserver', kubernetesVersion);
+
+const nodeSpecs = {
+  kubelet: kubernetesSpec('kubelet', kubeletVersion),
+  kubeControllerManager: kubernetesSpec('kube-controller-manager', kubernetesVersion),
+  kubeScheduler: kubernetesSpec('kube-scheduler', kubernetesVersion),
+  kubectl: kubernetesSpec('kubectl', kubernetesVersion, ['version', '--client'], `Client Version: v${kubernetesVersion}`),
+} satisfies Record<keyof NodeBinaries, BinarySpec>;
 
 const etcdSpec: BinarySpec = {
   component: 'etcd',
@@ -118,6 +147,23 @@ export function ensureClusterBinaries(): Promise<ClusterBinaries> {
   return ensuring;
 }
 
+/**
+ * The node's binaries, built first when missing, one at a time (the kubelet's cold build alone
+ * takes about 14 minutes on 2 cores).
+ */
+export async function ensureNodeBinaries(): Promise<NodeBinaries> {
+  const built: Partial<NodeBinaries> = {};
+  for (const [key, spec] of Object.entries(nodeSpecs) as [keyof NodeBinaries, BinarySpec][]) built[key] = await ensureBinary(spec);
+  return built as NodeBinaries;
+}
+
+/** The node's binaries when all are cached already. */
+export async function cachedNodeBinaries(): Promise<NodeBinaries | undefined> {
+  const paths = Object.fromEntries(Object.entries(nodeSpecs).map(([key, spec]) => [key, binaryPath(spec)])) as unknown as NodeBinaries;
+  for (const path of Object.values(paths)) if (!(await isExecutable(path))) return undefined;
+  return paths;
+}
+
 /** The folder of the reference plugins at referencePluginsVersion, built first when missing (needs Go). */
 export async function ensureReferencePlugins(): Promise<string> {
   for (const spec of referencePluginSpecs) await ensureBinary(spec);
@@ -151,7 +197,7 @@ async function ensureBinary(spec: BinarySpec): Promise<string> {
     try {
       await spec.build(go, work, partial);
       // CNI plugins tell their version on stderr.
-      const { all } = await execa(partial, ['--version'], { all: true });
+      const { all } = await execa(partial, [...(spec.versionArgs ?? ['--version'])], { all: true });
       if (!all.includes(spec.versionText)) throw new Error(`${spec.component} built, but --version says ${JSON.stringify(all)}, not ${spec.versionText}`);
       await rename(partial, final);
       log(`built ${spec.component} ${spec.version} in ${minutesSince(started)}`);
@@ -167,21 +213,25 @@ async function ensureBinary(spec: BinarySpec): Promise<string> {
  * k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with folders of its
  * own tree; a module depending on it replaces each with the version published beside the release.
  */
-async function buildKubeApiserver(go: string, work: string, out: string): Promise<void> {
-  const module = `k8s.io/kubernetes@v${kubernetesVersion}`;
-  await runGo(go, work, ['mod', 'init', 'podnet.local/build/kube-apiserver']);
+async function buildKubernetesCommand(go: string, work: string, out: string, command: string, version: string): Promise<void> {
+  const module = `k8s.io/kubernetes@v${version}`;
+  await runGo(go, work, ['mod', 'init', `podnet.local/build/${command}`]);
   const { stdout } = await runGo(go, work, ['mod', 'download', '-json', module]);
   const info = JSON.parse(stdout) as { GoMod?: string; Error?: string };
   if (!info.GoMod) throw new Error(`go mod download ${module}: ${info.Error ?? 'no go.mod'}`);
   const staging = stagingModules(await readFile(info.GoMod, 'utf8'));
   if (staging.length === 0) throw new Error(`${module}: its go.mod requires no module at v0.0.0; the recipe needs a look`);
-  const published = `v0.${kubernetesVersion.replace(/^1\./, '')}`;
+  const published = `v0.${version.replace(/^1\./, '')}`;
   await runGo(go, work, ['mod', 'edit', `-require=${module}`, ...staging.map((m) => `-replace=${m}=${m}@${published}`)]);
-  await runGo(go, work, ['get', `k8s.io/kubernetes/cmd/kube-apiserver@v${kubernetesVersion}`]);
+  await runGo(go, work, ['get', `k8s.io/kubernetes/cmd/${command}@v${version}`]);
   // What hack/lib/version.sh stamps, so /version tells the release rather than v0.0.0-master.
-  const [major, minor] = kubernetesVersion.split('.');
-  const stamp = [`gitVersion=v${kubernetesVersion}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean'].map((kv) => `-X k8s.io/component-base/version.${kv}`);
-  await goBuild(go, work, out, 'k8s.io/kubernetes/cmd/kube-apiserver', stamp);
+  const [major, minor] = version.split('.');
+  const stamp = [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean'].flatMap((kv) => [
+    `-X k8s.io/component-base/version.${kv}`,
+    // kubectl reports its client version from client-go's copy of the stamp.
+    `-X k8s.io/client-go/pkg/version.${kv}`,
+  ]);
+  await goBuild(go, work, out, `k8s.io/kubernetes/cmd/${command}`, stamp);
 }
 
 /** The modules a k8s.io/kubernetes go.mod requires at v0.0.0: its staging modules. */
@@ -300,5 +350,6 @@ function log(message: string): void {
 if (import.meta.main) {
   const binaries = await ensureClusterBinaries();
   const referencePlugins = await ensureReferencePlugins();
-  process.stdout.write(`${JSON.stringify({ ...binaries, referencePlugins }, null, 2)}\n`);
+  const node = await ensureNodeBinaries();
+  process.stdout.write(`${JSON.stringify({ ...binaries, referencePlugins, ...node }, null, 2)}\n`);
 }

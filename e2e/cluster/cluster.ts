@@ -14,9 +14,36 @@ import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { cachedClusterBinaries, dieWithParent, ensureClusterBinaries, findGo, type ClusterBinaries } from './binaries.ts';
 
-/** The static-token users: admin is in system:masters, the tenants only in system:authenticated. */
-export const clusterUsers = ['admin', 'tenant-a', 'tenant-b'] as const;
+/**
+ * The static-token users: admin is in system:masters, the tenants only in system:authenticated,
+ * and node is the kubelet of the node named nodeName (system:nodes, which the Node authorizer
+ * holds to its own node's objects).
+ */
+export const clusterUsers = ['admin', 'tenant-a', 'tenant-b', 'node'] as const;
 export type ClusterUser = (typeof clusterUsers)[number];
+
+/**
+ * The one node a real kubelet registers (e2e/cluster/node.ts): with --hostname-override it is
+ * also the node's InternalIP, the address the apiserver reaches the kubelet at.
+ */
+export const nodeName = '127.0.0.1';
+
+/** How each user's token line names it: token,user,uid[,"group,group"]. */
+const tokenUser: Record<ClusterUser, { name: string; groups?: string }> = {
+  admin: { name: 'admin', groups: 'system:masters' },
+  'tenant-a': { name: 'tenant-a' },
+  'tenant-b': { name: 'tenant-b' },
+  node: { name: `system:node:${nodeName}`, groups: 'system:nodes' },
+};
+
+export interface ClusterOptions {
+  /**
+   * For a real node (e2e/cluster/node.ts): ServiceAccount admission on (pods get their token;
+   * kube-controller-manager makes each namespace's default account) and the kubelet reached at
+   * the node's InternalIP.
+   */
+  forNode?: boolean;
+}
 
 /** Where Service IPs come from: addresses of the benchmark range no test network uses. */
 export const serviceClusterIpRange = '198.19.240.0/24';
@@ -27,6 +54,10 @@ export interface Cluster {
   /** PEM of the CA that signed the apiserver's serving certificate. */
   caData: string;
   caFile: string;
+  /** The cluster's data folder, removed at the test's teardown. */
+  root: string;
+  /** The service-account signing key, PEM, for kube-controller-manager's token controller. */
+  serviceAccountKeyFile: string;
   /** A kubeconfig file for a static-token user (server, CA and token inline). */
   kubeconfig(user: ClusterUser): string;
   /** That user's bearer token, for plain HTTPS requests. */
@@ -55,7 +86,7 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-interface Supervised {
+export interface Supervised {
   name: string;
   pid: number;
   logFile: string;
@@ -90,7 +121,7 @@ export async function missingClusterPrerequisite(): Promise<string | undefined> 
 }
 
 /** Starts a fresh cluster (binaries built first when not cached) and stops it at t's teardown. */
-export async function startCluster(t: Test): Promise<Cluster> {
+export async function startCluster(t: Test, options: ClusterOptions = {}): Promise<Cluster> {
   const binaries = await ensureClusterBinaries();
   await sweepCrashedClusters();
   const root = await mkdtemp(join(tmpdir(), dataPrefix));
@@ -116,7 +147,7 @@ export async function startCluster(t: Test): Promise<Cluster> {
   const securePort = await freePort();
   const server = `https://127.0.0.1:${securePort}`;
   const launchApiserver = async () => {
-    const started = launch('kube-apiserver', binaries.kubeApiserver, apiserverArgs(root, files, etcd.url, securePort), join(root, 'kube-apiserver.log'));
+    const started = launch('kube-apiserver', binaries.kubeApiserver, apiserverArgs(root, files, etcd.url, securePort, options), join(root, 'kube-apiserver.log'));
     processes.push(started);
     apiserver = started;
     await waitApiserverReady(started, root, server, files.tokens.admin);
@@ -152,6 +183,8 @@ export async function startCluster(t: Test): Promise<Cluster> {
     server,
     caData,
     caFile,
+    root,
+    serviceAccountKeyFile: files.saKey,
     kubeconfig: (user) => kubeconfigs.get(user)!,
     aggregateClusterRoles: () => aggregateClusterRoles(admin.makeApiClient(RbacAuthorizationV1Api)),
     token: (user) => files.tokens[user],
@@ -249,8 +282,11 @@ interface Identity {
 /** The users' tokens and the service-account signing key, fresh for every cluster. */
 async function writeIdentity(root: string): Promise<Identity> {
   const tokens = Object.fromEntries(clusterUsers.map((u) => [u, randomBytes(24).toString('hex')])) as Record<ClusterUser, string>;
-  // token,user,uid[,"group,group"]: the apiserver adds system:authenticated itself.
-  const lines = clusterUsers.map((u) => (u === 'admin' ? `${tokens[u]},${u},${u},"system:masters"` : `${tokens[u]},${u},${u}`));
+  // The apiserver adds system:authenticated itself.
+  const lines = clusterUsers.map((u) => {
+    const { name, groups } = tokenUser[u];
+    return groups ? `${tokens[u]},${name},${u},"${groups}"` : `${tokens[u]},${name},${u}`;
+  });
   const tokenFile = join(root, 'tokens.csv');
   await writeFile(tokenFile, `${lines.join('\n')}\n`, { mode: 0o600 });
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -318,8 +354,19 @@ async function moveEtcdOn(url: string): Promise<void> {
   await call('/v3/kv/compaction', { revision, physical: true });
 }
 
-function apiserverArgs(root: string, files: Identity, etcdUrl: string, securePort: number): string[] {
+function apiserverArgs(root: string, files: Identity, etcdUrl: string, securePort: number, options: ClusterOptions): string[] {
+  const node = options.forNode
+    ? [
+        // The node's name is its loopback address (see nodeName), which is where its kubelet listens.
+        '--kubelet-preferred-address-types=InternalIP',
+      ]
+    : [
+        // The ServiceAccount admission plugin refuses a pod while its namespace's `default`
+        // account does not exist, and only kube-controller-manager (not run here) makes those.
+        '--disable-admission-plugins=ServiceAccount',
+      ];
   return [
+    ...node,
     `--etcd-servers=${etcdUrl}`,
     '--bind-address=127.0.0.1',
     // Without it the apiserver advertises (and certifies) the machine's outward address.
@@ -337,9 +384,6 @@ function apiserverArgs(root: string, files: Identity, etcdUrl: string, securePor
     // The `kubernetes` Service's endpoints would be the advertised 127.0.0.1, which Endpoints
     // validation refuses (loopback): with a reconciler the apiserver exits at start.
     '--endpoint-reconciler-type=none',
-    // The ServiceAccount admission plugin refuses a pod while its namespace's `default` account
-    // does not exist, and only kube-controller-manager (not run here) makes those accounts.
-    '--disable-admission-plugins=ServiceAccount',
     // As in kubeadm clusters: a DaemonSet pod like podnet's runs privileged.
     '--allow-privileged=true',
     '--profiling=false',
@@ -380,7 +424,7 @@ function kubeconfigText(server: string, caData: string, user: string, token: str
  * straight into logFile (no pipe through this process), and killed by the kernel if this process
  * dies without its teardown. Plain spawn rather than execa: execa takes no descriptor for stdout.
  */
-function launch(name: string, file: string, args: string[], logFile: string): Supervised {
+export function launch(name: string, file: string, args: string[], logFile: string): Supervised {
   const log = openSync(logFile, 'a');
   let child: ChildProcess;
   try {
@@ -402,7 +446,7 @@ function launch(name: string, file: string, args: string[], logFile: string): Su
 }
 
 /** Signals the process group, waits up to graceMs for the exit, then SIGKILLs the group. */
-async function terminate(p: Supervised, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+export async function terminate(p: Supervised, signal: NodeJS.Signals, graceMs: number): Promise<void> {
   const signalGroup = (s: NodeJS.Signals) => {
     if (p.pid === 0) return;
     try {
@@ -419,7 +463,7 @@ async function terminate(p: Supervised, signal: NodeJS.Signals, graceMs: number)
   await p.exited;
 }
 
-async function waitReady(p: Supervised, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
+export async function waitReady(p: Supervised, timeoutMs: number, probe: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const exit = p.exit();
@@ -445,7 +489,7 @@ function httpsGet(url: string, ca: string, token: string): Promise<{ status: num
   });
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.unref();
@@ -465,7 +509,7 @@ async function ignoreConflict(request: Promise<unknown>): Promise<void> {
   }
 }
 
-async function tail(file: string, lines = 40): Promise<string> {
+export async function tail(file: string, lines = 40): Promise<string> {
   const text = await readFile(file, 'utf8').catch(() => '');
   return text.trimEnd().split('\n').slice(-lines).join('\n');
 }

@@ -19,13 +19,14 @@ export function daemonCommand(): Command {
     .option('--resync-seconds <n>', 'reconcile every sandbox this often, repairing drift', '10')
     .option('--cni-conf-dir <dir>', "keep podnet chained into the primary plugin's config in this dir (the primary may rewrite it on upgrade)")
     .option('--cni-cache-dir <dir>', "the runtime's libcni cache dir (/var/lib/cni): at start, adopt the pods it networked before podnet was chained")
+    .option('--cri-socket <path>', "the container runtime's CRI socket (/run/containerd/containerd.sock, /run/crio/crio.sock): with --cni-cache-dir, asked for the netns of pods whose cache entry names none (containerd 1.6)")
     .option('--cni-bin-dir <dirs>', "where cni Networks' plugins are found, as CNI_PATH: dirs separated by ':'", defaultCniBinDir)
     .option('--max-attachments-per-pod <n>', 'interfaces podnet attaches to one pod at most; the ones asked beyond it are refused, told on the pod and its config', String(defaultLimits.attachmentsPerPod))
     .option('--max-addresses-per-pod <n>', "addresses podnet gives one pod at most, across its attachments (from Networks' ranges, or its own); the attachments beyond it are refused, told on the pod and its config", String(defaultLimits.addressesPerPod))
     .option('--allow-primary-mac', "let PodNetworkConfigs change the MAC of a pod's primary interface (off: on the primary network a pod could take another's traffic)")
     .option('--metrics-address <host:port>', 'serve Prometheus metrics (GET /metrics) here, such as 127.0.0.1:9109; not served without it')
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
-    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string }) => {
+    .action(async (options: { socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; criSocket?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       const resyncMs = Number(options.resyncSeconds) * 1000;
@@ -46,6 +47,7 @@ export function daemonCommand(): Command {
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}) } } : {}),
         ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),
+        ...(options.criSocket ? { criSocket: options.criSocket } : {}),
         ...(metricsAddress ? { metricsAddress } : {}),
         ...(options.cniConfDir
           ? {

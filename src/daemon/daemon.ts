@@ -54,6 +54,11 @@ export interface DaemonOptions {
    * chained are adopted from its result cache. Only the primary's network when cniConf is given.
    */
   cniCacheDir?: string;
+  /**
+   * The container runtime's CRI socket: at adoption, asked for the netns of sandboxes whose cache
+   * entry names none (a runtime's libcni before 1.2, as containerd 1.6's).
+   */
+  criSocket?: string;
   /** Where to serve Prometheus metrics (GET /metrics); none: not served. */
   metricsAddress?: { host: string; port: number };
 }
@@ -82,7 +87,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
-    if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, log);
+    if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, opts.criSocket, log);
     if (opts.metricsAddress) {
       const open = registry;
       // Loaded only when asked: prom-client and the builtins it needs cost every daemon
@@ -188,7 +193,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
  * Adopts the pods the runtime networked before podnet was chained (src/registry/adopt.ts). With
  * a conf dir, only the primary's network: the one whose pods the runtime hands podnet from now on.
  */
-async function adopt(registry: Registry, cacheDir: string, confDir: string | undefined, log: Logger): Promise<void> {
+async function adopt(registry: Registry, cacheDir: string, confDir: string | undefined, criSocket: string | undefined, log: Logger): Promise<void> {
   let network: string | undefined;
   if (confDir !== undefined) {
     try {
@@ -199,13 +204,23 @@ async function adopt(registry: Registry, cacheDir: string, confDir: string | und
     }
     if (network === undefined) return;
   }
-  await adoptCachedAttachments(registry, {
-    cacheDir,
-    ...(network !== undefined ? { adoptsNetwork: (name: string) => name === network } : {}),
-    isNetworkNamespace: networkNamespaceCheck(),
-    log,
-  });
+  // Loaded only when asked: gRPC is the daemon's largest dependency and serves only this.
+  const runtime = criSocket !== undefined ? (await import('../cri/runtime-service.ts')).connectRuntimeService({ socketPath: criSocket, timeoutMs: criTimeoutMs }) : undefined;
+  try {
+    await adoptCachedAttachments(registry, {
+      cacheDir,
+      ...(network !== undefined ? { adoptsNetwork: (name: string) => name === network } : {}),
+      isNetworkNamespace: networkNamespaceCheck(),
+      ...(runtime ? { runtime } : {}),
+      log,
+    });
+  } finally {
+    runtime?.close();
+  }
 }
+
+/** Per CRI call: a runtime answers in milliseconds; a hung one must not hold the daemon's start for long. */
+const criTimeoutMs = 5000;
 
 /**
  * Keeps podnet chained into the primary's config: primaries (Calico, Cilium, ...) rewrite their

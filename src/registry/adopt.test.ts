@@ -1,9 +1,10 @@
 import t, { type Test } from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { dir } from 'tmp-promise';
 import { silentLogger } from '../log.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
+import type { RuntimeService } from '../cri/runtime-service.ts';
 import { adoptCachedAttachments, recordFromCacheEntry } from './adopt.ts';
 import { Registry } from './registry.ts';
 import { writeSpoolEntry } from './spool.ts';
@@ -37,7 +38,7 @@ const parse = (entry: unknown) => recordFromCacheEntry(JSON.stringify(entry), fi
 
 function recordOf(entry: unknown): AttachmentRecord {
   const parsed = parse(entry);
-  if ('skip' in parsed) throw new Error(parsed.skip);
+  if (!('record' in parsed)) throw new Error(JSON.stringify(parsed));
   return parsed.record;
 }
 
@@ -71,7 +72,7 @@ t.test('what cannot be adopted says why', async (t) => {
     ['not JSON', '{"kind": "cniCacheV1",', /^not JSON/],
     ['an array', '[]', /not a JSON object/],
     ['a cache from before libcni 0.8', JSON.stringify(result), /kind is undefined, not cniCacheV1/],
-    ['no netns (libcni before 1.2)', JSON.stringify(cacheEntry({ netns: undefined })), /names no netns/],
+    ['no netns and no container id', JSON.stringify(cacheEntry({ netns: undefined, containerId: '' })), /names no netns .*, nor a container id/],
     ['a relative netns', JSON.stringify(cacheEntry({ netns: 'cni-1' })), /cache entry .*pods-c0ffee01-eth0: at \/netns: must be /],
     ['an interface name the spec refuses', JSON.stringify(cacheEntry({ ifName: 'a/b' })), /at \/ifname: must be /],
     ['a version podnet does not speak', JSON.stringify(cacheEntry({ config: undefined, result: { cniVersion: '0.2.0' } })), /at \/cniVersion: must be equal to one of the allowed values/],
@@ -80,6 +81,15 @@ t.test('what cannot be adopted says why', async (t) => {
     const parsed = recordFromCacheEntry(text, file, now);
     t.match('skip' in parsed && parsed.skip, reason, what);
   }
+});
+
+t.test('an entry that names no netns (libcni before 1.2) asks for its container, and takes the netns the runtime told', async (t) => {
+  const entry = JSON.stringify(cacheEntry({ netns: undefined }));
+  t.strictSame(recordFromCacheEntry(entry, file, now), { lacksNetns: 'c0ffee01' });
+  const told = recordFromCacheEntry(entry, file, now, '/var/run/netns/cni-told');
+  t.equal('record' in told && told.record.netns, '/var/run/netns/cni-told');
+  const both = recordFromCacheEntry(JSON.stringify(cacheEntry()), file, now, '/var/run/netns/cni-told');
+  t.equal('record' in both && both.record.netns, '/var/run/netns/cni-1', "the cache's own netns wins over the runtime's");
 });
 
 /** A state dir and a libcni cache dir, removed when the test ends. */
@@ -133,4 +143,49 @@ t.test('no cache dir adopts nothing and is no error', async (t) => {
   const registry = await Registry.open(state, silentLogger);
   const report = await adoptCachedAttachments(registry, { cacheDir: join(cacheDir, 'none'), isNetworkNamespace: () => true, log: silentLogger });
   t.strictSame(report, { adopted: [], skipped: [] });
+});
+
+/** A container runtime that lists `ready` sandboxes and tells each one's netns from `netns`. */
+function fakeRuntime(ready: string[], netns: Record<string, string | undefined>, fails?: string): RuntimeService & { asked: string[] } {
+  const asked: string[] = [];
+  return {
+    asked,
+    readySandboxes: async () => {
+      if (fails) throw new Error(fails);
+      return ready.map((id) => ({ id, name: id, namespace: 'shop', uid: `uid-${id}` }));
+    },
+    sandboxNetns: async (id) => {
+      asked.push(id);
+      return netns[id];
+    },
+    close: () => undefined,
+  };
+}
+
+t.test('a cache without netns (containerd 1.6) is adopted through the runtime: only ready sandboxes are asked, and what is not adopted says why', async (t) => {
+  const { state, cache: cacheDir, results } = await dirs(t);
+  const registry = await Registry.open(state, silentLogger);
+  for (const id of ['running', 'host-network', 'gone']) cache(results, cacheEntry({ containerId: id, netns: undefined }));
+  const runtime = fakeRuntime(['running', 'host-network', 'unrelated'], { running: '/var/run/netns/cni-running' });
+  const report = await adoptCachedAttachments(registry, { cacheDir, isNetworkNamespace: () => true, runtime, now: () => now, log: silentLogger });
+  t.strictSame(report.adopted.map((r) => [r.containerId, r.netns]), [['running', '/var/run/netns/cni-running']]);
+  t.strictSame(runtime.asked.sort(), ['host-network', 'running'], 'a sandbox the runtime does not list as ready is not asked about');
+  t.strictSame(
+    report.skipped.map((s) => [basename(s.file), s.reason.replace(/^.*\), and /, '')]),
+    [
+      ['pods-gone-eth0', 'the container runtime lists no ready sandbox of that id (the pod is gone)'],
+      ['pods-host-network-eth0', "the container runtime tells no netns for it (a pod on the node's network)"],
+    ],
+  );
+});
+
+t.test('a runtime that cannot be asked, or none given, leaves such entries unadopted, saying so', async (t) => {
+  const { state, cache: cacheDir, results } = await dirs(t);
+  const registry = await Registry.open(state, silentLogger);
+  cache(results, cacheEntry({ netns: undefined }));
+  const down = await adoptCachedAttachments(registry, { cacheDir, isNetworkNamespace: () => true, runtime: fakeRuntime([], {}, 'the container runtime at /run/containerd/containerd.sock did not answer ListPodSandbox: connect ENOENT'), log: silentLogger });
+  t.match(down.skipped[0]?.reason, /names no netns .*, and the container runtime at \/run\/containerd\/containerd.sock did not answer ListPodSandbox/);
+  const none = await adoptCachedAttachments(registry, { cacheDir, isNetworkNamespace: () => true, log: silentLogger });
+  t.match(none.skipped[0]?.reason, /no container runtime socket was given \(--cri-socket\)/);
+  t.equal(none.adopted.length + down.adopted.length, 0);
 });

@@ -3,25 +3,34 @@
 // <cacheDir>/results/<network>-<container>-<ifname> (kind cniCacheV1): the container id, interface,
 // network name, CNI_ARGS (the pod's identity), the chain's result and, from libcni 1.2 on, the
 // netns path. That is everything the plugin would have recorded, so at start the daemon records
-// each such attachment it has no record of, marked with the file it came from.
+// each such attachment it has no record of, marked with the file it came from. Where the cache
+// names no netns (the runtime's libcni is older than 1.2, as containerd 1.6's is), the runtime is
+// asked through the CRI for the sandbox's netns.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { podIdentityFromArgs } from '../cni/args.ts';
 import { isJsonObject, parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
+import type { RuntimeService } from '../cri/runtime-service.ts';
 import type { Logger } from '../log.ts';
 import type { Registry } from './registry.ts';
 
 /** libcni's cache format since 0.8; an older cache held the bare result, which names no netns or pod. */
 const cacheKind = 'cniCacheV1';
 
-/** What a cache file says of one attachment, or why it is of no use to podnet. */
-export type CachedAttachment = { record: AttachmentRecord } | { skip: string };
+/**
+ * What a cache file says of one attachment, or why it is of no use to podnet, or that it names no
+ * netns (then the container id to ask the runtime for it).
+ */
+export type CachedAttachment = { record: AttachmentRecord } | { skip: string } | { lacksNetns: string };
+
+const lacksNetnsReason = 'names no netns (libcni before 1.2 does not cache it)';
 
 /**
  * The record the plugin would have written for the attachment cached in `text` (the file at
- * `path`), given the moment of adoption: a pure function of the file's text.
+ * `path`), given the moment of adoption and, for a cache that names none, the netns the runtime
+ * told: a pure function of its arguments.
  */
-export function recordFromCacheEntry(text: string, path: string, now: Date): CachedAttachment {
+export function recordFromCacheEntry(text: string, path: string, now: Date, runtimeNetns?: string): CachedAttachment {
   let cached: Record<string, unknown>;
   try {
     const parsed = JSON.parse(text) as unknown;
@@ -31,8 +40,11 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
     return { skip: `not JSON: ${(err as Error).message}` };
   }
   if (cached['kind'] !== cacheKind) return { skip: `kind is ${JSON.stringify(cached['kind'])}, not ${cacheKind} (a cache from before libcni 0.8)` };
-  if (typeof cached['netns'] !== 'string' || cached['netns'] === '') {
-    return { skip: 'names no netns (libcni before 1.2 does not cache it); podnet records this pod at its next CNI ADD' };
+  const cachedNetns = typeof cached['netns'] === 'string' && cached['netns'] !== '' ? cached['netns'] : undefined;
+  const netns = cachedNetns ?? runtimeNetns;
+  if (netns === undefined) {
+    if (typeof cached['containerId'] === 'string' && cached['containerId'] !== '') return { lacksNetns: cached['containerId'] };
+    return { skip: `${lacksNetnsReason}, nor a container id` };
   }
   const result = cached['result'];
   const cniVersion = versionOf(cached['config']) ?? (isJsonObject(result) ? result['cniVersion'] : undefined);
@@ -43,7 +55,7 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
         containerId: cached['containerId'],
         ifname: cached['ifName'],
         network: cached['networkName'],
-        netns: cached['netns'],
+        netns,
         cniVersion,
         pod: podIdentityFromArgs(argsOf(cached['cniArgs'])),
         ...(isJsonObject(result) ? { prevResult: result } : {}),
@@ -56,6 +68,27 @@ export function recordFromCacheEntry(text: string, path: string, now: Date): Cac
   } catch (err) {
     return { skip: (err as Error).message };
   }
+}
+
+/**
+ * The netns the runtime tells for a sandbox, asked only of sandboxes it lists as ready (one list
+ * for the whole cache), or why there is none: each answer says what an operator needs to know.
+ */
+function sandboxNetnsOf(runtime: RuntimeService | undefined): (id: string) => Promise<{ netns: string } | { why: string }> {
+  if (!runtime) return async () => ({ why: 'no container runtime socket was given (--cri-socket) to ask' });
+  let ready: Promise<Set<string> | Error> | undefined;
+  return async (id) => {
+    ready ??= runtime.readySandboxes().then((sandboxes) => new Set(sandboxes.map((s) => s.id)), (err: unknown) => err as Error);
+    const listed = await ready;
+    if (listed instanceof Error) return { why: listed.message };
+    if (!listed.has(id)) return { why: 'the container runtime lists no ready sandbox of that id (the pod is gone)' };
+    try {
+      const netns = await runtime.sandboxNetns(id);
+      return netns ? { netns } : { why: 'the container runtime tells no netns for it (a pod on the node\'s network)' };
+    } catch (err) {
+      return { why: (err as Error).message };
+    }
+  };
 }
 
 /** The cniVersion of the cached network config (Go marshals its bytes as base64). */
@@ -81,6 +114,8 @@ export interface AdoptionOptions {
   /** Which networks' attachments to adopt: those whose config now chains podnet. Every one when absent. */
   adoptsNetwork?: (name: string) => boolean;
   isNetworkNamespace: (path: string) => boolean;
+  /** The container runtime's CRI, asked for the netns of a sandbox whose cache entry names none. */
+  runtime?: RuntimeService;
   now?: () => Date;
   log: Logger;
 }
@@ -107,6 +142,7 @@ export async function adoptCachedAttachments(registry: Registry, opts: AdoptionO
     return report;
   }
   const now = opts.now ?? (() => new Date());
+  const runtimeNetns = sandboxNetnsOf(opts.runtime);
   for (const name of names) {
     const file = join(dir, name);
     let text: string;
@@ -117,9 +153,13 @@ export async function adoptCachedAttachments(registry: Registry, opts: AdoptionO
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') report.skipped.push({ file, reason: (err as Error).message });
       continue;
     }
-    const cached = recordFromCacheEntry(text, file, now());
-    if ('skip' in cached) {
-      report.skipped.push({ file, reason: cached.skip });
+    let cached = recordFromCacheEntry(text, file, now());
+    if ('lacksNetns' in cached) {
+      const told = await runtimeNetns(cached.lacksNetns);
+      cached = 'netns' in told ? recordFromCacheEntry(text, file, now(), told.netns) : { skip: `${lacksNetnsReason}, and ${told.why}` };
+    }
+    if (!('record' in cached)) {
+      report.skipped.push({ file, reason: 'skip' in cached ? cached.skip : lacksNetnsReason });
       continue;
     }
     const { record } = cached;

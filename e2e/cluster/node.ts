@@ -1,0 +1,451 @@
+// A real node for the e2e: containerd (Debian's, runc, cgroupfs) and a kubelet registered with the
+// cluster's kube-apiserver as node 127.0.0.1, with kube-controller-manager and kube-scheduler so
+// that DaemonSets, ServiceAccounts and scheduling are the cluster's own.
+//
+// The node shares the machine's kernel, network namespace and PID namespace, as a node would, but
+// has a mount namespace of its own: the folders a node's components and podnet's DaemonSet use at
+// fixed paths (/opt/cni/bin, /etc/cni/net.d, /var/lib/cni, /var/lib/podnet, /run/podnet,
+// /run/netns, /run/containerd, /var/log/containers) are the test's own folders bind-mounted there,
+// so the DaemonSet runs as shipped and another podnet or container runtime on the machine is
+// never touched. What the node mounts (image layers, pod volumes, netns files) lives and dies with
+// that namespace. What a node cannot keep to itself (links on the host, cgroups, three sysctls the
+// kubelet sets) is put back at teardown.
+import { execa } from 'execa';
+import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { existsSync } from 'node:fs';
+import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, readlink, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import { stringify } from 'yaml';
+import { cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
+import { coldBuildTimeoutMs, freePort, launch, nodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Supervised } from './cluster.ts';
+
+/** Debian's reference plugins, which the node's primary network and containerd's loopback use. */
+const debianPlugins = '/usr/lib/cni';
+const containerdBinary = '/usr/bin/containerd';
+const ctrBinary = '/usr/bin/ctr';
+const runcBinary = '/usr/sbin/runc';
+
+/** The node paths that are the test's own folders inside the node's mount namespace. */
+const nodeOwnedPaths = ['/opt/cni/bin', '/etc/cni/net.d', '/var/lib/cni', '/var/lib/podnet', '/run/podnet', '/run/containerd', '/var/lib/kubelet', '/var/log/containers'] as const;
+
+/** The images every node test has: a pause image for sandboxes and busybox for pods' containers. */
+export const pauseImage = 'localhost/podnet-e2e/pause:1';
+export const busyboxImage = 'localhost/podnet-e2e/busybox:1';
+
+/** The kernel settings the kubelet changes at start (and never puts back). */
+const kubeletSysctls = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'] as const;
+
+export interface Node {
+  name: string;
+  /** The node's cgroup, under every hierarchy: gone after teardown. */
+  cgroupRoot: string;
+  /** The folder that is `path` (one of nodeOwnedPaths) inside the node, as the machine sees it. */
+  folder(path: (typeof nodeOwnedPaths)[number]): string;
+  /** The primary network's host bridge, which the node's pods are on. */
+  primaryBridge: string;
+  /** kubectl as the cluster's admin, or as `as`. */
+  kubectl(args: readonly string[], options?: { as?: ClusterUser; input?: string; reject?: boolean }): Promise<{ stdout: string; stderr: string; exitCode: number }>;
+  /** A podman image (`podman save`) made known to containerd, under its own name. */
+  importImage(tag: string): Promise<void>;
+  /** containerd and the kubelet stopped and started again, pods' containers included: a node's reboot, short of the kernel. */
+  restart(): Promise<void>;
+}
+
+/**
+ * Whether the machine has what a node needs besides the built binaries, or why not. Under CI a
+ * missing part is a failure: setup/test installs all of it.
+ */
+export function missingNodePrerequisite(): string | undefined {
+  const missing = [containerdBinary, ctrBinary, runcBinary, '/usr/bin/podman', '/usr/bin/unshare', '/usr/bin/nsenter', '/bin/busybox', `${debianPlugins}/bridge`].filter((p) => !existsSync(p));
+  if (missing.length === 0) return undefined;
+  const why = `a real node needs ${missing.join(', ')}`;
+  if (process.env['CI']) throw new Error(`CI machine lacks what setup/test installs: ${why}`);
+  return why;
+}
+
+/** For a test file's top, after prepareClusterTest: more time when the node's binaries must be built first. */
+export async function prepareNodeTest(root: Test): Promise<undefined> {
+  // The kubelet alone takes about 14 minutes cold, the controllers and kubectl a few each.
+  if (!(await cachedNodeBinaries())) root.setTimeout(2 * coldBuildTimeoutMs);
+  return undefined;
+}
+
+/**
+ * Starts kube-controller-manager and kube-scheduler against `cluster` (started with forNode),
+ * then containerd and the kubelet, and waits until the node is Ready. Everything stops at t's
+ * teardown, pods' processes included, and the machine is left as it was found.
+ */
+export async function startNode(t: Test, cluster: Cluster, options: { primarySubnet: string }): Promise<Node> {
+  const binaries = await ensureNodeBinaries();
+  const root = await mkdtemp(join(tmpdir(), 'podnet-kubelet-node-'));
+  const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
+  const cgroupRoot = `/podnet-e2e-${id}`;
+  const primaryBridge = `pnnode${id}`.slice(0, 15);
+  const processes: Supervised[] = [];
+  const madeMountPoints: string[] = [];
+  const sysctlsBefore = new Map<string, string>();
+  for (const key of kubeletSysctls) sysctlsBefore.set(key, (await readFile(`/proc/sys/${key}`, 'utf8')).trim());
+
+  let holder: Supervised | undefined;
+  /** argv that runs `argv` in the node's mount namespace. */
+  const inNode = (argv: readonly string[]): [string, ...string[]] => ['/usr/bin/nsenter', `--mount=/proc/${holder!.pid}/ns/mnt`, '--', ...argv];
+  const runInNode = (argv: readonly string[]) => {
+    const [file, ...args] = inNode(argv);
+    return execa(file, args);
+  };
+  const admin = new KubeConfig();
+  admin.loadFromFile(cluster.kubeconfig('admin'));
+  const core = admin.makeApiClient(CoreV1Api);
+
+  t.teardown(async () => {
+    if (!t.passing()) await describeNode(cluster);
+    // The pods first, while the kubelet still runs them: their CNI DEL takes their host links off.
+    await deleteAllPods(core).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
+    for (const p of processes.splice(0).reverse()) await terminate(p, 'SIGTERM', 5000);
+    // Shims and containers outlive containerd (shims are sessions of their own): every process in
+    // the node's cgroups or its mount namespace goes.
+    await killNodeProcesses(cgroupRoot, holder);
+    if (holder) await terminate(holder, 'SIGKILL', 0);
+    await removeCgroups(cgroupRoot);
+    await execa('ip', ['link', 'del', primaryBridge], { reject: false });
+    for (const [key, value] of sysctlsBefore) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
+    for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
+    if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
+    await rm(root, { recursive: true, force: true });
+  });
+
+  // The node's own mount namespace, held open by a process that only sleeps.
+  holder = launch('node mount namespace', '/usr/bin/unshare', ['--mount', '--propagation', 'private', '--', '/bin/sleep', 'infinity'], join(root, 'holder.log'));
+  processes.push(holder);
+  const ownMountNs = await readlink('/proc/self/ns/mnt');
+  await waitReady(holder, 10_000, async () => (await readlink(`/proc/${holder!.pid}/ns/mnt`)) !== ownMountNs);
+
+  const folders = new Map<string, string>();
+  for (const path of nodeOwnedPaths) {
+    const folder = join(root, 'fs', path);
+    await mkdir(folder, { recursive: true });
+    folders.set(path, folder);
+    madeMountPoints.push(...(await mkdirRecording(path)));
+    await runInNode(['mount', '--bind', folder, path]);
+  }
+  madeMountPoints.push(...(await mkdirRecording('/run/netns')));
+  // Pods' netns files: a tmpfs of the node's own, shared, so that a netns containerd pins after
+  // podnet's daemon started reaches the daemon's HostToContainer mount. Made anew at a restart, as
+  // a reboot does with /run.
+  const freshRunNetns = async () => {
+    // Whatever is mounted there goes first, the machine's own included (`ip netns` makes the
+    // folder a mount of itself): containerd checks the first mount it finds at the path for
+    // propagation, and the machine's is private in the node's namespace.
+    for (let i = 0; i < 8; i++) {
+      const [file, ...args] = inNode(['umount', '--recursive', '--lazy', '/run/netns']);
+      if ((await execa(file, args, { reject: false })).exitCode !== 0) break;
+    }
+    await runInNode(['mount', '-t', 'tmpfs', '-o', 'mode=0755', 'podnet-e2e-netns', '/run/netns']);
+    await runInNode(['mount', '--make-shared', '/run/netns']);
+  };
+  await freshRunNetns();
+
+  // The reference plugins the node's pods use, in the node's bin dir (podnet install adds itself).
+  for (const name of await readdir(debianPlugins)) await copyFile(join(debianPlugins, name), join(folders.get('/opt/cni/bin')!, name));
+  await writeFile(
+    join(folders.get('/etc/cni/net.d')!, '10-primary.conflist'),
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'primary',
+      plugins: [{ type: 'bridge', bridge: primaryBridge, ipam: { type: 'host-local', ranges: [[{ subnet: options.primarySubnet }]] } }],
+    }),
+  );
+
+  await makeCgroupRoot(cgroupRoot);
+  processes.push(...(await startControllers(cluster, binaries, root)));
+
+  // At containerd's usual path inside the node, where podnet's DaemonSet asks it through the CRI.
+  const socket = join(folders.get('/run/containerd')!, 'containerd.sock');
+  const ctr = (args: readonly string[]) => execa(ctrBinary, ['--address', socket, '--namespace', 'k8s.io', ...args]);
+  const startContainerd = async () => {
+    const [file, ...args] = inNode([containerdBinary, '--config', await containerdConfig(root)]);
+    const p = launch('containerd', file, args, join(root, 'containerd.log'));
+    processes.push(p);
+    await waitReady(p, 30_000, async () => (await execa(ctrBinary, ['--address', socket, 'version'], { reject: false })).exitCode === 0);
+    return p;
+  };
+  let containerd = await startContainerd();
+  const importImage = async (tag: string) => {
+    const archive = join(root, 'image.tar');
+    await execa('podman', ['save', '--quiet', '--format', 'docker-archive', '--output', archive, tag]);
+    try {
+      await ctr(['images', 'import', archive]);
+    } finally {
+      await rm(archive, { force: true });
+    }
+  };
+  await importTestImages(root, importImage);
+
+  const kubeletConfigFile = await kubeletConfig(root, cgroupRoot);
+  const startKubelet = async () => {
+    const [file, ...args] = inNode([binaries.kubelet, `--config=${kubeletConfigFile}`, `--kubeconfig=${cluster.kubeconfig('node')}`, `--root-dir=${join(root, 'kubelet')}`, `--cert-dir=${join(root, 'kubelet-pki')}`, `--hostname-override=${nodeName}`, '--v=1']);
+    const p = launch('kubelet', file, args, join(root, 'kubelet.log'));
+    processes.push(p);
+    await waitReady(p, 120_000, async () => isReady((await core.readNode({ name: nodeName }).catch(() => undefined)) as V1Node | undefined));
+    return p;
+  };
+  let kubelet = await startKubelet();
+
+  const kubectl: Node['kubectl'] = async (args, { as = 'admin', input, reject = true } = {}) => {
+    const result = await execa(binaries.kubectl, [`--kubeconfig=${cluster.kubeconfig(as)}`, ...args], { input, reject });
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
+  };
+
+  return {
+    name: nodeName,
+    cgroupRoot,
+    folder: (path) => folders.get(path)!,
+    primaryBridge,
+    kubectl,
+    importImage,
+    async restart() {
+      for (const p of [kubelet, containerd]) {
+        await terminate(p, 'SIGTERM', 10_000);
+        processes.splice(processes.indexOf(p), 1);
+      }
+      // What a reboot does to the pods: every process of theirs gone, their netns with them, and
+      // what lives under /run emptied.
+      await killNodeProcesses(cgroupRoot, holder, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
+      await freshRunNetns();
+      for (const path of ['/run/podnet', '/run/containerd'] as const) {
+        for (const name of await readdir(folders.get(path)!)) await rm(join(folders.get(path)!, name), { recursive: true, force: true });
+      }
+      await rm(join(root, 'containerd', 'state'), { recursive: true, force: true });
+      containerd = await startContainerd();
+      kubelet = await startKubelet();
+    },
+  };
+}
+
+/**
+ * What a kubelet node changes on a machine when it is not kept to itself: folders only a kubelet
+ * makes, the sysctls it sets, iptables chains it adds. Taken before a node starts and after its
+ * teardown, the two must be the same.
+ */
+export async function machineTraces(): Promise<Record<string, unknown>> {
+  const paths = ['/var/lib/kubelet', '/usr/libexec/kubernetes', '/var/log/pods', '/var/log/containers', '/run/containerd'];
+  const sysctls = Object.fromEntries(await Promise.all(kubeletSysctls.map(async (key) => [key, (await readFile(`/proc/sys/${key}`, 'utf8')).trim()] as const)));
+  const iptables = await execa('iptables-save', [], { reject: false });
+  const kubeChains = iptables.exitCode === 0 ? iptables.stdout.split('\n').filter((line) => /KUBE/.test(line)) : 'no iptables-save';
+  return { existing: paths.filter((p) => existsSync(p)), sysctls, kubeChains };
+}
+
+/** What an operator would look at first when a node test fails: the pods, their events, podnet's logs. */
+async function describeNode(cluster: Cluster): Promise<void> {
+  const binaries = await ensureNodeBinaries();
+  const kubectl = (args: string[]) => execa(binaries.kubectl, [`--kubeconfig=${cluster.kubeconfig('admin')}`, ...args], { reject: false, all: true }).then((r) => r.all ?? '');
+  const said = [
+    ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide'])],
+    ['events', await kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp'])],
+    ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60'])],
+    ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20'])],
+  ];
+  for (const [what, text] of said) process.stderr.write(`--- ${what} (test failed) ---\n${text}\n`);
+}
+
+/** mkdir -p that says which folders it made, outermost first, so teardown removes only those. */
+async function mkdirRecording(path: string): Promise<string[]> {
+  const made: string[] = [];
+  const parts = path.split('/').filter(Boolean);
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = `/${parts.slice(0, i).join('/')}`;
+    if (existsSync(prefix)) continue;
+    await mkdir(prefix);
+    made.push(prefix);
+  }
+  return made;
+}
+
+async function startControllers(cluster: Cluster, binaries: NodeBinaries, root: string): Promise<Supervised[]> {
+  const common = [`--kubeconfig=${cluster.kubeconfig('admin')}`, '--bind-address=127.0.0.1', '--leader-elect=false', '--profiling=false'];
+  const manager = launch(
+    'kube-controller-manager',
+    binaries.kubeControllerManager,
+    [
+      ...common,
+      `--secure-port=${await freePort()}`,
+      `--service-account-private-key-file=${cluster.serviceAccountKeyFile}`,
+      // Published to every namespace as kube-root-ca.crt: what pods' in-cluster clients trust.
+      `--root-ca-file=${cluster.caFile}`,
+      `--cert-dir=${join(root, 'controller-manager-pki')}`,
+      // Its default is under /usr/libexec, which it would make on the machine.
+      `--flex-volume-plugin-dir=${join(root, 'flex-volume-plugins')}`,
+    ],
+    join(root, 'kube-controller-manager.log'),
+  );
+  const scheduler = launch('kube-scheduler', binaries.kubeScheduler, [...common, `--secure-port=${await freePort()}`, `--cert-dir=${join(root, 'scheduler-pki')}`], join(root, 'kube-scheduler.log'));
+  return [manager, scheduler];
+}
+
+async function containerdConfig(root: string): Promise<string> {
+  const dir = join(root, 'containerd');
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, 'config.toml');
+  const q = (s: string) => JSON.stringify(s);
+  await writeFile(
+    file,
+    [
+      'version = 2',
+      `root = ${q(join(dir, 'root'))}`,
+      `state = ${q(join(dir, 'state'))}`,
+      // Snapshotters this machine lacks would only log errors.
+      'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
+      '[grpc]',
+      '  address = "/run/containerd/containerd.sock"',
+      '[ttrpc]',
+      '  address = "/run/containerd/containerd.sock.ttrpc"',
+      '[plugins."io.containerd.grpc.v1.cri"]',
+      `  sandbox_image = ${q(pauseImage)}`,
+      // Processes here lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below its own.
+      '  restrict_oom_score_adj = true',
+      '  stream_server_address = "127.0.0.1"',
+      '  stream_server_port = "0"',
+      '  disable_apparmor = true',
+      '  [plugins."io.containerd.grpc.v1.cri".cni]',
+      `    bin_dir = ${q('/opt/cni/bin')}`,
+      `    conf_dir = ${q('/etc/cni/net.d')}`,
+      '  [plugins."io.containerd.grpc.v1.cri".containerd]',
+      '    default_runtime_name = "runc"',
+      '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+      '      runtime_type = "io.containerd.runc.v2"',
+      '      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+      `        BinaryName = ${q(runcBinary)}`,
+      '        SystemdCgroup = false',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+async function kubeletConfig(root: string, cgroupRoot: string): Promise<string> {
+  const file = join(root, 'kubelet-config.yaml');
+  await mkdir(join(root, 'pod-logs'), { recursive: true });
+  await writeFile(
+    file,
+    stringify({
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
+      address: '127.0.0.1',
+      port: await freePort(),
+      readOnlyPort: 0,
+      healthzPort: 0,
+      // The apiserver reaches the kubelet (exec, logs) on loopback with no client certificate.
+      authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
+      authorization: { mode: 'AlwaysAllow' },
+      cgroupDriver: 'cgroupfs',
+      cgroupRoot,
+      failCgroupV1: false,
+      failSwapOn: false,
+      // Otherwise it adds KUBE-FIREWALL and canary chains to the machine's iptables.
+      makeIPTablesUtilChains: false,
+      podLogsDir: join(root, 'pod-logs'),
+      volumePluginDir: join(root, 'volume-plugins'),
+      // A shared machine's disk and memory are not this node's to guard: never evict.
+      evictionHard: { 'memory.available': '1Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+      resolvConf: '/etc/resolv.conf',
+      nodeStatusUpdateFrequency: '5s',
+      syncFrequency: '10s',
+    }),
+  );
+  return file;
+}
+
+/**
+ * The pause and busybox images, from the machine's busybox-static: the same root, two commands.
+ * The pause process only has to live and end on a signal.
+ */
+async function importTestImages(root: string, importImage: (tag: string) => Promise<void>): Promise<void> {
+  const context = join(root, 'busybox-image');
+  const bin = join(context, 'rootfs', 'bin');
+  await mkdir(bin, { recursive: true });
+  await copyFile('/bin/busybox', join(bin, 'busybox'));
+  await chmod(join(bin, 'busybox'), 0o755);
+  for (const applet of ['sh', 'sleep', 'ip', 'ping', 'cat', 'ls', 'echo', 'true']) await symlink('busybox', join(bin, applet));
+  for (const [tag, cmd] of [
+    [pauseImage, ['/bin/sh', '-c', 'trap "exit 0" TERM INT; while :; do sleep 3600 & wait; done']],
+    [busyboxImage, ['/bin/sleep', '3600']],
+  ] as const) {
+    await writeFile(join(context, 'Containerfile'), `FROM scratch\nCOPY rootfs/ /\nCMD ${JSON.stringify(cmd)}\n`);
+    await execa('podman', ['build', '--quiet', '--file', join(context, 'Containerfile'), '--tag', tag, context]);
+    try {
+      await importImage(tag);
+    } finally {
+      await execa('podman', ['rmi', '--force', tag], { reject: false });
+    }
+  }
+}
+
+function isReady(node: V1Node | undefined): true | false {
+  return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+}
+
+async function deleteAllPods(core: CoreV1Api): Promise<void> {
+  const pods = (await core.listPodForAllNamespaces()).items;
+  await Promise.all(pods.map((p) => core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: p.metadata!.namespace!, gracePeriodSeconds: 0 }).catch(() => undefined)));
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline && (await core.listPodForAllNamespaces()).items.length > 0) await new Promise((r) => setTimeout(r, 500));
+}
+
+const cgroupBase = '/sys/fs/cgroup';
+
+/** The cgroup v1 hierarchies (or the one v2 tree) this machine has. */
+async function cgroupHierarchies(): Promise<string[]> {
+  if (existsSync(join(cgroupBase, 'cgroup.controllers'))) return [cgroupBase];
+  const entries = await readdir(cgroupBase, { withFileTypes: true });
+  // Co-mounted controllers appear once as a folder and again as links (cpu -> cpu,cpuacct).
+  return entries.filter((e) => e.isDirectory()).map((e) => join(cgroupBase, e.name));
+}
+
+/** The kubelet refuses a cgroup root that does not exist. */
+async function makeCgroupRoot(cgroupRoot: string): Promise<void> {
+  for (const hierarchy of await cgroupHierarchies()) await mkdir(join(hierarchy, cgroupRoot), { recursive: true }).catch(() => undefined);
+}
+
+async function cgroupTree(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  const children = await Promise.all(entries.filter((e) => e.isDirectory()).map((e) => cgroupTree(join(dir, e.name))));
+  return [...children.flat(), dir];
+}
+
+/** SIGKILL for every process in the node's cgroups and mount namespace, but `spare`. */
+async function killNodeProcesses(cgroupRoot: string, holder: Supervised | undefined, { spare = [] as number[] } = {}): Promise<void> {
+  const nodeMountNs = holder ? await readlink(`/proc/${holder.pid}/ns/mnt`).catch(() => undefined) : undefined;
+  for (let round = 0; round < 20; round++) {
+    const pids = new Set<number>();
+    for (const hierarchy of await cgroupHierarchies()) {
+      for (const dir of await cgroupTree(join(hierarchy, cgroupRoot))) {
+        for (const line of (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '')).split('\n')) if (line) pids.add(Number(line));
+      }
+    }
+    if (nodeMountNs) {
+      for (const name of await readdir('/proc')) {
+        const pid = Number(name);
+        if (pid && (await readlink(`/proc/${pid}/ns/mnt`).catch(() => undefined)) === nodeMountNs) pids.add(pid);
+      }
+    }
+    for (const pid of spare) pids.delete(pid);
+    if (pids.size === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function removeCgroups(cgroupRoot: string): Promise<void> {
+  for (const hierarchy of await cgroupHierarchies()) for (const dir of await cgroupTree(join(hierarchy, cgroupRoot))) await rmdir(dir).catch(() => undefined);
+}
