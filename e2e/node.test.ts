@@ -22,6 +22,7 @@ const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrereq
 
 const tenant = 'tenant-a';
 
+
 /** The DaemonSet as shipped, with only what this machine lacks: the image's tag of this run, and the apiserver's address (no kube-proxy). */
 async function overlay(t: Test, cluster: Cluster, imageTag: string, base: 'install' | 'uninstall'): Promise<string> {
   const folder = await dir({ unsafeCleanup: true, prefix: 'podnet-overlay-' });
@@ -75,70 +76,93 @@ const tracesBefore = skip ? undefined : await machineTraces();
 /** The netns each libcni cache entry of the pod's attachments names (containerd's results/ folder). */
 async function cachedNetnsOf(node: Node, pod: string): Promise<(string | undefined)[]> {
   const results = join(node.folder('/var/lib/cni'), 'results');
-  const entries = await Promise.all((await readdir(results)).map(async (name) => JSON.parse(await readFile(join(results, name), 'utf8')) as { netns?: string; cniArgs?: [string, string][] }));
-  return entries.filter((e) => e.cniArgs?.some(([k, v]) => k === 'K8S_POD_NAME' && v === pod)).map((e) => e.netns);
+  const entries = await Promise.all((await readdir(results)).map(async (name) => JSON.parse(await readFile(join(results, name), 'utf8')) as { networkName: string; netns?: string; cniArgs?: [string, string][] }));
+  // containerd caches its loopback network too.
+  return entries.filter((e) => e.networkName === 'primary' && e.cniArgs?.some(([k, v]) => k === 'K8S_POD_NAME' && v === pod)).map((e) => e.netns);
 }
 
-t.test('installed with kubectl apply -k on a kubelet and containerd node, podnet attaches a tenant network to running pods and takes it back', { skip, timeout: 900_000 }, async (t) => {
+/** A node with podnet's image known to it, and a tenant namespace tenant-a may edit. */
+async function podnetNode(t: Test, subnets: { primary: string; blue: string }) {
   const cluster = await startCluster(t, { forNode: true });
-  const node = await startNode(t, cluster, { primarySubnet: '198.18.230.0/24' });
+  const node = await startNode(t, cluster, { primarySubnet: subnets.primary });
   made.cgroups.push(node.cgroupRoot);
   made.links.push(node.primaryBridge);
-  const conflistBefore = await readFile(join(node.folder('/etc/cni/net.d'), '10-primary.conflist'), 'utf8');
   const tag = await podnetImage(t, node);
-
-  // A tenant namespace with edit rights (the aggregation controller fills edit, and later edit
-  // with podnet's tenant role), and a pod in it that runs before podnet is installed: containerd
-  // 1.6's libcni caches no netns for it, so podnet finds it through the CRI.
   const asTenant = (args: string[], input?: string) => node.kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
-  const runPod = (name: string) => asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', '--restart=Never', '--', '/bin/sleep', '3600']);
   await node.kubectl(['create', 'namespace', tenant]);
   await node.kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
   await until('tenant-a may make pods (the aggregation controller filled edit)', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  return {
+    cluster,
+    node,
+    tag,
+    asTenant,
+    /** A tenant's pod labelled app=cnf, `restart` as kubectl run's. */
+    runPod: (name: string, restart: 'Never' | 'Always' = 'Never') => asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', `--restart=${restart}`, '--', '/bin/sleep', '3600']),
+    /** podnet installed the admin's way, and Ready. */
+    async install() {
+      await node.kubectl(['apply', '-k', await overlay(t, cluster, tag, 'install')]);
+      await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+    },
+    /** The admin's bridge Network blue, offered to the tenant's namespace, on a bridge of the test's own. */
+    async offerBlue() {
+      const bridge = uniqueName('pnnodenet');
+      made.links.push(bridge);
+      t.teardown(() => execa('ip', ['link', 'del', bridge], { reject: false }));
+      await node.kubectl(['apply', '-f', '-'], {
+        input: stringify({
+          apiVersion: group,
+          kind: 'Network',
+          metadata: { name: 'blue' },
+          spec: {
+            type: 'bridge',
+            bridge: { name: bridge },
+            ipam: { ranges: [{ subnet: subnets.blue }] },
+            namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: [tenant] }] },
+          },
+        }),
+      });
+      await until('tenant-a may make PodNetworkConfigs (edit aggregates podnet tenant role)', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'podnetworkconfigs'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+      return bridge;
+    },
+    /** The tenant's config: net1 on blue for every app=cnf pod. */
+    configBlue: () => asTenant(['apply', '-f', '-'], stringify({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'cnf-blue' }, spec: { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] } })),
+    /** net1's address in the pod once it has one. */
+    net1Of: (pod: string) => until(`${pod} has net1 on blue`, () => podAddress(node, tenant, pod, 'net1'), 60_000),
+    async ping(from: string, to: string) {
+      const ping = await node.kubectl(['exec', '-n', tenant, from, '--', 'ping', '-c', '1', '-W', '5', to.split('/')[0]!], { reject: false });
+      t.equal(ping.exitCode, 0, `${from} pings ${to} over net1`, { output: `${ping.stdout}${ping.stderr}` });
+    },
+  };
+}
+
+t.test('installed with kubectl apply -k on a kubelet and containerd node, podnet attaches a tenant network to running pods and takes it back', { skip, timeout: 900_000 }, async (t) => {
+  const { cluster, node, tag, asTenant, runPod, install, offerBlue, configBlue, net1Of, ping } = await podnetNode(t, { primary: '198.18.230.0/24', blue: '198.18.231.0/24' });
+  const conflistBefore = await readFile(join(node.folder('/etc/cni/net.d'), '10-primary.conflist'), 'utf8');
+
+  // A pod that runs before podnet is installed: containerd 1.6's libcni caches no netns for it,
+  // so podnet finds it through the CRI.
   await runPod('cnf-early');
   await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-early', '--timeout=120s']);
   t.strictSame(await cachedNetnsOf(node, 'cnf-early'), [undefined], "containerd 1.6's libcni cached cnf-early's attachment with no netns");
 
-  const install = await overlay(t, cluster, tag, 'install');
-  await node.kubectl(['apply', '-k', install]);
-  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  await install();
   const chained = JSON.parse(await readFile(join(node.folder('/etc/cni/net.d'), '10-primary.conflist'), 'utf8')) as { plugins: { type: string }[] };
   t.same(chained.plugins.map((p) => p.type), ['bridge', 'podnet'], "the install container chained podnet after the primary in the node's conflist");
   t.ok(existsSync(join(node.folder('/opt/cni/bin'), 'podnet')), "and put the executable into the node's CNI bin dir");
 
-  // The admin's part: a Network offered to the tenant's namespace.
-  const bridge = uniqueName('pnnodenet');
-  made.links.push(bridge);
-  t.teardown(() => execa('ip', ['link', 'del', bridge], { reject: false }));
-  await node.kubectl(['apply', '-f', '-'], {
-    input: stringify({
-      apiVersion: group,
-      kind: 'Network',
-      metadata: { name: 'blue' },
-      spec: {
-        type: 'bridge',
-        bridge: { name: bridge },
-        ipam: { ranges: [{ subnet: '198.18.231.0/24' }] },
-        namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: [tenant] }] },
-      },
-    }),
-  });
-
+  const bridge = await offerBlue();
   // The tenant's part, with no privilege at all: two more pods, then a PodNetworkConfig for all three.
-  await until('tenant-a may make PodNetworkConfigs (edit aggregates podnet tenant role)', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'podnetworkconfigs'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
   for (const name of ['cnf-a', 'cnf-b']) await runPod(name);
   await asTenant(['wait', '--for=condition=Ready', 'pod', '-l', 'app=cnf', '--timeout=120s']);
-  await asTenant(['apply', '-f', '-'], stringify({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'cnf-blue' }, spec: { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] } }));
+  await configBlue();
 
-  const addressOf = (pod: string) => until(`${pod} has net1 on blue`, () => podAddress(node, tenant, pod, 'net1'), 60_000);
-  const [a, b, early] = [await addressOf('cnf-a'), await addressOf('cnf-b'), await addressOf('cnf-early')];
+  const [a, b, early] = [await net1Of('cnf-a'), await net1Of('cnf-b'), await net1Of('cnf-early')];
   t.match(a, /^198\.18\.231\./, 'cnf-a got an address of blue');
   t.match(b, /^198\.18\.231\./, 'cnf-b got an address of blue');
   t.match(early, /^198\.18\.231\./, 'so did cnf-early, which ran before podnet was installed');
-  for (const [from, to] of [['cnf-a', b], ['cnf-early', a]] as const) {
-    const ping = await node.kubectl(['exec', '-n', tenant, from, '--', 'ping', '-c', '1', '-W', '5', to.split('/')[0]!], { reject: false });
-    t.equal(ping.exitCode, 0, `${from} pings ${to} over net1`, { output: `${ping.stdout}${ping.stderr}` });
-  }
+  await ping('cnf-a', b);
+  await ping('cnf-early', a);
 
   const status = await until('cnf-a tells net1 in its network-status', async () => {
     const value = (await podJson(node, tenant, 'cnf-a')).metadata.annotations?.[networkStatusAnnotation];
@@ -166,6 +190,107 @@ t.test('installed with kubectl apply -k on a kubelet and containerd node, podnet
   t.equal((await execa('ip', ['link', 'show', 'dev', bridge], { reject: false })).exitCode, 1, "and the Network's bridge off the host");
   await node.kubectl(['delete', '-k', uninstall, '--wait=true']);
 });
+
+interface PodState {
+  status?: {
+    phase?: string;
+    initContainerStatuses?: { name: string; restartCount: number; state?: { terminated?: { reason?: string; exitCode?: number } }; lastState?: { terminated?: { reason?: string } } }[];
+  };
+}
+
+t.test('the daemon pod deleted and the DaemonSet rolled to a new image while pods come and go: no pod waits on podnet or fails, no attachment is lost', { skip, timeout: 900_000 }, async (t) => {
+  const { node, tag, asTenant, runPod, install, offerBlue, configBlue, net1Of } = await podnetNode(t, { primary: '198.18.232.0/24', blue: '198.18.233.0/24' });
+  await install();
+  await offerBlue();
+  await runPod('cnf-steady');
+  await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-steady', '--timeout=120s']);
+  await configBlue();
+  const steady = await net1Of('cnf-steady');
+
+  // The churn: a pod made every moment, each waited for Ready, the one before deleted.
+  const readyIn: { pod: string; ms: number; failed?: string }[] = [];
+  let churning = true;
+  const churn = (async () => {
+    for (let i = 0; churning; i++) {
+      const pod = `churn-${i}`;
+      const started = Date.now();
+      await runPod(pod);
+      const ready = await asTenant(['wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=90s']).then(() => undefined, (error: Error) => error.message);
+      readyIn.push({ pod, ms: Date.now() - started, ...(ready ? { failed: ready } : {}) });
+      if (i > 1) await asTenant(['delete', 'pod', `churn-${i - 2}`, '--wait=false']);
+    }
+  })();
+
+  const daemonPods = async () => (JSON.parse((await node.kubectl(['get', 'pods', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-o', 'json'])).stdout) as { items: ({ metadata: { name: string } } & PodState)[] }).items;
+  const seenDaemonPods = new Map<string, PodState>();
+  const remember = async () => {
+    for (const pod of await daemonPods()) seenDaemonPods.set(pod.metadata.name, pod);
+  };
+  await until('a few pods made before podnet goes', async () => (readyIn.length >= 2 ? true : undefined), 60_000);
+  await node.kubectl(['delete', 'pod', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '--wait=true']);
+  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  await remember();
+
+  // A new image: the same build under another tag, as a release would be.
+  const next = `${tag}-next`;
+  await execa('podman', ['tag', `localhost/podnet:${tag}`, `localhost/podnet:${next}`]);
+  t.teardown(() => execa('podman', ['rmi', '--force', `localhost/podnet:${next}`], { reject: false }));
+  await node.importImage(`localhost/podnet:${next}`);
+  const madeBefore = readyIn.length;
+  await node.kubectl(['set', 'image', '-n', 'podnet-system', 'daemonset/podnet', `install=localhost/podnet:${next}`, `daemon=localhost/podnet:${next}`]);
+  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  await remember();
+  await until('a few pods made after the rollout', async () => (readyIn.length >= madeBefore + 2 ? true : undefined), 90_000);
+  churning = false;
+  await churn;
+
+  t.strictSame(readyIn.filter((r) => r.failed), [], `every one of ${readyIn.length} pods made meanwhile got Ready`);
+  const slowest = Math.max(...readyIn.map((r) => r.ms));
+  t.ok(slowest < 30_000, `no pod waited on podnet: the slowest took ${slowest} ms to get Ready`);
+  const sandboxFailures = (await asTenant(['get', 'events', '--field-selector', 'reason=FailedCreatePodSandBox', '-o', 'name'])).stdout.trim();
+  t.equal(sandboxFailures, '', 'no sandbox failed to be made');
+
+  t.equal(await podAddress(node, 'tenant-a', 'cnf-steady', 'net1'), steady, 'the pod that ran throughout kept net1 and its address');
+  const alive = readyIn.slice(-2).map((r) => r.pod);
+  for (const pod of alive) t.match(await net1Of(pod), /^198\.18\.233\./, `${pod}, made during the last rollout, has net1`);
+
+  t.ok(seenDaemonPods.size >= 2, `seen ${seenDaemonPods.size} daemon pods`);
+  for (const [name, pod] of seenDaemonPods) {
+    const install = pod.status?.initContainerStatuses?.find((c) => c.name === 'install');
+    t.equal(install?.state?.terminated?.reason, 'Completed', `${name}: the install container completed within its memory limit`);
+    t.equal(install?.restartCount, 0, `${name}: and was never restarted (an OOM kill would restart it)`);
+  }
+});
+
+t.test('a node restart (containerd and the kubelet stopped, every pod process gone, both started again) converges: the pods the kubelet makes again have net1', { skip, timeout: 900_000 }, async (t) => {
+  const { node, asTenant, runPod, install, offerBlue, configBlue, net1Of, ping } = await podnetNode(t, { primary: '198.18.234.0/24', blue: '198.18.235.0/24' });
+  await install();
+  await offerBlue();
+  for (const pod of ['cnf-a', 'cnf-b']) await runPod(pod, 'Always');
+  await asTenant(['wait', '--for=condition=Ready', 'pod', '-l', 'app=cnf', '--timeout=120s']);
+  await configBlue();
+  await net1Of('cnf-a');
+  await net1Of('cnf-b');
+
+  const sandboxesBefore = await sandboxIds(node);
+  await node.restart();
+  await until('the kubelet made new sandboxes for both pods', async () => {
+    const now = await sandboxIds(node);
+    return now.length === 2 && now.every((id) => !sandboxesBefore.includes(id)) ? true : undefined;
+  }, 120_000);
+  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  await asTenant(['wait', '--for=condition=Ready', 'pod', '-l', 'app=cnf', '--timeout=120s']);
+  const b = await net1Of('cnf-b');
+  await net1Of('cnf-a');
+  await ping('cnf-a', b);
+});
+
+/** The ids of the tenant's pod sandboxes, as containerd's libcni cache names them. */
+async function sandboxIds(node: Node): Promise<string[]> {
+  const results = join(node.folder('/var/lib/cni'), 'results');
+  const entries = await Promise.all((await readdir(results)).map(async (name) => JSON.parse(await readFile(join(results, name), 'utf8')) as { networkName: string; containerId: string; cniArgs?: [string, string][] }));
+  return entries.filter((e) => e.networkName === 'primary' && e.cniArgs?.some(([k, v]) => k === 'K8S_POD_NAMESPACE' && v === tenant)).map((e) => e.containerId);
+}
 
 t.test('the machine is left as it was found: no kubelet folders, sysctls, iptables chains, cgroups or links of the nodes', { skip }, async (t) => {
   t.strictSame(await machineTraces(), tracesBefore);

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
-import { cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
+import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
 import { coldBuildTimeoutMs, freePort, launch, nodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Supervised } from './cluster.ts';
 
 /** Debian's reference plugins, which the node's primary network and containerd's loopback use. */
@@ -65,10 +65,14 @@ export function missingNodePrerequisite(): string | undefined {
   return why;
 }
 
-/** For a test file's top, after prepareClusterTest: more time when the node's binaries must be built first. */
+/**
+ * For a test file's top, after prepareClusterTest: its time, which is minutes even when every
+ * binary is cached (each test starts a cluster and a node), and more when they must be built.
+ */
 export async function prepareNodeTest(root: Test): Promise<undefined> {
-  // The kubelet alone takes about 14 minutes cold, the controllers and kubectl a few each.
-  if (!(await cachedNodeBinaries())) root.setTimeout(2 * coldBuildTimeoutMs);
+  // The kubelet alone takes about 7 to 14 minutes cold, the controllers and kubectl a few each.
+  const cold = !(await cachedNodeBinaries()) || !(await cachedClusterBinaries());
+  root.setTimeout(cold ? 2 * coldBuildTimeoutMs : 30 * 60_000);
   return undefined;
 }
 
