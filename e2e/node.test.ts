@@ -4,62 +4,22 @@
 // API only (kubectl exec to look inside pods). See e2e/cluster/node.ts for the node itself.
 import t, { type Test } from 'tap';
 import { existsSync } from 'node:fs';
-import { copyFile, readdir, readFile, writeFile } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { execa } from 'execa';
-import { dir } from 'tmp-promise';
 import { stringify } from 'yaml';
-import { buildImage } from '../scripts/image.ts';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
-import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
+import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
 import { busyboxImage, machineTraces, missingNodePrerequisite, prepareNodeTest, startNode, type Node } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
-import { missingPrerequisite, repoRoot } from './lib/env.ts';
+import { missingPrerequisite } from './lib/env.ts';
 import { uniqueName } from './lib/netns.ts';
+import { installPodnet, overlay, podnetImage } from './lib/podnet-node.ts';
 import { group } from './lib/kube.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
 
 const tenant = 'tenant-a';
-
-
-/** The DaemonSet as shipped, with only what this machine lacks: the image's tag of this run, and the apiserver's address (no kube-proxy). */
-async function overlay(t: Test, cluster: Cluster, imageTag: string, base: 'install' | 'uninstall'): Promise<string> {
-  const folder = await dir({ unsafeCleanup: true, prefix: 'podnet-overlay-' });
-  t.teardown(folder.cleanup);
-  // kustomize takes a folder from anywhere but a file only from inside the overlay's own.
-  if (base === 'uninstall') await copyFile(`${repoRoot}daemonset/uninstall.yaml`, join(folder.path, 'uninstall.yaml'));
-  const resources = base === 'install' ? [relative(folder.path, `${repoRoot}daemonset`)] : ['uninstall.yaml'];
-  const server = new URL(cluster.server);
-  await writeFile(
-    join(folder.path, 'kustomization.yaml'),
-    stringify({
-      apiVersion: 'kustomize.config.k8s.io/v1beta1',
-      kind: 'Kustomization',
-      resources,
-      images: [{ name: 'localhost/podnet', newTag: imageTag }],
-      patches: [
-        {
-          target: { kind: 'DaemonSet', name: 'podnet' },
-          patch: stringify([
-            { op: 'add', path: '/spec/template/spec/containers/0/env/-', value: { name: 'KUBERNETES_SERVICE_HOST', value: server.hostname } },
-            { op: 'add', path: '/spec/template/spec/containers/0/env/-', value: { name: 'KUBERNETES_SERVICE_PORT', value: server.port } },
-          ]),
-        },
-      ],
-    }),
-  );
-  return folder.path;
-}
-
-/** podnet's image of this run, under a tag of its own, made known to the node's containerd. */
-async function podnetImage(t: Test, node: Node): Promise<string> {
-  const tag = uniqueName('e2e-node-');
-  const image = buildImage(`localhost/podnet:${tag}`);
-  t.teardown(() => execa('podman', ['rmi', '--force', image], { reject: false }));
-  await node.importImage(image);
-  return tag;
-}
 
 const podJson = async (node: Node, namespace: string, name: string) => JSON.parse((await node.kubectl(['get', 'pod', '-n', namespace, name, '-o', 'json'])).stdout) as { metadata: { annotations?: Record<string, string> } };
 
@@ -100,10 +60,7 @@ async function podnetNode(t: Test, subnets: { primary: string; blue: string }) {
     /** A tenant's pod labelled app=cnf, `restart` as kubectl run's. */
     runPod: (name: string, restart: 'Never' | 'Always' = 'Never') => asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', `--restart=${restart}`, '--', '/bin/sleep', '3600']),
     /** podnet installed the admin's way, and Ready. */
-    async install() {
-      await node.kubectl(['apply', '-k', await overlay(t, cluster, tag, 'install')]);
-      await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
-    },
+    install: () => installPodnet(t, cluster, node, tag),
     /** The admin's bridge Network blue, offered to the tenant's namespace, on a bridge of the test's own. */
     async offerBlue() {
       const bridge = uniqueName('pnnodenet');

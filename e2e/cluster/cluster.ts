@@ -36,6 +36,15 @@ const tokenUser: Record<ClusterUser, { name: string; groups?: string }> = {
   node: { name: `system:node:${nodeName}`, groups: 'system:nodes' },
 };
 
+/**
+ * What a cluster (or node) needs of whoever starts it: where to register its teardown, and whether
+ * things went well (its logs are printed when not). A tap Test is one; a benchmark makes its own.
+ */
+export interface Owner {
+  teardown(fn: () => unknown): void;
+  passing(): boolean;
+}
+
 export interface ClusterOptions {
   /**
    * For a real node (e2e/cluster/node.ts): ServiceAccount admission on (pods get their token;
@@ -121,7 +130,7 @@ export async function missingClusterPrerequisite(): Promise<string | undefined> 
 }
 
 /** Starts a fresh cluster (binaries built first when not cached) and stops it at t's teardown. */
-export async function startCluster(t: Test, options: ClusterOptions = {}): Promise<Cluster> {
+export async function startCluster(t: Owner, options: ClusterOptions = {}): Promise<Cluster> {
   const binaries = await ensureClusterBinaries();
   await sweepCrashedClusters();
   const root = await mkdtemp(join(tmpdir(), dataPrefix));

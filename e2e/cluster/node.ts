@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
-import { coldBuildTimeoutMs, freePort, launch, nodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Supervised } from './cluster.ts';
+import { coldBuildTimeoutMs, freePort, launch, nodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
 
 /** Debian's reference plugins, which the node's primary network and containerd's loopback use. */
 const debianPlugins = '/usr/lib/cni';
@@ -49,6 +49,8 @@ export interface Node {
   kubectl(args: readonly string[], options?: { as?: ClusterUser; input?: string; reject?: boolean }): Promise<{ stdout: string; stderr: string; exitCode: number }>;
   /** A podman image (`podman save`) made known to containerd, under its own name. */
   importImage(tag: string): Promise<void>;
+  /** argv that runs `argv` inside the node's mount namespace (where its netns names are). */
+  inNode(argv: readonly string[]): [string, ...string[]];
   /** containerd and the kubelet stopped and started again, pods' containers included: a node's reboot, short of the kernel. */
   restart(): Promise<void>;
 }
@@ -81,7 +83,7 @@ export async function prepareNodeTest(root: Test): Promise<undefined> {
  * then containerd and the kubelet, and waits until the node is Ready. Everything stops at t's
  * teardown, pods' processes included, and the machine is left as it was found.
  */
-export async function startNode(t: Test, cluster: Cluster, options: { primarySubnet: string }): Promise<Node> {
+export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string }): Promise<Node> {
   const binaries = await ensureNodeBinaries();
   const root = await mkdtemp(join(tmpdir(), 'podnet-kubelet-node-'));
   const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
@@ -209,6 +211,7 @@ export async function startNode(t: Test, cluster: Cluster, options: { primarySub
     primaryBridge,
     kubectl,
     importImage,
+    inNode,
     async restart() {
       for (const p of [kubelet, containerd]) {
         await terminate(p, 'SIGTERM', 10_000);
