@@ -10,7 +10,7 @@ import { execa } from 'execa';
 import { stringify } from 'yaml';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
 import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
-import { busyboxImage, machineTraces, missingNodePrerequisite, prepareNodeTest, startNode, type Node } from './cluster/node.ts';
+import { busyboxImage, machineTraces, missingNodePrerequisite, nodeProcesses, prepareNodeTest, startNode, type Node } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { uniqueName } from './lib/netns.ts';
@@ -30,7 +30,7 @@ async function podAddress(node: Node, namespace: string, pod: string, ifname: st
 }
 
 /** What the node tests leave to check after their teardown: their cgroups and links. */
-const made: { cgroups: string[]; links: string[] } = { cgroups: [], links: [] };
+const made: { nodes: Node[]; links: string[] } = { nodes: [], links: [] };
 const tracesBefore = skip ? undefined : await machineTraces();
 
 /** The netns each libcni cache entry of the pod's attachments names (containerd's results/ folder). */
@@ -45,7 +45,7 @@ async function cachedNetnsOf(node: Node, pod: string): Promise<(string | undefin
 async function podnetNode(t: Test, subnets: { primary: string; blue: string }) {
   const cluster = await startCluster(t, { forNode: true });
   const node = await startNode(t, cluster, { primarySubnet: subnets.primary });
-  made.cgroups.push(node.cgroupRoot);
+  made.nodes.push(node);
   made.links.push(node.primaryBridge);
   const tag = await podnetImage(t, node);
   const asTenant = (args: string[], input?: string) => node.kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
@@ -251,8 +251,12 @@ async function sandboxIds(node: Node): Promise<string[]> {
 
 t.test('the machine is left as it was found: no kubelet folders, sysctls, iptables chains, cgroups or links of the nodes', { skip }, async (t) => {
   t.strictSame(await machineTraces(), tracesBefore);
-  const cgroupsLeft = made.cgroups.filter((c) => existsSync(`/sys/fs/cgroup/memory${c}`) || existsSync(`/sys/fs/cgroup${c}`));
+  const cgroupsLeft = made.nodes.map((n) => n.cgroupRoot).filter((c) => existsSync(`/sys/fs/cgroup/memory${c}`) || existsSync(`/sys/fs/cgroup${c}`));
   t.strictSame(cgroupsLeft, [], 'no cgroup of a node is left');
+  const processesLeft = [];
+  for (const node of made.nodes) processesLeft.push(...(await nodeProcesses(node.root, node.cgroupRoot)));
+  t.strictSame(processesLeft, [], 'no process of a node is left (containerd shims included)');
+  t.strictSame(made.nodes.map((n) => n.root).filter((root) => existsSync(root)), [], "no node's folder is left");
   const linksLeft = [];
   for (const link of made.links) if ((await execa('ip', ['link', 'show', 'dev', link], { reject: false })).exitCode === 0) linksLeft.push(link);
   t.strictSame(linksLeft, [], 'no link of a node is left');

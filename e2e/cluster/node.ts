@@ -41,6 +41,8 @@ export interface Node {
   name: string;
   /** The node's cgroup, under every hierarchy: gone after teardown. */
   cgroupRoot: string;
+  /** The node's folder on the machine: gone after teardown, as every process with it mounted. */
+  root: string;
   /** The folder that is `path` (one of nodeOwnedPaths) inside the node, as the machine sees it. */
   folder(path: (typeof nodeOwnedPaths)[number]): string;
   /** The primary network's host bridge, which the node's pods are on. */
@@ -85,10 +87,10 @@ export async function prepareNodeTest(root: Test): Promise<undefined> {
  */
 export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string }): Promise<Node> {
   const binaries = await ensureNodeBinaries();
-  const root = await mkdtemp(join(tmpdir(), 'podnet-kubelet-node-'));
-  const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
-  const cgroupRoot = `/podnet-e2e-${id}`;
-  const primaryBridge = `pnnode${id}`.slice(0, 15);
+  await sweepCrashedNodes();
+  const root = await mkdtemp(join(tmpdir(), nodePrefix));
+  await writeFile(join(root, 'owner'), String(process.pid));
+  const { cgroupRoot, primaryBridge } = nodeNames(root);
   const processes: Supervised[] = [];
   const madeMountPoints: string[] = [];
   const sysctlsBefore = new Map<string, string>();
@@ -110,9 +112,10 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     // The pods first, while the kubelet still runs them: their CNI DEL takes their host links off.
     await deleteAllPods(core).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
     for (const p of processes.splice(0).reverse()) await terminate(p, 'SIGTERM', 5000);
-    // Shims and containers outlive containerd (shims are sessions of their own): every process in
-    // the node's cgroups or its mount namespace goes.
-    await killNodeProcesses(cgroupRoot, holder);
+    // Shims and containers outlive containerd (a shim is a session of its own, in a mount
+    // namespace of its own): every process in the node's cgroups or with the node's folders in its
+    // mounts goes.
+    await killNodeProcesses(root, cgroupRoot);
     if (holder) await terminate(holder, 'SIGKILL', 0);
     await removeCgroups(cgroupRoot);
     await execa('ip', ['link', 'del', primaryBridge], { reject: false });
@@ -207,6 +210,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   return {
     name: nodeName,
     cgroupRoot,
+    root,
     folder: (path) => folders.get(path)!,
     primaryBridge,
     kubectl,
@@ -219,7 +223,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
       }
       // What a reboot does to the pods: every process of theirs gone, their netns with them, and
       // what lives under /run emptied.
-      await killNodeProcesses(cgroupRoot, holder, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
+      await killNodeProcesses(root, cgroupRoot, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
       await freshRunNetns();
       for (const path of ['/run/podnet', '/run/containerd'] as const) {
         for (const name of await readdir(folders.get(path)!)) await rm(join(folders.get(path)!, name), { recursive: true, force: true });
@@ -255,6 +259,41 @@ async function describeNode(cluster: Cluster): Promise<void> {
     ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20'])],
   ];
   for (const [what, text] of said) process.stderr.write(`--- ${what} (test failed) ---\n${text}\n`);
+}
+
+const nodePrefix = 'podnet-kubelet-node-';
+
+/** The names on the machine that belong to the node whose folder is `root`. */
+function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string } {
+  const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
+  return { cgroupRoot: `/podnet-e2e-${id}`, primaryBridge: `pnnode${id}` };
+}
+
+/**
+ * A test process killed before its teardown (a runner's timeout) leaves its node: its processes
+ * (shims and containers keep running), cgroups, bridge and folder. Whatever such a node left is
+ * taken away at the next node's start.
+ */
+async function sweepCrashedNodes(): Promise<void> {
+  for (const name of (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(nodePrefix))) {
+    const root = join(tmpdir(), name);
+    const owner = Number(await readFile(join(root, 'owner'), 'utf8').catch(() => ''));
+    if (!owner || isAlive(owner)) continue;
+    const { cgroupRoot, primaryBridge } = nodeNames(root);
+    await killNodeProcesses(root, cgroupRoot);
+    await removeCgroups(cgroupRoot);
+    await execa('ip', ['link', 'del', primaryBridge], { reject: false });
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
 }
 
 /** mkdir -p that says which folders it made, outermost first, so teardown removes only those. */
@@ -424,22 +463,35 @@ async function cgroupTree(dir: string): Promise<string[]> {
   return [...children.flat(), dir];
 }
 
-/** SIGKILL for every process in the node's cgroups and mount namespace, but `spare`. */
-async function killNodeProcesses(cgroupRoot: string, holder: Supervised | undefined, { spare = [] as number[] } = {}): Promise<void> {
-  const nodeMountNs = holder ? await readlink(`/proc/${holder.pid}/ns/mnt`).catch(() => undefined) : undefined;
+/**
+ * Every process in the node's cgroups or that has one of the node's folders (under `root`)
+ * mounted: the node's mount namespace and every one copied from it (a containerd shim makes its
+ * own), and no other process's.
+ */
+export async function nodeProcesses(root: string, cgroupRoot: string): Promise<Set<number>> {
+  const ownMountNs = await readlink('/proc/self/ns/mnt');
+  const pids = new Set<number>();
+  for (const hierarchy of await cgroupHierarchies()) {
+    for (const dir of await cgroupTree(join(hierarchy, cgroupRoot))) {
+      for (const line of (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '')).split('\n')) if (line) pids.add(Number(line));
+    }
+  }
+  for (const name of await readdir('/proc')) {
+    const pid = Number(name);
+    if (!pid || pids.has(pid)) continue;
+    const mountNs = await readlink(`/proc/${pid}/ns/mnt`).catch(() => ownMountNs);
+    if (mountNs === ownMountNs) continue;
+    // A bind mount's root field is its source path: the node's folders are under root.
+    const mounts = await readFile(`/proc/${pid}/mountinfo`, 'utf8').catch(() => '');
+    if (mounts.includes(` ${root}/`)) pids.add(pid);
+  }
+  return pids;
+}
+
+/** SIGKILL for every process of the node (nodeProcesses) but `spare`, until there is none. */
+async function killNodeProcesses(root: string, cgroupRoot: string, { spare = [] as number[] } = {}): Promise<void> {
   for (let round = 0; round < 20; round++) {
-    const pids = new Set<number>();
-    for (const hierarchy of await cgroupHierarchies()) {
-      for (const dir of await cgroupTree(join(hierarchy, cgroupRoot))) {
-        for (const line of (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '')).split('\n')) if (line) pids.add(Number(line));
-      }
-    }
-    if (nodeMountNs) {
-      for (const name of await readdir('/proc')) {
-        const pid = Number(name);
-        if (pid && (await readlink(`/proc/${pid}/ns/mnt`).catch(() => undefined)) === nodeMountNs) pids.add(pid);
-      }
-    }
+    const pids = await nodeProcesses(root, cgroupRoot);
     for (const pid of spare) pids.delete(pid);
     if (pids.size === 0) return;
     for (const pid of pids) {
