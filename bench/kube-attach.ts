@@ -34,7 +34,7 @@ await runBenchmark(async () => {
   const owner: Owner = { teardown: (fn) => onCleanup('the node and its cluster', fn), passing: () => true };
   console.error('starting a cluster and a kubelet node, installing podnet (about a minute)');
   const cluster = await startCluster(owner, { forNode: true });
-  const node = await startNode(owner, cluster, { primarySubnet: '198.19.94.0/24' });
+  const node = await startNode(owner, cluster, { primarySubnet: '198.19.94.0/24', runtime: 'containerd-1.6' });
   await installPodnet(owner, cluster, node, await podnetImage(owner, node));
 
   const bridge = `pn-bk${suffix()}`;

@@ -21,6 +21,12 @@ export const kubernetesVersion = '1.37.1';
 export const kubeletVersion = '1.35.4';
 
 /**
+ * containerd 2 for the node tests' second runtime (Debian's 1.6 is the first): its libcni caches
+ * each pod's netns, which 1.6's does not. The newest release on the proxy.
+ */
+export const containerd2Version = '2.4.2';
+
+/**
  * The etcd line this Kubernetes release is made for: its kubeadm defaults to etcd 3.7.0 and its
  * apiserver links the 3.7.0 client. 3.7.3 is that line's newest patch on the proxy.
  */
@@ -49,6 +55,8 @@ export interface NodeBinaries {
   kubeControllerManager: string;
   kubeScheduler: string;
   kubectl: string;
+  /** containerd 2's daemon; its runc shim (containerd-shim-runc-v2) is in the same folder. */
+  containerd2: string;
 }
 
 interface BinarySpec {
@@ -77,11 +85,26 @@ function kubernetesSpec(binary: string, version: string, versionArgs?: readonly 
 
 const kubeApiserverSpec = kubernetesSpec('kube-apiserver', kubernetesVersion);
 
+/** A command of containerd 2, stamped with its release; without the snapshotters that need cgo. */
+function containerd2Spec(binary: string, versionArgs: readonly string[]): BinarySpec {
+  return {
+    component: 'containerd',
+    version: `v${containerd2Version}`,
+    binary,
+    versionText: `v${containerd2Version}`,
+    versionArgs,
+    build: (go, work, out) => buildContainerd2Command(go, work, out, binary),
+  };
+}
+
+const containerd2Shim = containerd2Spec('containerd-shim-runc-v2', ['-v']);
+
 const nodeSpecs = {
   kubelet: kubernetesSpec('kubelet', kubeletVersion),
   kubeControllerManager: kubernetesSpec('kube-controller-manager', kubernetesVersion),
   kubeScheduler: kubernetesSpec('kube-scheduler', kubernetesVersion),
   kubectl: kubernetesSpec('kubectl', kubernetesVersion, ['version', '--client'], `Client Version: v${kubernetesVersion}`),
+  containerd2: containerd2Spec('containerd', ['--version']),
 } satisfies Record<keyof NodeBinaries, BinarySpec>;
 
 const etcdSpec: BinarySpec = {
@@ -154,13 +177,14 @@ export function ensureClusterBinaries(): Promise<ClusterBinaries> {
 export async function ensureNodeBinaries(): Promise<NodeBinaries> {
   const built: Partial<NodeBinaries> = {};
   for (const [key, spec] of Object.entries(nodeSpecs) as [keyof NodeBinaries, BinarySpec][]) built[key] = await ensureBinary(spec);
+  await ensureBinary(containerd2Shim);
   return built as NodeBinaries;
 }
 
 /** The node's binaries when all are cached already. */
 export async function cachedNodeBinaries(): Promise<NodeBinaries | undefined> {
   const paths = Object.fromEntries(Object.entries(nodeSpecs).map(([key, spec]) => [key, binaryPath(spec)])) as unknown as NodeBinaries;
-  for (const path of Object.values(paths)) if (!(await isExecutable(path))) return undefined;
+  for (const path of [...Object.values(paths), binaryPath(containerd2Shim)]) if (!(await isExecutable(path))) return undefined;
   return paths;
 }
 
@@ -239,6 +263,13 @@ function stagingModules(goMod: string): string[] {
   return [...goMod.matchAll(/^\s*(?:require\s+)?(k8s\.io\/[\w.-]+)\s+v0\.0\.0\s*$/gm)].map((m) => m[1]!);
 }
 
+async function buildContainerd2Command(go: string, work: string, out: string, command: string): Promise<void> {
+  await runGo(go, work, ['mod', 'init', `podnet.local/build/${command}`]);
+  await runGo(go, work, ['get', `github.com/containerd/containerd/v2@v${containerd2Version}`]);
+  // btrfs, devmapper and zfs need cgo (the builds here are static); the node uses overlayfs.
+  await goBuild(go, work, out, `github.com/containerd/containerd/v2/cmd/${command}`, [`-X github.com/containerd/containerd/v2/version.Version=v${containerd2Version}`], ['no_btrfs', 'no_devmapper', 'no_zfs']);
+}
+
 /** etcd's server module is its main package; its own replace lines are ignored as a dependency. */
 async function buildEtcd(go: string, work: string, out: string): Promise<void> {
   await runGo(go, work, ['mod', 'init', 'podnet.local/build/etcd']);
@@ -253,9 +284,9 @@ async function buildReferencePlugin(go: string, work: string, out: string, pkg: 
   await goBuild(go, work, out, pkg, [`-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=v${referencePluginsVersion}`]);
 }
 
-function goBuild(go: string, work: string, out: string, pkg: string, ldflags: string[]) {
+function goBuild(go: string, work: string, out: string, pkg: string, ldflags: string[], tags: string[] = []) {
   // nice: the build takes both cores for minutes; whatever else runs should keep going.
-  return runGo(go, work, ['build', '-trimpath', `-ldflags=-s -w ${ldflags.join(' ')}`.trim(), '-o', out, pkg], ['nice', '-n', '10']);
+  return runGo(go, work, ['build', '-trimpath', ...(tags.length > 0 ? [`-tags=${tags.join(',')}`] : []), `-ldflags=-s -w ${ldflags.join(' ')}`.trim(), '-o', out, pkg], ['nice', '-n', '10']);
 }
 
 function runGo(go: string, cwd: string, args: string[], wrapper: string[] = []) {

@@ -15,7 +15,7 @@ import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, readlink, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
@@ -37,8 +37,16 @@ export const busyboxImage = 'localhost/podnet-e2e/busybox:1';
 /** The kernel settings the kubelet changes at start (and never puts back). */
 const kubeletSysctls = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'] as const;
 
+/**
+ * The container runtimes a node can run: Debian 12's containerd 1.6, whose libcni caches no netns
+ * for a pod, and containerd 2 built from the Go module proxy (e2e/cluster/binaries.ts), whose does.
+ */
+export const nodeRuntimes = ['containerd-1.6', 'containerd-2'] as const;
+export type NodeRuntime = (typeof nodeRuntimes)[number];
+
 export interface Node {
   name: string;
+  runtime: NodeRuntime;
   /** The node's cgroup, under every hierarchy: gone after teardown. */
   cgroupRoot: string;
   /** The node's folder on the machine: gone after teardown, as every process with it mounted. */
@@ -85,7 +93,7 @@ export async function prepareNodeTest(root: Test): Promise<undefined> {
  * then containerd and the kubelet, and waits until the node is Ready. Everything stops at t's
  * teardown, pods' processes included, and the machine is left as it was found.
  */
-export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string }): Promise<Node> {
+export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string; runtime: NodeRuntime }): Promise<Node> {
   const binaries = await ensureNodeBinaries();
   await sweepCrashedNodes();
   const root = await mkdtemp(join(tmpdir(), nodePrefix));
@@ -173,8 +181,11 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   // At containerd's usual path inside the node, where podnet's DaemonSet asks it through the CRI.
   const socket = join(folders.get('/run/containerd')!, 'containerd.sock');
   const ctr = (args: readonly string[]) => execa(ctrBinary, ['--address', socket, '--namespace', 'k8s.io', ...args]);
+  // containerd 2 finds its runc shim on PATH, which must be its own release's, not Debian's.
+  const containerdArgv =
+    options.runtime === 'containerd-1.6' ? [containerdBinary] : ['/usr/bin/env', `PATH=${dirname(binaries.containerd2)}:${process.env['PATH'] ?? '/usr/bin:/bin'}`, binaries.containerd2];
   const startContainerd = async () => {
-    const [file, ...args] = inNode([containerdBinary, '--config', await containerdConfig(root)]);
+    const [file, ...args] = inNode([...containerdArgv, '--config', await containerdConfig(root, options.runtime)]);
     const p = launch('containerd', file, args, join(root, 'containerd.log'));
     processes.push(p);
     await waitReady(p, 30_000, async () => (await execa(ctrBinary, ['--address', socket, 'version'], { reject: false })).exitCode === 0);
@@ -209,6 +220,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
 
   return {
     name: nodeName,
+    runtime: options.runtime,
     cgroupRoot,
     root,
     folder: (path) => folders.get(path)!,
@@ -287,6 +299,15 @@ async function sweepCrashedNodes(): Promise<void> {
   }
 }
 
+/** Whether a node of another process runs on the machine now (its machine-wide traces are not ours to judge then). */
+export async function otherNodeRunning(): Promise<boolean> {
+  for (const name of (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(nodePrefix))) {
+    const owner = Number(await readFile(join(tmpdir(), name, 'owner'), 'utf8').catch(() => ''));
+    if (owner && owner !== process.pid && isAlive(owner)) return true;
+  }
+  return false;
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -330,43 +351,49 @@ async function startControllers(cluster: Cluster, binaries: NodeBinaries, root: 
   return [manager, scheduler];
 }
 
-async function containerdConfig(root: string): Promise<string> {
+/**
+ * containerd's config for the node: its own root, state and socket, the test images' pause, the
+ * node's CNI dirs, runc with cgroupfs. containerd 1.6 reads version 2 of the format, containerd 2
+ * version 3, where the CRI plugin is split in an images and a runtime part.
+ */
+async function containerdConfig(root: string, runtime: NodeRuntime): Promise<string> {
   const dir = join(root, 'containerd');
   await mkdir(dir, { recursive: true });
   const file = join(dir, 'config.toml');
   const q = (s: string) => JSON.stringify(s);
-  await writeFile(
-    file,
-    [
-      'version = 2',
-      `root = ${q(join(dir, 'root'))}`,
-      `state = ${q(join(dir, 'state'))}`,
-      // Snapshotters this machine lacks would only log errors.
-      'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
-      '[grpc]',
-      '  address = "/run/containerd/containerd.sock"',
-      '[ttrpc]',
-      '  address = "/run/containerd/containerd.sock.ttrpc"',
-      '[plugins."io.containerd.grpc.v1.cri"]',
-      `  sandbox_image = ${q(pauseImage)}`,
-      // Processes here lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below its own.
-      '  restrict_oom_score_adj = true',
-      '  stream_server_address = "127.0.0.1"',
-      '  stream_server_port = "0"',
-      '  disable_apparmor = true',
-      '  [plugins."io.containerd.grpc.v1.cri".cni]',
-      `    bin_dir = ${q('/opt/cni/bin')}`,
-      `    conf_dir = ${q('/etc/cni/net.d')}`,
-      '  [plugins."io.containerd.grpc.v1.cri".containerd]',
-      '    default_runtime_name = "runc"',
-      '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
-      '      runtime_type = "io.containerd.runc.v2"',
-      '      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
-      `        BinaryName = ${q(runcBinary)}`,
-      '        SystemdCgroup = false',
-      '',
-    ].join('\n'),
-  );
+  const [cri, criRuntime, criImages] =
+    runtime === 'containerd-1.6' ? ['"io.containerd.grpc.v1.cri"', '"io.containerd.grpc.v1.cri"', '"io.containerd.grpc.v1.cri"'] : ['"io.containerd.grpc.v1.cri"', '"io.containerd.cri.v1.runtime"', '"io.containerd.cri.v1.images"'];
+  const lines = [
+    runtime === 'containerd-1.6' ? 'version = 2' : 'version = 3',
+    `root = ${q(join(dir, 'root'))}`,
+    `state = ${q(join(dir, 'state'))}`,
+    // Snapshotters this machine lacks would only log errors.
+    'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]',
+    '[grpc]',
+    '  address = "/run/containerd/containerd.sock"',
+    '[ttrpc]',
+    '  address = "/run/containerd/containerd.sock.ttrpc"',
+    `[plugins.${cri}]`,
+    '  stream_server_address = "127.0.0.1"',
+    '  stream_server_port = "0"',
+    ...(runtime === 'containerd-1.6' ? [`  sandbox_image = ${q(pauseImage)}`] : [`[plugins.${criImages}.pinned_images]`, `  sandbox = ${q(pauseImage)}`]),
+    ...(criRuntime === cri ? [] : [`[plugins.${criRuntime}]`]),
+    // Processes here lack CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below its own.
+    '  restrict_oom_score_adj = true',
+    '  disable_apparmor = true',
+    `  [plugins.${criRuntime}.cni]`,
+    runtime === 'containerd-1.6' ? `    bin_dir = ${q('/opt/cni/bin')}` : `    bin_dirs = [${q('/opt/cni/bin')}]`,
+    `    conf_dir = ${q('/etc/cni/net.d')}`,
+    `  [plugins.${criRuntime}.containerd]`,
+    '    default_runtime_name = "runc"',
+    `    [plugins.${criRuntime}.containerd.runtimes.runc]`,
+    '      runtime_type = "io.containerd.runc.v2"',
+    `      [plugins.${criRuntime}.containerd.runtimes.runc.options]`,
+    `        BinaryName = ${q(runcBinary)}`,
+    '        SystemdCgroup = false',
+    '',
+  ];
+  await writeFile(file, lines.join('\n'));
   return file;
 }
 
