@@ -9,7 +9,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { stringify } from 'yaml';
-import { networkStatusAnnotation } from '../src/model/annotation.ts';
+import { networkStatusAnnotation, networksAnnotation } from '../src/model/annotation.ts';
 import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
 import { busyboxImage, machineTraces, missingNodePrerequisite, nodeProcesses, nodeRuntimes, otherNodeRunning, prepareNodeTest, startNode, type Node, type NodeRuntime } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
@@ -163,6 +163,13 @@ for (const runtime of nodeRuntimes) {
     await asTenant(['delete', 'podnetworkconfig', 'cnf-blue']);
     for (const pod of ['cnf-a', 'cnf-b', 'cnf-early']) await until(`${pod}: net1 is gone`, async () => ((await podAddress(node, tenant, pod, 'net1')) === undefined ? true : undefined), 60_000);
     t.pass('deleting the config took net1 out of every running pod');
+
+    // The annotation, on a running pod, as `kubectl annotate` sets and removes it.
+    await asTenant(['annotate', 'pod', 'cnf-a', `${networksAnnotation}=blue@net5`]);
+    t.match(await until('cnf-a has net5 on blue', () => podAddress(node, tenant, 'cnf-a', 'net5'), 60_000), /^198\.18\.231\./, 'annotating a running pod attached net5 on blue');
+    await asTenant(['annotate', 'pod', 'cnf-a', `${networksAnnotation}-`]);
+    await until('cnf-a: net5 is gone', async () => ((await podAddress(node, tenant, 'cnf-a', 'net5')) === undefined ? true : undefined), 60_000);
+    t.pass('removing the annotation took net5 out');
 
     // Uninstall as daemonset/uninstall.yaml says: the DaemonSet gone, then the uninstall DaemonSet.
     await asTenant(['delete', 'pod', 'cnf-a', 'cnf-b', 'cnf-early', '--wait=true']);
