@@ -221,11 +221,21 @@ const dataPrefix = 'podnet-cluster-';
  * (setpriv) but left its data folder: remove those whose owner is gone.
  */
 async function sweepCrashedClusters(): Promise<void> {
-  const names = (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(dataPrefix));
-  for (const name of names) {
-    const owner = Number(await readFile(join(tmpdir(), name, 'owner'), 'utf8').catch(() => ''));
-    if (owner && !isAlive(owner)) await rm(join(tmpdir(), name), { recursive: true, force: true });
+  for (const folder of await ownedTempFolders(dataPrefix)) if (!folder.alive) await rm(folder.path, { recursive: true, force: true });
+}
+
+/**
+ * The temp folders named `prefix...` that hold an `owner` file (the pid of the test process that
+ * made them), and whether that owner still runs. A folder without one is being made, or not ours.
+ */
+export async function ownedTempFolders(prefix: string): Promise<{ path: string; owner: number; alive: boolean }[]> {
+  const folders = [];
+  for (const name of (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(prefix))) {
+    const path = join(tmpdir(), name);
+    const owner = Number(await readFile(join(path, 'owner'), 'utf8').catch(() => ''));
+    if (owner) folders.push({ path, owner, alive: isAlive(owner) });
   }
+  return folders;
 }
 
 function isAlive(pid: number): boolean {

@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
-import { coldBuildTimeoutMs, freePort, launch, nodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
+import { coldBuildTimeoutMs, freePort, launch, nodeName, ownedTempFolders, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
 
 /** Debian's reference plugins, which the node's primary network and containerd's loopback use. */
 const debianPlugins = '/usr/lib/cni';
@@ -287,10 +287,8 @@ function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string } 
  * taken away at the next node's start.
  */
 async function sweepCrashedNodes(): Promise<void> {
-  for (const name of (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(nodePrefix))) {
-    const root = join(tmpdir(), name);
-    const owner = Number(await readFile(join(root, 'owner'), 'utf8').catch(() => ''));
-    if (!owner || isAlive(owner)) continue;
+  for (const { path: root, alive } of await ownedTempFolders(nodePrefix)) {
+    if (alive) continue;
     const { cgroupRoot, primaryBridge } = nodeNames(root);
     await killNodeProcesses(root, cgroupRoot);
     await removeCgroups(cgroupRoot);
@@ -301,20 +299,7 @@ async function sweepCrashedNodes(): Promise<void> {
 
 /** Whether a node of another process runs on the machine now (its machine-wide traces are not ours to judge then). */
 export async function otherNodeRunning(): Promise<boolean> {
-  for (const name of (await readdir(tmpdir()).catch(() => [])).filter((n) => n.startsWith(nodePrefix))) {
-    const owner = Number(await readFile(join(tmpdir(), name, 'owner'), 'utf8').catch(() => ''));
-    if (owner && owner !== process.pid && isAlive(owner)) return true;
-  }
-  return false;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
+  return (await ownedTempFolders(nodePrefix)).some((f) => f.alive && f.owner !== process.pid);
 }
 
 /** mkdir -p that says which folders it made, outermost first, so teardown removes only those. */
