@@ -3,7 +3,7 @@
 // e2e/node.test.ts.
 import t, { type Test } from 'tap';
 import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { dir } from 'tmp-promise';
 import { connectRuntimeService, netnsFromInfo } from './runtime-service.ts';
 import { decodeMessage, encodeMessage, messageField, stringField, varintField, type Field } from './wire.ts';
@@ -72,6 +72,16 @@ t.test('the netns is read only from a network namespace entry with an absolute p
   t.equal(netnsFromInfo('not json'), undefined);
   t.equal(netnsFromInfo('null'), undefined);
   t.equal(netnsFromInfo(undefined), undefined);
+});
+
+t.test('a relative socket path is the socket under the working folder', async (t) => {
+  const server = await runtimeServer(t, { ListPodSandbox: () => encodeMessage([]) });
+  const cwd = process.cwd();
+  process.chdir(dirname(server.socketPath));
+  t.teardown(() => process.chdir(cwd));
+  const runtime = connectRuntimeService({ socketPath: basename(server.socketPath), timeoutMs: 5000 });
+  t.teardown(() => runtime.close());
+  t.strictSame(await runtime.readySandboxes(), []);
 });
 
 t.test('no runtime at the socket is NOT_AVAILABLE, naming the socket and the call', async (t) => {

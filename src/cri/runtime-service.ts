@@ -6,6 +6,7 @@
 // @grpc/grpc-js; the messages are encoded by field number (wire.ts) rather than from the CRI API's
 // proto, since podnet reads six fields of it.
 import { credentials, Client, Metadata, status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
+import { resolve } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { decodeMessage, encodeMessage, messageField, repeatedMessages, stringField, stringMap, varintField } from './wire.ts';
 
@@ -59,7 +60,8 @@ export interface RuntimeServiceOptions {
 }
 
 export function connectRuntimeService(opts: RuntimeServiceOptions): RuntimeService {
-  const client = new Client(`unix://${opts.socketPath}`, credentials.createInsecure(), {
+  // unix:ABSOLUTE: a relative path after unix:// would be read as an authority and a path.
+  const client = new Client(`unix:${resolve(opts.socketPath)}`, credentials.createInsecure(), {
     'grpc.max_receive_message_length': maxReplyBytes,
     // One call now and then: no keepalive, no retries behind podnet's back.
     'grpc.enable_retries': 0,

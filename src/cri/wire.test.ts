@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decodeMessage, encodeMessage, messageField, repeatedMessages, stringField, stringMap, varintField } from './wire.ts';
+import { decodeMessage, encodeMessage, messageField, repeatedMessages, stringField, stringMap, varintField, type Field } from './wire.ts';
 
 t.test('what is encoded reads back by field number, nested messages and maps included', async (t) => {
   const bytes = encodeMessage([
@@ -38,4 +38,11 @@ t.test('a reply cut short or made up is an error naming what was read, never a r
   t.throws(() => decodeMessage(Buffer.alloc(11, 0xff), 'reply'), { message: /a varint is longer than 10 bytes/ });
   t.throws(() => decodeMessage(Buffer.from([0x0b]), 'reply'), { message: /field 1 has wire type 3/ });
   t.throws(() => decodeMessage(Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]), 'reply'), { message: /runs past the end/ }, 'a length of 4 GiB in a 6-byte reply');
+});
+
+t.test('a field repeated a hundred thousand times (a pod with that many labels) reads in one pass', async (t) => {
+  const labels: Field[] = Array.from({ length: 100_000 }, (_, i) => [5, [[1, `k${i}`], [2, 'v']]] as const);
+  const map = stringMap(decodeMessage(encodeMessage(labels), 'PodSandbox'), 5, 'label');
+  t.equal(map.size, 100_000);
+  t.equal(map.get('k99999'), 'v');
 });

@@ -80,7 +80,10 @@ export function decodeMessage(bytes: Buffer, what: string): Decoded {
       default:
         throw malformed(what, `field ${number} has wire type ${type}, which no CRI message uses`);
     }
-    fields.set(number, [...(fields.get(number) ?? []), value]);
+    // In place: a reply may repeat one field (a pod's labels) a hundred thousand times.
+    const values = fields.get(number);
+    if (values) values.push(value);
+    else fields.set(number, [value]);
   }
   return fields;
 }

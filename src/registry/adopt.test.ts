@@ -5,6 +5,7 @@ import { dir } from 'tmp-promise';
 import { silentLogger } from '../log.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
 import type { RuntimeService } from '../cri/runtime-service.ts';
+import { PodnetError } from '../errors.ts';
 import { adoptCachedAttachments, recordFromCacheEntry } from './adopt.ts';
 import { Registry } from './registry.ts';
 import { writeSpoolEntry } from './spool.ts';
@@ -72,7 +73,7 @@ t.test('what cannot be adopted says why', async (t) => {
     ['not JSON', '{"kind": "cniCacheV1",', /^not JSON/],
     ['an array', '[]', /not a JSON object/],
     ['a cache from before libcni 0.8', JSON.stringify(result), /kind is undefined, not cniCacheV1/],
-    ['no netns and no container id', JSON.stringify(cacheEntry({ netns: undefined, containerId: '' })), /names no netns .*, nor a container id/],
+    ['no netns and no container id', JSON.stringify(cacheEntry({ netns: undefined, containerId: '' })), /names no netns .*, nor a container id, interface and network/],
     ['a relative netns', JSON.stringify(cacheEntry({ netns: 'cni-1' })), /cache entry .*pods-c0ffee01-eth0: at \/netns: must be /],
     ['an interface name the spec refuses', JSON.stringify(cacheEntry({ ifName: 'a/b' })), /at \/ifname: must be /],
     ['a version podnet does not speak', JSON.stringify(cacheEntry({ config: undefined, result: { cniVersion: '0.2.0' } })), /at \/cniVersion: must be equal to one of the allowed values/],
@@ -85,7 +86,7 @@ t.test('what cannot be adopted says why', async (t) => {
 
 t.test('an entry that names no netns (libcni before 1.2) asks for its container, and takes the netns the runtime told', async (t) => {
   const entry = JSON.stringify(cacheEntry({ netns: undefined }));
-  t.strictSame(recordFromCacheEntry(entry, file, now), { lacksNetns: 'c0ffee01' });
+  t.strictSame(recordFromCacheEntry(entry, file, now), { lacksNetns: { containerId: 'c0ffee01', ifname: 'eth0', network: 'pods' } });
   const told = recordFromCacheEntry(entry, file, now, '/var/run/netns/cni-told');
   t.equal('record' in told && told.record.netns, '/var/run/netns/cni-told');
   const both = recordFromCacheEntry(JSON.stringify(cacheEntry()), file, now, '/var/run/netns/cni-told');
@@ -146,7 +147,7 @@ t.test('no cache dir adopts nothing and is no error', async (t) => {
 });
 
 /** A container runtime that lists `ready` sandboxes and tells each one's netns from `netns`. */
-function fakeRuntime(ready: string[], netns: Record<string, string | undefined>, fails?: string): RuntimeService & { asked: string[] } {
+function fakeRuntime(ready: string[], netns: Record<string, string | undefined>, fails?: string, statusFails?: PodnetError): RuntimeService & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,
@@ -156,6 +157,7 @@ function fakeRuntime(ready: string[], netns: Record<string, string | undefined>,
     },
     sandboxNetns: async (id) => {
       asked.push(id);
+      if (statusFails) throw statusFails;
       return netns[id];
     },
     close: () => undefined,
@@ -188,4 +190,16 @@ t.test('a runtime that cannot be asked, or none given, leaves such entries unado
   const none = await adoptCachedAttachments(registry, { cacheDir, isNetworkNamespace: () => true, log: silentLogger });
   t.match(none.skipped[0]?.reason, /no container runtime socket was given \(--cri-socket\)/);
   t.equal(none.adopted.length + down.adopted.length, 0);
+});
+
+t.test('the runtime is asked only of entries that would be adopted, and not again once it did not answer in time', async (t) => {
+  const { state, cache: cacheDir, results } = await dirs(t);
+  const registry = await Registry.open(state, silentLogger);
+  await registry.adopt(recordOf(cacheEntry({ containerId: 'recorded' })));
+  for (const id of ['recorded', 'other-net', 'a', 'b', 'c']) cache(results, cacheEntry({ containerId: id, netns: undefined, ...(id === 'other-net' ? { networkName: 'storage' } : {}) }));
+  const stuck = fakeRuntime(['recorded', 'other-net', 'a', 'b', 'c'], {}, undefined, new PodnetError('NOT_AVAILABLE', 'the container runtime at /run/x.sock did not answer PodSandboxStatus: Deadline exceeded'));
+  const report = await adoptCachedAttachments(registry, { cacheDir, adoptsNetwork: (n) => n === 'pods', isNetworkNamespace: () => true, runtime: stuck, log: silentLogger });
+  t.strictSame(stuck.asked, ['a'], 'not of a recorded attachment or another network, and after a timeout of no one more');
+  t.strictSame(report.skipped.map((s) => basename(s.file)), ['pods-a-eth0', 'pods-b-eth0', 'pods-c-eth0']);
+  t.match(report.skipped[2]?.reason, /did not answer PodSandboxStatus: Deadline exceeded \(not asked again until the daemon restarts\)/);
 });

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { podIdentityFromArgs } from '../cni/args.ts';
 import { isJsonObject, parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
 import type { RuntimeService } from '../cri/runtime-service.ts';
+import type { PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Registry } from './registry.ts';
 
@@ -21,7 +22,7 @@ const cacheKind = 'cniCacheV1';
  * What a cache file says of one attachment, or why it is of no use to podnet, or that it names no
  * netns (then the container id to ask the runtime for it).
  */
-export type CachedAttachment = { record: AttachmentRecord } | { skip: string } | { lacksNetns: string };
+export type CachedAttachment = { record: AttachmentRecord } | { skip: string } | { lacksNetns: { containerId: string; ifname: string; network: string } };
 
 const lacksNetnsReason = 'names no netns (libcni before 1.2 does not cache it)';
 
@@ -43,8 +44,9 @@ export function recordFromCacheEntry(text: string, path: string, now: Date, runt
   const cachedNetns = typeof cached['netns'] === 'string' && cached['netns'] !== '' ? cached['netns'] : undefined;
   const netns = cachedNetns ?? runtimeNetns;
   if (netns === undefined) {
-    if (typeof cached['containerId'] === 'string' && cached['containerId'] !== '') return { lacksNetns: cached['containerId'] };
-    return { skip: `${lacksNetnsReason}, nor a container id` };
+    const [containerId, ifname, network] = [cached['containerId'], cached['ifName'], cached['networkName']];
+    if (typeof containerId === 'string' && containerId !== '' && typeof ifname === 'string' && typeof network === 'string') return { lacksNetns: { containerId, ifname, network } };
+    return { skip: `${lacksNetnsReason}, nor a container id, interface and network` };
   }
   const result = cached['result'];
   const cniVersion = versionOf(cached['config']) ?? (isJsonObject(result) ? result['cniVersion'] : undefined);
@@ -77,15 +79,19 @@ export function recordFromCacheEntry(text: string, path: string, now: Date, runt
 function sandboxNetnsOf(runtime: RuntimeService | undefined): (id: string) => Promise<{ netns: string } | { why: string }> {
   if (!runtime) return async () => ({ why: 'no container runtime socket was given (--cri-socket) to ask' });
   let ready: Promise<Set<string> | Error> | undefined;
+  /** Set once the runtime did not answer in time: the daemon's start waits on no more of it. */
+  let unreachable: string | undefined;
   return async (id) => {
     ready ??= runtime.readySandboxes().then((sandboxes) => new Set(sandboxes.map((s) => s.id)), (err: unknown) => err as Error);
     const listed = await ready;
     if (listed instanceof Error) return { why: listed.message };
     if (!listed.has(id)) return { why: 'the container runtime lists no ready sandbox of that id (the pod is gone)' };
+    if (unreachable) return { why: unreachable };
     try {
       const netns = await runtime.sandboxNetns(id);
       return netns ? { netns } : { why: 'the container runtime tells no netns for it (a pod on the node\'s network)' };
     } catch (err) {
+      if ((err as PodnetError).code === 'NOT_AVAILABLE') unreachable = `${(err as Error).message} (not asked again until the daemon restarts)`;
       return { why: (err as Error).message };
     }
   };
@@ -155,7 +161,11 @@ export async function adoptCachedAttachments(registry: Registry, opts: AdoptionO
     }
     let cached = recordFromCacheEntry(text, file, now());
     if ('lacksNetns' in cached) {
-      const told = await runtimeNetns(cached.lacksNetns);
+      // What needs no runtime first: each question to it can take its timeout.
+      const { containerId, ifname, network } = cached.lacksNetns;
+      if (opts.adoptsNetwork && !opts.adoptsNetwork(network)) continue;
+      if (registry.get({ containerId, ifname }) !== undefined) continue;
+      const told = await runtimeNetns(containerId);
       cached = 'netns' in told ? recordFromCacheEntry(text, file, now(), told.netns) : { skip: `${lacksNetnsReason}, and ${told.why}` };
     }
     if (!('record' in cached)) {
