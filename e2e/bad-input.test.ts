@@ -142,10 +142,17 @@ spec: { podSelector: {}, interfaces: [{ name: eth0, mtu: ${mtuValue} }], sysctls
 
   // An edit with a key off the allowlist, dropped in by hand (apply -f would refuse it).
   await writeFile(`${daemon.configDir}/podnetworkconfig.default.keep.yaml`, keep(1300, 'net.core.rmem_max'));
-  const told = await until('the edit is told', async () => {
-    const out = (await cli.explain('default/pod-k')).stdout;
-    return out.includes('the one it had before stays') ? out : undefined;
-  });
+  // A write by hand is not atomic: a pass may read it halfway (then the file keeps its last whole
+  // documents) and the next event or the resync reads it whole; on a loaded machine that is more
+  // than the default wait.
+  const told = await until(
+    'the edit is told',
+    async () => {
+      const out = (await cli.explain('default/pod-k')).stdout;
+      return out.includes('the one it had before stays') ? out : undefined;
+    },
+    45_000,
+  );
   t.match(told, /PodNetworkConfig default\/keep spec\.sysctls\[0\]\.name: net\.core\.rmem_max is not on podnet's sysctl allowlist/);
   t.equal(await mtu(), 1400, 'eth0 keeps the MTU of the generation it had');
   t.equal(await forwarding(), '1', 'and its forwarding');

@@ -91,8 +91,9 @@ t.test('a tenant attaches two running pods to an admin\'s Network through the AP
     t.same(net1.ips, [addresses.get(pod.name)]);
     t.match(net1.mac, /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/, 'with its MAC');
   }
-  const events = await eventsOf(admin, tenantNamespace, 'cnf-1');
-  t.ok(events.some((e) => e.reason === 'Attached' && e.message.includes('net1') && e.message.includes('blue')), 'an Attached Event on the pod');
+  // Events are posted after the pod's annotation: waited for, not read once.
+  const attached = await until('an Attached Event on cnf-1', async () => (await eventsOf(admin, tenantNamespace, 'cnf-1')).find((e) => e.reason === 'Attached' && e.message.includes('net1') && e.message.includes('blue')));
+  t.ok(attached, 'an Attached Event on the pod');
 
   // The tenant changes the spec: the pods follow.
   await mergePatch(tenant, { apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'fast', namespace: tenantNamespace }, spec: { interfaces: [{ name: 'eth0', mtu: 1300 }] } } as KubernetesObject);
