@@ -266,10 +266,16 @@ for (const runtime of nodeRuntimes) {
 
     const sandboxesBefore = await sandboxIds(node);
     await node.restart();
-    await until('the kubelet made new sandboxes for both pods', async () => {
-      const now = await sandboxIds(node);
-      return now.length === 2 && now.every((id) => !sandboxesBefore.includes(id)) ? true : undefined;
-    }, 120_000);
+    // The kubelet makes each pod a new sandbox (a runtime may keep the dead ones' cache entries
+    // for a while: they are not what is waited for).
+    await until(
+      'the kubelet made new sandboxes for both pods',
+      async () => {
+        const made = (await primaryCacheEntries(node)).filter((e) => !sandboxesBefore.includes(e.containerId));
+        return ['cnf-a', 'cnf-b'].every((pod) => made.some((e) => podArg(e, 'K8S_POD_NAME', pod))) ? true : undefined;
+      },
+      240_000,
+    );
     await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
     await asTenant(['wait', '--for=condition=Ready', 'pod', '-l', 'app=cnf', '--timeout=120s']);
     const b = await net1Of('cnf-b');
