@@ -76,6 +76,14 @@ t.test('a file caught halfway written, or swapped for something unreadable, keep
   writeFileSync(at('a.yaml'), network('a', 9000));
   t.equal(read().networks.get('a')?.spec.mtu, 9000, 'the whole write is taken');
 
+  // Caught right after the truncation: empty is that write halfway, not a deletion.
+  writeFileSync(at('a.yaml'), '');
+  const emptied = read();
+  t.equal(emptied.networks.get('a')?.spec.mtu, 9000, 'an emptied file keeps its documents');
+  t.match(emptied.problems, [{ document: 'a.yaml', field: '(file)', reason: /^is empty; the documents it held when last read whole stay .*\(delete the file to delete its documents\)$/ }]);
+  writeFileSync(at('a.yaml'), network('a', 9000));
+  t.equal(read().networks.get('a')?.spec.mtu, 9000, 'and the whole write after it is taken');
+
   unlinkSync(at('a.yaml'));
   mkdirSync(at('a.yaml'));
   const swapped = read();

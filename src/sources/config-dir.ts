@@ -54,7 +54,11 @@ export function configDirReader(dir: string): () => DesiredDocuments {
         let cached = parsedFiles.get(file);
         if (cached?.text !== text) parsedFiles.set(file, (cached = { text, parsed: parseDocuments(text, file) }));
         const { parsed } = cached!;
-        const unreadable = parsed.problems.some((p) => p.field === '(syntax)');
+        // An editor's write truncates, then fills: a file that held documents and is read empty is
+        // taken for that write caught between the two, not for a deletion (deleting the file is).
+        const emptied = text.trim() === '' && (lastWhole.get(file)?.length ?? 0) > 0;
+        const unreadable = emptied || parsed.problems.some((p) => p.field === '(syntax)');
+        if (emptied) out.problems.push({ document: file, field: '(file)', reason: `is empty; ${keptNote} (delete the file to delete its documents)` });
         if (!unreadable) lastWhole.set(file, parsed.documents);
         const kept = unreadable ? lastWhole.get(file) : undefined;
         out.problems.push(...parsed.problems.map((p) => (kept && p.field === '(syntax)' ? { ...p, reason: `${p.reason}; ${keptNote}` } : p)));
