@@ -40,9 +40,7 @@ await runBenchmark(async () => {
   deleteLinksAtCleanup('delete the reference bridge of this run', () => [bridge.reference]);
   await makeNetns(Object.values(ns));
   const refMonitor = new LinkMonitor(ns.ref);
-  const seen = refMonitor.waitFor('lo up', () => !!refMonitor.get('lo')?.flags.includes('UP'));
-  await execa('ip', ['-n', ns.ref, 'link', 'set', 'lo', 'up']);
-  await seen;
+  await refMonitor.listening();
 
   const hostLocalDir = join(work, 'host-local');
   const referenceConfig = JSON.stringify({

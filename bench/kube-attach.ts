@@ -9,14 +9,13 @@
 // Target (issue 18): the Kubernetes attach at most 2 x the standalone one.
 // Run as root, after `npm run build`: npm run bench:kube-attach [-- RUNS]
 import { KubeConfig, KubernetesObjectApi, CoreV1Api } from '@kubernetes/client-node';
-import { execa } from 'execa';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { connectRuntimeService } from '../src/cri/runtime-service.ts';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
 import { startCluster, type Owner } from '../e2e/cluster/cluster.ts';
 import { busyboxImage, startNode } from '../e2e/cluster/node.ts';
-import { group } from '../e2e/lib/kube.ts';
+import { group, podNetworkConfig } from '../e2e/lib/kube.ts';
 import { installPodnet, podnetImage } from '../e2e/lib/podnet-node.ts';
 import { alternating, countArgument, median, now, onCleanup, percentile, runBenchmark, suffix, until } from './lib/harness.ts';
 import { attachedIn, LinkMonitor } from './lib/link-monitor.ts';
@@ -41,7 +40,7 @@ await runBenchmark(async () => {
   deleteLinksAtCleanup('delete the Network bridge of this run', () => [bridge]);
   await node.kubectl(['create', 'namespace', namespace]);
   await node.kubectl(['create', 'rolebinding', '-n', namespace, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
-  const config = (name: string, app: string) => ({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name, namespace }, spec: { podSelector: { matchLabels: { app } }, attachments: [{ network: 'pnbench-kube', interface: 'net1' }] } });
+  const config = (name: string, app: string) => podNetworkConfig(namespace, name, { podSelector: { matchLabels: { app } }, attachments: [{ network: 'pnbench-kube', interface: 'net1' }] });
   await node.kubectl(['apply', '-f', '-'], {
     input: stringify({
       apiVersion: group,
@@ -63,15 +62,8 @@ await runBenchmark(async () => {
   const netns = sandbox && (await runtime.sandboxNetns(sandbox.id));
   runtime.close();
   if (!netns) throw new Error('containerd told no netns for the benchmark pod');
-  const netnsName = netns.split('/').at(-1)!;
-  const monitor = new LinkMonitor(netnsName, node.inNode([]));
-  // Proof that the monitor listens: a change made now must reach it (lo's MTU, and back).
-  for (const mtu of [65535, 65536]) {
-    const seen = monitor.waitFor(`lo mtu ${mtu}`, () => monitor.get('lo')?.mtu === mtu, 5000);
-    const [file, ...args] = node.inNode(['ip', '-n', netnsName, 'link', 'set', 'lo', 'mtu', String(mtu)]);
-    await execa(file, args);
-    await seen;
-  }
+  const monitor = new LinkMonitor(netns.split('/').at(-1)!, node.inNode([]));
+  await monitor.listening();
 
   const tenant = new KubeConfig();
   tenant.loadFromFile(cluster.kubeconfig('tenant-a'));

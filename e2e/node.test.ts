@@ -14,9 +14,8 @@ import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
 import { busyboxImage, machineTraces, missingNodePrerequisite, nodeProcesses, nodeRuntimes, otherNodeRunning, prepareNodeTest, startNode, type Node, type NodeRuntime } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { uniqueName } from './lib/netns.ts';
 import { installPodnet, overlay, podnetImage } from './lib/podnet-node.ts';
-import { group } from './lib/kube.ts';
+import { bridgeNetwork, podNetworkConfig } from './lib/kube.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
 
@@ -74,9 +73,12 @@ async function podnetNode(t: Test, runtime: NodeRuntime, subnets: { primary: str
   made.links.push(node.primaryBridge);
   const tag = await podnetImage(t, node);
   const asTenant = (args: string[], input?: string) => node.kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
+  /** Until RBAC lets tenant-a create `resource` (a moment after its roles change). */
+  const tenantMayCreate = (resource: string, why: string) =>
+    until(`tenant-a may create ${resource} (${why})`, async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', resource], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
   await node.kubectl(['create', 'namespace', tenant]);
   await node.kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
-  await until('tenant-a may make pods (the aggregation controller filled edit)', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  await tenantMayCreate('pods', 'the aggregation controller filled edit');
   return {
     cluster,
     node,
@@ -88,27 +90,14 @@ async function podnetNode(t: Test, runtime: NodeRuntime, subnets: { primary: str
     install: () => installPodnet(t, cluster, node, tag),
     /** The admin's bridge Network blue, offered to the tenant's namespace, on a bridge of the test's own. */
     async offerBlue() {
-      const bridge = uniqueName('pnnodenet');
-      made.links.push(bridge);
-      t.teardown(() => execa('ip', ['link', 'del', bridge], { reject: false }));
-      await node.kubectl(['apply', '-f', '-'], {
-        input: stringify({
-          apiVersion: group,
-          kind: 'Network',
-          metadata: { name: 'blue' },
-          spec: {
-            type: 'bridge',
-            bridge: { name: bridge },
-            ipam: { ranges: [{ subnet: subnets.blue }] },
-            namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: [tenant] }] },
-          },
-        }),
-      });
-      await until('tenant-a may make PodNetworkConfigs (edit aggregates podnet tenant role)', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'podnetworkconfigs'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
-      return bridge;
+      const network = bridgeNetwork(t, 'blue', [subnets.blue], [tenant]);
+      made.links.push(network.spec.bridge.name);
+      await node.kubectl(['apply', '-f', '-'], { input: stringify(network) });
+      await tenantMayCreate('podnetworkconfigs', "edit aggregates podnet's tenant role");
+      return network.spec.bridge.name;
     },
     /** The tenant's config: net1 on blue for every app=cnf pod. */
-    configBlue: () => asTenant(['apply', '-f', '-'], stringify({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'cnf-blue' }, spec: { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] } })),
+    configBlue: () => asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, 'cnf-blue', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] }))),
     /** net1's address in the pod once it has one. */
     net1Of: (pod: string) => until(`${pod} has net1 on blue`, () => podAddress(node, tenant, pod, 'net1'), 60_000),
     async ping(from: string, to: string) {

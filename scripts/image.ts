@@ -62,7 +62,11 @@ export function buildImage(tag: string, log: (line: string) => void = () => unde
   if (!existsSync(binary)) throw new Error(`${binary} is missing: run npm run build first`);
   const tarball = rootfsTarball(log);
   mkdirSync(join(root, 'build'), { recursive: true });
-  copyFileSync(tarball, join(root, 'build/rootfs.tar'));
+  // Renamed into place: another build from this checkout (a test beside this one) may be reading
+  // the file it replaces, and must read it whole.
+  const partial = join(root, `build/.rootfs.tar.${process.pid}`);
+  copyFileSync(tarball, partial);
+  renameSync(partial, join(root, 'build/rootfs.tar'));
   log(`podman build -t ${tag}`);
   execFileSync('podman', ['build', '--quiet', '--file', join(root, 'Containerfile'), '--tag', tag, root], { stdio: ['ignore', 'ignore', 'inherit'] });
   return tag;

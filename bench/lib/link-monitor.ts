@@ -14,13 +14,16 @@ export class LinkMonitor {
   private readonly links = new Map<string, LinkState>();
   private waiters: { check: () => boolean; resolve: (at: number) => void }[] = [];
   private readonly proc: ResultPromise;
+  /** argv that runs `ip -n <netns>` where the netns name is. */
+  private readonly ip: readonly string[];
 
   /**
    * `netnsName` is a name `ip -n` knows; `inMountNamespace` is an argv prefix that runs ip where
    * that name is (nsenter into a node's mount namespace), none for the machine's own.
    */
   constructor(netnsName: string, inMountNamespace: readonly string[] = []) {
-    const [file, ...args] = [...inMountNamespace, 'ip', '-n', netnsName, 'monitor', 'link', 'address'];
+    this.ip = [...inMountNamespace, 'ip', '-n', netnsName];
+    const [file, ...args] = [...this.ip, 'monitor', 'link', 'address'];
     this.proc = execa(file!, args, { reject: false, buffer: false, stdin: 'ignore', stderr: 'ignore' });
     onCleanup(`stop ip monitor in ${netnsName}`, () => {
       this.proc.kill('SIGTERM');
@@ -34,6 +37,19 @@ export class LinkMonitor {
       for (const line of lines) this.parse(line);
       this.waiters = this.waiters.filter((w) => (w.check() ? (w.resolve(at), false) : true));
     });
+  }
+
+  /**
+   * Resolves once the monitor is seen to listen: a change made now (lo's MTU, and back, an event
+   * each whether lo is up or not) reaches it. Before a timed request, so that none is missed.
+   */
+  async listening(): Promise<void> {
+    for (const mtu of [65535, 65536]) {
+      const seen = this.waitFor(`lo mtu ${mtu}`, () => this.get('lo')?.mtu === mtu, 5000);
+      const [file, ...args] = [...this.ip, 'link', 'set', 'lo', 'mtu', String(mtu)];
+      await execa(file!, args);
+      await seen;
+    }
   }
 
   get(ifname: string): LinkState | undefined {

@@ -5,13 +5,12 @@
 // at the netlink event that shows net1 UP with its address in the pod's netns. Taking it back (the
 // config removed, until the daemon committed it) is not timed. bench/attach and bench/kube-attach
 // (as the anchor of the Kubernetes path) run it.
-import { execa } from 'execa';
 import { mkdirSync, mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { now, onCleanup, suffix, until } from './harness.ts';
 import { attachedIn, LinkMonitor } from './link-monitor.ts';
-import { daemonLogFile, deleteLinksAtCleanup, isUp, linksIn, makeNetns, prepareFile, recordSandbox, sandboxes, startDaemon } from './podnet.ts';
+import { daemonLogFile, deleteLinksAtCleanup, linksIn, makeNetns, prepareFile, recordSandbox, sandboxes, startDaemon } from './podnet.ts';
 
 export interface StandaloneAttach {
   /** One attach, timed in ms, then taken back. */
@@ -74,10 +73,7 @@ export async function standaloneAttach(podnetSubnet: { prefix: string; cidr: str
   await until('the pod recorded', () => reportOf(pod.containerId), 30_000, 20);
 
   const monitor = new LinkMonitor(ns.pod);
-  // Proof that the monitor listens: a change made now must reach it.
-  const seen = monitor.waitFor('lo up', () => isUp(monitor.get('lo')) || !!monitor.get('lo')?.flags.includes('UP'));
-  await execa('ip', ['-n', ns.pod, 'link', 'set', 'lo', 'up']);
-  await seen;
+  await monitor.listening();
 
   const configPath = join(paths.configDir, 'podnetworkconfig.pnbench.pod.yaml');
   const podConfig = configFor('pod');

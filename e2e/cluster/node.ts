@@ -101,8 +101,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   const { cgroupRoot, primaryBridge } = nodeNames(root);
   const processes: Supervised[] = [];
   const madeMountPoints: string[] = [];
-  const sysctlsBefore = new Map<string, string>();
-  for (const key of kubeletSysctls) sysctlsBefore.set(key, (await readFile(`/proc/sys/${key}`, 'utf8')).trim());
+  const sysctlsBefore = await kubeletSysctlValues();
 
   let holder: Supervised | undefined;
   /** argv that runs `argv` in the node's mount namespace. */
@@ -114,20 +113,19 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   const admin = new KubeConfig();
   admin.loadFromFile(cluster.kubeconfig('admin'));
   const core = admin.makeApiClient(CoreV1Api);
+  const kubectl: Node['kubectl'] = async (args, { as = 'admin', input, reject = true } = {}) => {
+    const result = await execa(binaries.kubectl, [`--kubeconfig=${cluster.kubeconfig(as)}`, ...args], { input, reject });
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
+  };
 
   t.teardown(async () => {
-    if (!t.passing()) await describeNode(cluster);
+    if (!t.passing()) await describeNode(kubectl);
     // The pods first, while the kubelet still runs them: their CNI DEL takes their host links off.
     await deleteAllPods(core).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
     for (const p of processes.splice(0).reverse()) await terminate(p, 'SIGTERM', 5000);
-    // Shims and containers outlive containerd (a shim is a session of its own, in a mount
-    // namespace of its own): every process in the node's cgroups or with the node's folders in its
-    // mounts goes.
-    await killNodeProcesses(root, cgroupRoot);
     if (holder) await terminate(holder, 'SIGKILL', 0);
-    await removeCgroups(cgroupRoot);
-    await execa('ip', ['link', 'del', primaryBridge], { reject: false });
-    for (const [key, value] of sysctlsBefore) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
+    await removeNodeRemains(root);
+    for (const [key, value] of Object.entries(sysctlsBefore)) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
     for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
     if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
     await rm(root, { recursive: true, force: true });
@@ -180,7 +178,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
 
   // At containerd's usual path inside the node, where podnet's DaemonSet asks it through the CRI.
   const socket = join(folders.get('/run/containerd')!, 'containerd.sock');
-  const ctr = (args: readonly string[]) => execa(ctrBinary, ['--address', socket, '--namespace', 'k8s.io', ...args]);
+  const ctr = (args: readonly string[], reject = true) => execa(ctrBinary, ['--address', socket, '--namespace', 'k8s.io', ...args], { reject });
   // containerd 2 finds its runc shim on PATH, which must be its own release's, not Debian's.
   const containerdArgv =
     options.runtime === 'containerd-1.6' ? [containerdBinary] : ['/usr/bin/env', `PATH=${dirname(binaries.containerd2)}:${process.env['PATH'] ?? '/usr/bin:/bin'}`, binaries.containerd2];
@@ -188,7 +186,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     const [file, ...args] = inNode([...containerdArgv, '--config', await containerdConfig(root, options.runtime)]);
     const p = launch('containerd', file, args, join(root, 'containerd.log'));
     processes.push(p);
-    await waitReady(p, 30_000, async () => (await execa(ctrBinary, ['--address', socket, 'version'], { reject: false })).exitCode === 0);
+    await waitReady(p, 30_000, async () => (await ctr(['version'], false)).exitCode === 0);
     return p;
   };
   let containerd = await startContainerd();
@@ -212,11 +210,6 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     return p;
   };
   let kubelet = await startKubelet();
-
-  const kubectl: Node['kubectl'] = async (args, { as = 'admin', input, reject = true } = {}) => {
-    const result = await execa(binaries.kubectl, [`--kubeconfig=${cluster.kubeconfig(as)}`, ...args], { input, reject });
-    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
-  };
 
   return {
     name: nodeName,
@@ -254,16 +247,23 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
  */
 export async function machineTraces(): Promise<Record<string, unknown>> {
   const paths = ['/var/lib/kubelet', '/usr/libexec/kubernetes', '/var/log/pods', '/var/log/containers', '/run/containerd'];
-  const sysctls = Object.fromEntries(await Promise.all(kubeletSysctls.map(async (key) => [key, (await readFile(`/proc/sys/${key}`, 'utf8')).trim()] as const)));
+  const sysctls = await kubeletSysctlValues();
   const iptables = await execa('iptables-save', [], { reject: false });
   const kubeChains = iptables.exitCode === 0 ? iptables.stdout.split('\n').filter((line) => /KUBE/.test(line)) : 'no iptables-save';
   return { existing: paths.filter((p) => existsSync(p)), sysctls, kubeChains };
 }
 
+/** The machine's values of the sysctls the kubelet sets, by key under /proc/sys. */
+async function kubeletSysctlValues(): Promise<Record<string, string>> {
+  return Object.fromEntries(await Promise.all(kubeletSysctls.map(async (key) => [key, (await readFile(`/proc/sys/${key}`, 'utf8')).trim()] as const)));
+}
+
 /** What an operator would look at first when a node test fails: the pods, their events, podnet's logs. */
-async function describeNode(cluster: Cluster): Promise<void> {
-  const binaries = await ensureNodeBinaries();
-  const kubectl = (args: string[]) => execa(binaries.kubectl, [`--kubeconfig=${cluster.kubeconfig('admin')}`, ...args], { reject: false, all: true }).then((r) => r.all ?? '');
+async function describeNode(nodeKubectl: Node['kubectl']): Promise<void> {
+  const kubectl = async (args: string[]) => {
+    const { stdout, stderr } = await nodeKubectl(args, { reject: false });
+    return `${stdout}${stderr}`;
+  };
   const said = [
     ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide'])],
     ['events', await kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp'])],
@@ -289,12 +289,22 @@ function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string } 
 async function sweepCrashedNodes(): Promise<void> {
   for (const { path: root, alive } of await ownedTempFolders(nodePrefix)) {
     if (alive) continue;
-    const { cgroupRoot, primaryBridge } = nodeNames(root);
-    await killNodeProcesses(root, cgroupRoot);
-    await removeCgroups(cgroupRoot);
-    await execa('ip', ['link', 'del', primaryBridge], { reject: false });
+    await removeNodeRemains(root);
     await rm(root, { recursive: true, force: true });
   }
+}
+
+/**
+ * What a node leaves on the machine once its supervised processes are gone: shims and containers
+ * outlive containerd (a shim is a session of its own, in a mount namespace of its own), so every
+ * process in the node's cgroups or with its folders in its mounts goes; then its cgroups and its
+ * bridge. Its folder stays for the caller (a teardown still reads its logs).
+ */
+async function removeNodeRemains(root: string): Promise<void> {
+  const { cgroupRoot, primaryBridge } = nodeNames(root);
+  await killNodeProcesses(root, cgroupRoot);
+  await removeCgroups(cgroupRoot);
+  await execa('ip', ['link', 'del', primaryBridge], { reject: false });
 }
 
 /** Whether a node of another process runs on the machine now (its machine-wide traces are not ours to judge then). */
@@ -443,7 +453,7 @@ async function importTestImages(root: string, importImage: (tag: string) => Prom
   }
 }
 
-function isReady(node: V1Node | undefined): true | false {
+function isReady(node: V1Node | undefined): boolean {
   return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 }
 

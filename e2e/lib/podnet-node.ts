@@ -50,7 +50,6 @@ export async function podnetImage(t: Owner, node: Node): Promise<string> {
   return tag;
 }
 
-
 /** podnet installed with `kubectl apply -k` and its DaemonSet rolled out (Ready) on the node. */
 export async function installPodnet(t: Owner, cluster: Cluster, node: Node, imageTag: string): Promise<void> {
   await node.kubectl(['apply', '-k', await overlay(t, cluster, imageTag, 'install')]);
