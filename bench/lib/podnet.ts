@@ -44,12 +44,16 @@ export interface RunningDaemon {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
-/** Starts `podnet daemon`; stderr (its JSON log) appends to `logFile`. Stopped at cleanup. */
-export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = []): RunningDaemon {
+/**
+ * Starts `podnet daemon`; stderr (its JSON log) appends to `logFile`. Stopped at cleanup. With
+ * `netns`, it runs in that named netns (`ip netns exec` execs it: the pid is the daemon's still).
+ */
+export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = [], { netns }: { netns?: string } = {}): RunningDaemon {
   const args = ['daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
   if (paths.configDir) args.push('--config-dir', paths.configDir);
   const spawnedAt = now();
-  const proc: ResultPromise = execa(podnetBinary, [...args, ...extra], {
+  const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, podnetBinary, ...args, ...extra]] : [podnetBinary, [...args, ...extra]];
+  const proc: ResultPromise = execa(file, argv, {
     reject: false,
     stdin: 'ignore',
     stdout: 'ignore',

@@ -101,7 +101,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     const reported = metrics ? { metrics } : {};
     if (opts.kube) {
       const api = KubeApi.load(opts.kube.kubeconfig);
-      const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log });
+      const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, ...reported });
       source = kubeSource;
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish(), ...reported });
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported });

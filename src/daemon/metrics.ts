@@ -21,9 +21,20 @@ export interface PluginMetrics {
   pluginCalled(call: { plugin: string; command: string; seconds: number; ok: boolean }): void;
 }
 
-/** What a write to the API server reports when it fails. */
+/** What the daemon writes to the API server: pods' network-status, status entries, Events. */
+export type WrittenResource = 'pods' | 'podnetworkconfigs' | 'networks' | 'events';
+
+/** The resources the daemon's informers watch. */
+export type WatchedResource = 'pods' | 'namespaces' | 'networks' | 'podnetworkconfigs' | 'network-attachment-definitions';
+
+/**
+ * What the daemon's traffic with the API server costs the cluster: each node's writes, and the
+ * watch events it receives (at hundreds of nodes, every write of one is an event for the others).
+ */
 export interface ApiMetrics {
-  apiWriteFailed(resource: 'pods' | 'podnetworkconfigs' | 'networks'): void;
+  apiWritten(resource: WrittenResource): void;
+  apiWriteFailed(resource: WrittenResource): void;
+  watchEventReceived(resource: WatchedResource): void;
 }
 
 export type Metrics = PassMetrics & PluginMetrics & ApiMetrics;
@@ -34,7 +45,9 @@ export const noMetrics: Metrics = {
   sandboxFailed: () => undefined,
   attachmentsChanged: () => undefined,
   pluginCalled: () => undefined,
+  apiWritten: () => undefined,
   apiWriteFailed: () => undefined,
+  watchEventReceived: () => undefined,
 };
 
 /** The states an attachment is counted in: applied and nothing failing, its sandbox failing, or wanted and not there yet. */

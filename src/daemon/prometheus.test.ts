@@ -38,7 +38,11 @@ t.test('GET /metrics serves what the reports and the gauges say, in the expositi
   metrics.attachmentsChanged('blue', 'detached');
   metrics.pluginCalled({ plugin: 'bridge', command: 'ADD', seconds: 0.05, ok: true });
   metrics.pluginCalled({ plugin: 'bridge', command: 'ADD', seconds: 2, ok: false });
+  metrics.apiWritten('podnetworkconfigs');
+  metrics.apiWritten('events');
+  metrics.apiWritten('events');
   metrics.apiWriteFailed('pods');
+  metrics.watchEventReceived('pods');
 
   const { status, text, type } = await scrape(server.address.port);
   t.equal(status, 200);
@@ -55,7 +59,10 @@ t.test('GET /metrics serves what the reports and the gauges say, in the expositi
   t.equal(sample(text, 'podnet_attachment_changes_total{network="blue",change="detached"}'), 1);
   t.equal(sample(text, 'podnet_plugin_call_duration_seconds_count{plugin="bridge",command="ADD"}'), 2);
   t.equal(sample(text, 'podnet_plugin_call_failures_total{plugin="bridge",command="ADD"}'), 1);
+  t.equal(sample(text, 'podnet_api_writes_total{resource="podnetworkconfigs"}'), 1);
+  t.equal(sample(text, 'podnet_api_writes_total{resource="events"}'), 2);
   t.equal(sample(text, 'podnet_api_write_failures_total{resource="pods"}'), 1);
+  t.equal(sample(text, 'podnet_api_watch_events_total{resource="pods"}'), 1);
   t.ok(sample(text, 'process_resident_memory_bytes')! > 0, "and the process's own (memory, CPU, event loop)");
 
   spooled = 0;

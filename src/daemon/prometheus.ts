@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { PodnetError, type ErrorCode } from '../errors.ts';
-import type { AttachmentState, Metrics } from './metrics.ts';
+import type { AttachmentState, Metrics, WatchedResource, WrittenResource } from './metrics.ts';
 
 /** What the gauges read at each scrape. */
 export interface MetricsSources {
@@ -24,7 +24,9 @@ export class PrometheusMetrics implements Metrics {
   private readonly changes: Counter<'network' | 'change'>;
   private readonly pluginSeconds: Histogram<'plugin' | 'command'>;
   private readonly pluginFailures: Counter<'plugin' | 'command'>;
+  private readonly apiWrites: Counter<'resource'>;
   private readonly apiFailures: Counter<'resource'>;
+  private readonly watchEvents: Counter<'resource'>;
 
   constructor(sources: MetricsSources, version: string) {
     const registers = [this.registry];
@@ -62,7 +64,9 @@ export class PrometheusMetrics implements Metrics {
     this.changes = new Counter({ name: 'podnet_attachment_changes_total', help: 'Attachments of podnet\'s own kinds (bridge, macvlan, vlan, vxlan) made (attached) or removed (detached), by Network; cni Networks\' are their plugin calls', labelNames: ['network', 'change'], registers });
     this.pluginSeconds = new Histogram({ name: 'podnet_plugin_call_duration_seconds', help: "Delegated CNI plugin calls' durations, by plugin and command", labelNames: ['plugin', 'command'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
     this.pluginFailures = new Counter({ name: 'podnet_plugin_call_failures_total', help: 'Delegated CNI plugin calls that failed, by plugin and command', labelNames: ['plugin', 'command'], registers });
-    this.apiFailures = new Counter({ name: 'podnet_api_write_failures_total', help: 'Status writes to the API server that failed, by resource', labelNames: ['resource'], registers });
+    this.apiWrites = new Counter({ name: 'podnet_api_writes_total', help: 'Writes to the API server that succeeded (network-status patches, status applies, Events), by resource', labelNames: ['resource'], registers });
+    this.apiFailures = new Counter({ name: 'podnet_api_write_failures_total', help: 'Writes to the API server that failed, by resource', labelNames: ['resource'], registers });
+    this.watchEvents = new Counter({ name: 'podnet_api_watch_events_total', help: "Objects the daemon's informers were told of by the API server (each watch event, and each object a list added, changed or removed), by resource", labelNames: ['resource'], registers });
   }
 
   passEnded({ seconds, steps, resync }: { seconds: number; steps: number; resync: boolean }): void {
@@ -84,8 +88,16 @@ export class PrometheusMetrics implements Metrics {
     if (!ok) this.pluginFailures.inc({ plugin, command });
   }
 
-  apiWriteFailed(resource: 'pods' | 'podnetworkconfigs' | 'networks'): void {
+  apiWritten(resource: WrittenResource): void {
+    this.apiWrites.inc({ resource });
+  }
+
+  apiWriteFailed(resource: WrittenResource): void {
     this.apiFailures.inc({ resource });
+  }
+
+  watchEventReceived(resource: WatchedResource): void {
+    this.watchEvents.inc({ resource });
   }
 }
 

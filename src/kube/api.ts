@@ -3,7 +3,7 @@
 // Requests go through node:https rather than the generated clients: podnet needs a handful of
 // paths, and merge and apply patches on subresources, which those clients make awkward.
 import { KubeConfig, Watch } from '@kubernetes/client-node';
-import { request, type RequestOptions } from 'node:https';
+import { Agent, request, type RequestOptions } from 'node:https';
 import { request as plainRequest } from 'node:http';
 import { PodnetError } from '../errors.ts';
 
@@ -15,10 +15,19 @@ export const applyPatch = 'application/apply-patch+yaml';
 /** How long one request may take; a watch is not a request. */
 const requestTimeoutMs = 15_000;
 
+/**
+ * Connections a daemon opens for its requests, kept alive; more requests wait their turn. A pass
+ * over hundreds of pods makes a write for each (network-status, Events): all at once, every node
+ * of a cluster would open hundreds of TLS connections, spend its CPU on handshakes and meet the
+ * API server's 429 (bench/kube-scale found both at 11 nodes of 50 pods).
+ */
+const maxConnections = 4;
+
 export class KubeApi {
   readonly server: string;
   readonly watch: Watch;
   private readonly config: KubeConfig;
+  private readonly agent = new Agent({ keepAlive: true, maxSockets: maxConnections });
 
   private constructor(config: KubeConfig) {
     const cluster = config.getCurrentCluster();
@@ -67,7 +76,9 @@ export class KubeApi {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType!, 'content-length': Buffer.byteLength(payload) };
     const url = `${this.server}${path}`;
-    const send = url.startsWith('https:') ? request : plainRequest;
+    const tls = url.startsWith('https:');
+    if (tls) options.agent = this.agent;
+    const send = tls ? request : plainRequest;
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = send(url, options, (res) => {
         let text = '';

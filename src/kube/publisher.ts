@@ -3,7 +3,7 @@
 // (server-side apply with the field manager podnet/<node>, so nodes never overwrite each other's
 // entries), and an Event for every attach, detach and failure. Nothing is written when nothing
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
-import type { ApiMetrics } from '../daemon/metrics.ts';
+import type { ApiMetrics, WrittenResource } from '../daemon/metrics.ts';
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/desired.ts';
@@ -40,7 +40,7 @@ export interface PublisherOptions {
   /** The sandboxes the runtime recorded: a pod with none is one podnet cannot change. */
   records: { list(): AttachmentRecord[] };
   log: Logger;
-  /** Told of each write that fails (none: metrics are off). */
+  /** Told of each write, and of each that fails (none: metrics are off). */
   metrics?: ApiMetrics;
 }
 
@@ -78,6 +78,13 @@ export class StatusPublisher {
   private readonly toldUnrecorded = new Map<string, { reason: string; status: string }>();
   /** When this daemon first saw each running pod of its node without a record of it. */
   private readonly unrecordedSince = new Map<string, number>();
+  /**
+   * What this node last wrote of each object (by resource and name), and the object's
+   * resourceVersion in the informer's cache when it did. While the cache still shows that version
+   * it has not caught up with the write: writing the same again would be a write too many, and
+   * each write is a watch event for every node.
+   */
+  private readonly wrote = new Map<string, { over: string | undefined; value: unknown }>();
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
 
@@ -124,6 +131,7 @@ export class StatusPublisher {
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
+    for (const key of this.wrote.keys()) if (key.startsWith('pods ') && !pods.has(key.slice('pods '.length)) && !this.toldUnrecorded.has(key.slice('pods '.length))) this.wrote.delete(key);
     const lacking = new Set(unrecorded.map((p) => `${p.namespace}/${p.name}`));
     const untold: Promise<void>[] = [];
     for (const [key, { status }] of this.toldUnrecorded) {
@@ -133,19 +141,17 @@ export class StatusPublisher {
       const [namespace, name] = key.split('/') as [string, string];
       const pod = source.pod(namespace, name);
       if (pod && !recorded.has(key) && pod.metadata.annotations?.[networkStatusAnnotation] === status) {
-        untold.push(this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: null } } }).then(() => undefined));
+        untold.push(this.networkStatus(namespace, name, null, pod.metadata.resourceVersion));
       }
     }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
-    const counted = (resource: 'pods' | 'podnetworkconfigs' | 'networks', writes: Promise<void>[]) =>
-      writes.map((w) => w.catch((err: unknown) => {
-        this.opts.metrics?.apiWriteFailed(resource);
-        throw err;
-      }));
+    for (const key of this.wrote.keys()) if (key.startsWith('podnetworkconfigs ') && !configs.has(key.slice('podnetworkconfigs '.length))) this.wrote.delete(key);
     const results = await Promise.allSettled([
-      ...counted('pods', [...facts.map((f) => this.publishPod(f, round)), ...unrecorded.map((p) => this.publishUnrecorded(p)), ...untold]),
-      ...counted('podnetworkconfigs', this.publishConfigs(facts, round)),
-      ...counted('networks', this.publishNetworks(facts, round)),
+      ...facts.map((f) => this.publishPod(f, round)),
+      ...unrecorded.map((p) => this.publishUnrecorded(p)),
+      ...untold,
+      ...this.publishConfigs(facts, round),
+      ...this.publishNetworks(facts, round),
     ]);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length === 0) return;
@@ -163,8 +169,8 @@ export class StatusPublisher {
     const value = formatNetworkStatus(told.map((t) => t.entry));
     const current = pod.metadata.annotations?.[networkStatusAnnotation];
     const before = this.told.get(key) ?? parseEntries(current).map((entry) => ({ entry }));
-    if (current !== value) {
-      await this.opts.api.merge(`/api/v1/namespaces/${facts.namespace}/pods/${facts.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
+    if (current !== value && !this.written(`pods ${key}`, pod.metadata.resourceVersion, (v) => v === value)) {
+      await this.networkStatus(facts.namespace, facts.name, value, pod.metadata.resourceVersion);
     }
     this.told.set(key, told);
     const podRef = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
@@ -204,9 +210,9 @@ export class StatusPublisher {
       if (!mine && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = configStatus(object.metadata.generation, mine, current, specProblems, this.node, now);
       writes.push(this.configEvents(name, object, status));
-      if (sameStatus(status, current, this.node)) continue;
+      if (sameStatus(status, current, this.node) || this.written(`podnetworkconfigs ${name}`, object.metadata.resourceVersion, (v) => sameStatus(status, v as PodNetworkConfigStatus, this.node))) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
-      writes.push(this.apply(path, object, status));
+      writes.push(this.apply('podnetworkconfigs', `podnetworkconfigs ${name}`, path, object, status));
     }
     return writes;
   }
@@ -219,10 +225,10 @@ export class StatusPublisher {
     const pod = this.opts.source.pod(lacking.namespace, lacking.name);
     if (!pod) return;
     const value = formatNetworkStatus(unrecordedNetworkStatus(lacking));
-    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value) {
-      await this.opts.api.merge(`/api/v1/namespaces/${lacking.namespace}/pods/${lacking.name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
-    }
     const key = `${lacking.namespace}/${lacking.name}`;
+    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value && !this.written(`pods ${key}`, pod.metadata.resourceVersion, (v) => v === value)) {
+      await this.networkStatus(lacking.namespace, lacking.name, value, pod.metadata.resourceVersion);
+    }
     const before = this.toldUnrecorded.get(key);
     this.toldUnrecorded.set(key, { reason: lacking.reason, status: value });
     if (before?.reason === lacking.reason) return;
@@ -256,21 +262,50 @@ export class StatusPublisher {
       // A node with nothing to say of a Network leaves its status alone; any node tells a spec problem, and that it is gone.
       if (!entry && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = networkStatus(entry, current, specProblems, this.node, now);
-      if (sameStatus(status, current, this.node)) continue;
-      writes.push(this.apply(`${paths.networks}/${object.metadata.name}/status`, object, status));
+      if (sameStatus(status, current, this.node) || this.written(`networks ${name}`, object.metadata.resourceVersion, (v) => sameStatus(status, v as NetworkStatus, this.node))) continue;
+      writes.push(this.apply('networks', `networks ${name}`, `${paths.networks}/${object.metadata.name}/status`, object, status));
     }
     return writes;
   }
 
-  private async apply(path: string, object: ApiObject, status: object): Promise<void> {
+  /** Whether this node wrote `key` while the cache showed `version`, and what it wrote passes `same`. */
+  private written(key: string, version: string | undefined, same: (value: unknown) => boolean): boolean {
+    const wrote = this.wrote.get(key);
+    return wrote !== undefined && wrote.over === version && same(wrote.value);
+  }
+
+  /**
+   * Every write goes through here: counted, and its failure counted, by resource; with `memo`, what
+   * it wrote over which cached version is kept (written) once it succeeded.
+   */
+  private async write(resource: WrittenResource, request: Promise<unknown>, memo?: { key: string; over: string | undefined; value: unknown }): Promise<void> {
+    try {
+      await request;
+    } catch (err) {
+      this.opts.metrics?.apiWriteFailed(resource);
+      throw err;
+    }
+    this.opts.metrics?.apiWritten(resource);
+    if (memo) this.wrote.set(memo.key, { over: memo.over, value: memo.value });
+  }
+
+  /** Sets (or with null, removes) a pod's network-status annotation: a merge patch of that one key. */
+  private networkStatus(namespace: string, name: string, value: string | null, over: string | undefined): Promise<void> {
+    const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
+    return this.write('pods', request, { key: `pods ${namespace}/${name}`, over, value });
+  }
+
+  /** This node's entries of an object's status, by server-side apply as podnet/<node>. */
+  private apply(resource: 'podnetworkconfigs' | 'networks', key: string, path: string, object: ApiObject, status: object): Promise<void> {
     const metadata = { name: object.metadata.name, ...(object.metadata.namespace ? { namespace: object.metadata.namespace } : {}) };
-    await this.opts.api.apply(path, { apiVersion: `${apiGroup}/${apiVersion}`, kind: object.kind!, metadata, status }, this.fieldManager);
+    const request = this.opts.api.apply(path, { apiVersion: `${apiGroup}/${apiVersion}`, kind: object.kind!, metadata, status }, this.fieldManager);
+    return this.write(resource, request, { key, over: object.metadata.resourceVersion, value: status });
   }
 
   private async event(e: EventSpec): Promise<void> {
     const now = new Date().toISOString();
     const name = `${e.object.name}.${createHash('sha256').update(`${this.node} ${now} ${e.reason} ${e.message}`).digest('hex').slice(0, 16)}`;
-    await this.opts.api.post(`/api/v1/namespaces/${e.object.namespace}/events`, {
+    await this.write('events', this.opts.api.post(`/api/v1/namespaces/${e.object.namespace}/events`, {
       apiVersion: 'v1',
       kind: 'Event',
       metadata: { name, namespace: e.object.namespace },
@@ -284,7 +319,7 @@ export class StatusPublisher {
       firstTimestamp: now,
       lastTimestamp: now,
       count: 1,
-    });
+    }));
   }
 }
 

@@ -12,6 +12,7 @@ import { documentName, namespaceNameLabel, type Problem, type SandboxIdentity } 
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from '../kube/api.ts';
+import type { ApiMetrics, WatchedResource } from '../daemon/metrics.ts';
 import type { DesiredDocuments, DesiredSource } from './source.ts';
 
 export const apiGroup = 'podnetwork.opdev.io';
@@ -29,7 +30,7 @@ export const paths = {
 
 /** What podnet reads of a pod. */
 export interface PodObject extends KubernetesObject {
-  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  metadata: { name: string; namespace: string; uid: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec?: { nodeName?: string; hostNetwork?: boolean };
   status?: { phase?: string; podIP?: string; startTime?: string };
 }
@@ -38,7 +39,7 @@ export interface PodObject extends KubernetesObject {
 type DefinitionObject = KubernetesObject & { metadata: { name: string; namespace: string }; spec?: { config?: unknown } };
 
 /** A Network or PodNetworkConfig as the API server holds it, status included. */
-export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number }; status?: Record<string, unknown> };
+export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number; resourceVersion?: string }; status?: Record<string, unknown> };
 
 interface Informer<T extends KubernetesObject> {
   cache: ListWatch<T>;
@@ -65,12 +66,12 @@ export class KubeSource implements DesiredSource {
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
   private readonly parsed = new Map<string, { version: string | undefined; result: Network | PodNetworkConfig | Problem }>();
 
-  constructor(opts: { api: KubeApi; nodeName: string; log: Logger }) {
+  constructor(opts: { api: KubeApi; nodeName: string; log: Logger; metrics?: Pick<ApiMetrics, 'watchEventReceived'> }) {
     this.api = opts.api;
     this.nodeName = opts.nodeName;
     this.log = opts.log;
     /** optional: a resource the cluster may not serve (404): it counts as listed, and empty, until it does. */
-    const informer = <T extends KubernetesObject>(name: string, path: string, fieldSelector?: string, optional = false): Informer<T> => {
+    const informer = <T extends KubernetesObject>(name: WatchedResource, path: string, fieldSelector?: string, optional = false): Informer<T> => {
       const list = () => {
         // ListWatch lists only at its first start and when the API server said 410 Gone.
         if (entry.synced && !entry.unserved) this.log.info('the watch\'s resourceVersion expired (410 Gone); listing again', { resource: name });
@@ -85,7 +86,10 @@ export class KubeSource implements DesiredSource {
       let failures = 0;
       let failedAt = 0;
       // Every list and every event: a pass follows (the reconciler merges a burst into one).
-      cache.on('change', () => this.changed());
+      cache.on('change', () => {
+        opts.metrics?.watchEventReceived(name);
+        this.changed();
+      });
       cache.on('error', (err: unknown) => {
         if (this.stopped) return;
         // A resource the cluster does not serve (no such CRD) is looked for again, quietly.
