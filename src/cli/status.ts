@@ -25,6 +25,7 @@ export function statusText(status: DaemonStatus): string {
     `version:       ${status.version}`,
     `attachments:   ${status.attachments}`,
     `spool pending: ${status.spoolPending}`,
+    ...(status.ports ? [`bridge ports:  ${status.ports.secured} secured, ${status.ports.open} with port security off`] : []),
     `quarantined:   ${status.quarantined.length === 0 ? 'none' : status.quarantined.length}`,
     ...status.quarantined.map((q) => `  ${q.file}: ${q.reason}`),
   ];

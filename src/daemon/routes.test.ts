@@ -1,4 +1,5 @@
 import t from 'tap';
+import type { SandboxList } from '../protocol/validate.ts';
 import { attachmentRoute, routes } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
@@ -90,6 +91,15 @@ t.test('health, readiness and status', async (t) => {
     status: 200,
     body: { version: '0.1.0-test', attachments: 0, spoolPending: 1, quarantined: registry.quarantined() },
   }, 'status reads the spool without applying it');
+});
+
+t.test('status counts the bridge ports of the attachments podnet made, secured and open', async (t) => {
+  const attachment = (hostIf: string | undefined, secured: boolean) => ({ interface: 'net1', network: 'blue', addresses: [], ...(hostIf ? { hostIf } : {}), ...(secured ? { portSecurity: { mac: '02:00:00:00:00:01', addresses: [] } } : {}) });
+  const report = (...attachments: object[]) => ({ applied: { attachments } });
+  const { parts } = daemon({
+    sandboxes: () => ({ documentProblems: [], items: [report(attachment('pnv1', true), attachment('pnv2', false)), report(attachment('pnv3', true)), report(attachment(undefined, false)), {}] }) as unknown as SandboxList,
+  });
+  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1 } }, 'a macvlan-like attachment (no host end) is no port; a sandbox with nothing applied has none');
 });
 
 t.test('a PUT record is listed and read back; a DELETE removes it, a second removes nothing', async (t) => {

@@ -20,6 +20,7 @@ import {
   type SandboxList,
 } from '../protocol/validate.ts';
 import type { Registry } from '../registry/registry.ts';
+import type { AppliedState } from '../model/state.ts';
 
 /** What the routes use of the registry. */
 export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quarantined' | 'writableProblem' | 'spoolPending' | 'apply' | 'drainSpool'>;
@@ -87,12 +88,25 @@ export async function readiness({ registry }: DaemonParts): Promise<Answer> {
   return { status: 200, body: { status: 'ready' } };
 }
 
-export async function getStatus({ registry, version, configDir }: DaemonParts): Promise<Answer> {
+/** The bridge ports of the attachments podnet made: those with a host end, secured or not. */
+function portsOf(list: SandboxList): { secured: number; open: number } {
+  const ports = { secured: 0, open: 0 };
+  for (const report of list.items) {
+    for (const a of (report.applied as AppliedState | undefined)?.attachments ?? []) {
+      if (a.portSecurity) ports.secured++;
+      else if (a.hostIf) ports.open++;
+    }
+  }
+  return ports;
+}
+
+export async function getStatus({ registry, version, configDir, sandboxes }: DaemonParts): Promise<Answer> {
   const status: DaemonStatus = {
     version,
     ...(configDir ? { configDir } : {}),
     attachments: registry.size,
     spoolPending: await registry.spoolPending(),
+    ...(sandboxes ? { ports: portsOf(sandboxes()) } : {}),
     quarantined: [...registry.quarantined()],
   };
   return { status: 200, body: status };

@@ -222,6 +222,13 @@ export interface DaemonStatus {
   attachments: number;
   spoolPending: number;
   /**
+   * The bridge ports of the attachments podnet made on this node: secured (each admits only its attachment's MAC and addresses) and open (on a Network whose admin turned port security off). podnet explain names them.
+   */
+  ports?: {
+    secured: number;
+    open: number;
+  };
+  /**
    * Files found corrupt and set aside, with why.
    */
   quarantined: {
@@ -624,9 +631,13 @@ export interface Network {
       ranges: IpRange[];
     };
     /**
-     * Without ipam: whether an attachment may bring its own addresses (ips). Off unless the admin says so: tenants' own addresses are not checked against each other. With ipam, an attachment's static addresses come from its ranges and are never held twice, whatever this says.
+     * Without ipam: whether an attachment may bring its own addresses (ips). Off unless the admin says so. Such an address is never one another pod on the node has on this Network, one of the node's own, or one another pod asks at once; other machines on the Network are not known to podnet. With ipam, an attachment's static addresses come from its ranges and are never held twice, whatever this says.
      */
     staticAddresses?: boolean;
+    /**
+     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan or vxlan Network a MAC reaches past the node, where podnet cannot tell which MACs other machines have. Such a MAC is never one another pod on the node has, or one of the node's own.
+     */
+    staticMacs?: boolean;
     namespaceSelector?: LabelSelector;
     /**
      * What the admin lets each namespace take of this Network. attachmentsPerNamespace: at most this many attachments to it from the pods of one namespace on each node (its addresses come from node-local ranges, so a node is what one tenant could exhaust for the others); the ones asked beyond it are refused, told on the pod and its config. Attachments a pod already has keep their place; new ones are counted after them, in a fixed order.

@@ -171,8 +171,8 @@ const admitting = (name: string, namespaceSelector: Network['spec']['namespaceSe
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
   kind: 'Network',
   metadata: { name },
-  // No ipam here: addresses an attachment brings are allowed (see the staticAddresses test).
-  spec: { type: 'bridge', staticAddresses: true, ...(namespaceSelector ? { namespaceSelector } : {}) },
+  // No ipam here: addresses and MACs an attachment brings are allowed (see the staticAddresses and staticMacs tests).
+  spec: { type: 'bridge', staticAddresses: true, staticMacs: true, ...(namespaceSelector ? { namespaceSelector } : {}) },
 });
 const ofTenantA = { matchLabels: { 'kubernetes.io/metadata.name': 'tenant-a' } };
 const shared = new Map([
@@ -369,12 +369,27 @@ t.test('addresses past the node\'s limit per pod are refused with the attachment
 
 t.test('the primary interface\'s MAC is not a tenant\'s to change unless the node\'s admin allows it; its other settings are', async (t) => {
   const c = config('mac', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:0a', mtu: 1400 }, { name: 'net1', mac: '02:00:00:00:00:0b' }] });
-  const d = desiredFor(pod, networks, [c]);
+  const d = desiredFor(pod, shared, [c]);
   t.same(d.tuning, [{ interface: 'eth0', settings: { mtu: 1400 }, from: { mtu: 'PodNetworkConfig tenant-a/mac' } }, { interface: 'net1', settings: { mac: '02:00:00:00:00:0b' }, from: { mac: 'PodNetworkConfig tenant-a/mac' } }]);
   t.match(d.problems, [{ document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[0].mac', reason: /changing the MAC of the pod's primary interface eth0 is off on this node/ }]);
-  const allowed = desiredFor(pod, networks, [c], [], { ...defaultLimits, primaryMac: true });
+  const allowed = desiredFor(pod, shared, [c], [], { ...defaultLimits, primaryMac: true });
   t.same(allowed.tuning[0]?.settings, { mac: '02:00:00:00:00:0a', mtu: 1400 });
   t.same(allowed.problems, []);
+});
+
+t.test('a pod gives its attachment a MAC of its own only on a Network whose admin allows it, and never an interface podnet did not attach', async (t) => {
+  const c = config('mac', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac: '02:00:00:00:00:0b', mtu: 1400 }, { name: 'net7', mac: '02:00:00:00:00:0c' }] });
+  const d = desiredFor(pod, networks, [c]);
+  t.same(d.tuning, [{ interface: 'net1', settings: { mtu: 1400 }, from: { mtu: 'PodNetworkConfig tenant-a/mac' } }], 'the MTU stands, no MAC');
+  t.same(d.problems, [
+    { document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[0].mac', reason: 'Network blue does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)' },
+    { document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[1].mac', reason: 'podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and net7 is none of this pod\'s attachments' },
+  ]);
+  const annotated = desiredFor({ ...pod, annotation: parseNetworksAnnotation('[{"name":"blue","interface":"net2","mac":"02:00:00:00:00:0d"}]') }, networks, []);
+  t.same(annotated.problems, [{ document: 'Pod tenant-a/cnf-0', field: `${annotationField}[0].mac`, reason: 'Network blue does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)' }], 'the annotation\'s mac alike');
+  t.same(annotated.attachments.map((a) => a.interface), ['net2'], 'the attachment itself stands');
+  const open = new Map([['blue', { ...network('blue', ['tenant-a']), spec: { ...network('blue', ['tenant-a']).spec, staticMacs: true } }]]);
+  t.same(desiredFor(pod, open, [c]).tuning[0]?.settings, { mac: '02:00:00:00:00:0b', mtu: 1400 }, 'allowed by the Network');
 });
 
 t.test('a Network without ipam takes an attachment\'s own addresses only when its admin says so', async (t) => {

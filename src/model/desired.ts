@@ -269,10 +269,23 @@ export function desiredFor(
   const origins = new Map<string, string>();
   const origin = (key: string, from: string, field: string) => origins.set(key, [origins.get(key), `${from} ${field}`].filter(Boolean).join(', '));
   for (const at of out.attachments) origin(originKey.attachment(at.interface), at.from, at.field);
-  for (const { interface: name, settings, from, fields } of tuningBy.values()) {
+  const attachedTo = new Map(out.attachments.map((a) => [a.interface, a.network]));
+  for (const { interface: name, settings, fields, ...asked } of tuningBy.values()) {
+    let { from } = asked;
     const kept: LinkSettings = {};
     for (const setting of linkSettingNames) {
       if (settings[setting] !== undefined && !conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
+    }
+    // A MAC of the tenant's own only where the admin's Network allows one (the primary's has its own switch above).
+    const network = attachedTo.get(name);
+    if (kept.mac !== undefined && name !== identity.primaryInterface && network?.spec.staticMacs !== true) {
+      const reason = network
+        ? `Network ${network.metadata.name} does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)`
+        : `podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and ${name} is none of this pod's attachments`;
+      out.problems.push({ document: from.mac!, field: fields.mac!, reason });
+      delete kept.mac;
+      const { mac: _refused, ...others } = from;
+      from = others;
     }
     if (Object.keys(kept).length > 0) out.tuning.push({ interface: name, settings: kept, from });
     for (const setting of Object.keys(kept) as LinkSettingName[]) origin(originKey.tuning(name), from[setting]!, fields[setting]!);
