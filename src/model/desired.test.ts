@@ -337,7 +337,7 @@ t.test('attachments past the node\'s limit per pod are refused, each at its fiel
   for (const order of [configs, [...configs].reverse()]) {
     const d = desiredFor(pod, networks, order, [], limits);
     t.same(d.attachments.map((a) => a.interface), ['net1', 'net2'], 'the first configs by name keep theirs');
-    t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/b-second', field: 'spec.attachments[0]', reason: 'the pod would have more attachments than the 2 this node\'s admin allows per pod' }]);
+    t.same(d.problems, [{ document: 'PodNetworkConfig tenant-a/b-second', field: 'spec.attachments[0]', reason: 'the pod would have more attachments than the 2 this node\'s admin allows per pod (podnet daemon --max-attachments-per-pod)' }]);
   }
   t.equal(desiredFor(pod, networks, configs).attachments.length, 3, 'the default limit is higher');
 });
@@ -362,8 +362,8 @@ t.test('addresses past the node\'s limit per pod are refused with the attachment
   const d = desiredFor(pod, offered, [c], [], limits);
   t.same(d.attachments.map((a) => a.interface), ['net1', 'net2', 'net4', 'net5'], 'two from dual, none without ipam, none from a cni Network\'s plugins, one brought');
   t.same(d.problems, [
-    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[2]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod' },
-    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[5]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod' },
+    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[2]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod (podnet daemon --max-addresses-per-pod)' },
+    { document: 'PodNetworkConfig tenant-a/many', field: 'spec.attachments[5]', reason: 'the pod would hold more addresses than the 3 this node\'s admin allows per pod (podnet daemon --max-addresses-per-pod)' },
   ]);
 });
 

@@ -255,12 +255,12 @@ export function desiredFor(
   for (const [name, { at, field }] of counted) {
     if (conflicted.has(`attach:${name}`)) continue;
     if (out.attachments.length >= limits.attachmentsPerPod) {
-      out.problems.push({ document: at.from, field, reason: `the pod would have more attachments than the ${limits.attachmentsPerPod} this node's admin allows per pod` });
+      out.problems.push({ document: at.from, field, reason: `the pod would have more attachments than the ${limits.attachmentsPerPod} this node's admin allows per pod (podnet daemon --max-attachments-per-pod)` });
       continue;
     }
     const more = addressesOf(at);
     if (addresses + more > limits.addressesPerPod) {
-      out.problems.push({ document: at.from, field, reason: `the pod would hold more addresses than the ${limits.addressesPerPod} this node's admin allows per pod` });
+      out.problems.push({ document: at.from, field, reason: `the pod would hold more addresses than the ${limits.addressesPerPod} this node's admin allows per pod (podnet daemon --max-addresses-per-pod)` });
       continue;
     }
     addresses += more;

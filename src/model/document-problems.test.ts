@@ -157,7 +157,7 @@ t.test('namespace labels come from the source where it knows them', async (t) =>
 t.test('a config asking more attachments than the node allows a pod is told so on its own', async (t) => {
   const many = config('many', { attachments: Array.from({ length: 3 }, (_, i) => ({ network: 'blue', interface: `net${i + 1}` })) });
   t.same(configProblems(many, offers, tenantA, { ...defaultLimits, attachmentsPerPod: 2 }).map((p) => `${p.field}: ${p.reason}`), [
-    "spec.attachments[2]: the pod would have more attachments than the 2 this node's admin allows per pod",
+    "spec.attachments[2]: the pod would have more attachments than the 2 this node's admin allows per pod (podnet daemon --max-attachments-per-pod)",
   ]);
   t.same(documentProblems({ networks: offers, configs: [many], problems: [] }, () => undefined, { ...defaultLimits, attachmentsPerPod: 3 }), []);
 });
