@@ -67,10 +67,10 @@ export function networkNamespaceCheck(): (path: string) => boolean {
 
 /** networkNamespaceCheck, telling a namespace that is not there from one that could not be looked at. */
 export function networkNamespaceSight(): (path: string) => NamespaceSight {
-  let mountinfo: string | undefined;
+  let mounts: ReadonlyMap<string, string | undefined> | undefined;
   return (path) => {
     try {
-      const type = linkedType(path) ?? mountedNamespaceType(path, (mountinfo ??= readFileSync('/proc/self/mountinfo', 'utf8')));
+      const type = linkedType(path) ?? (mounts ??= mountedNamespaceTypes(readFileSync('/proc/self/mountinfo', 'utf8'))).get(realpathSync(path));
       // The node's own is no sandbox's netns, whatever a record says (see isNodeNetworkNamespace).
       return type === 'net' && !isNodeNetworkNamespace(path) ? 'net' : 'not-net';
     } catch (err) {
@@ -112,15 +112,15 @@ function linkedType(path: string): string | undefined {
   }
 }
 
-/** The namespace type of the mount visible at `path` ("net", "uts", ...), from mountinfo's text. */
-function mountedNamespaceType(path: string, mountinfo: string): string | undefined {
-  const mountPoint = realpathSync(path);
-  let type: string | undefined;
+/** The namespace type of the mount visible at each mount point ("net", "uts", ...), from mountinfo's text. */
+function mountedNamespaceTypes(mountinfo: string): Map<string, string | undefined> {
+  const types = new Map<string, string | undefined>();
   // Fields: id, parent, major:minor, root, mount point, ... The last mount at a point is the one
-  // visible there. Paths reaching here hold no space (the schema), so no octal unescaping.
+  // visible there. Paths reaching here hold no space (the schema), so no octal unescaping. Read
+  // into a map once: every netns is a mount, so a look per path would be the pods squared.
   for (const line of mountinfo.split('\n')) {
     const fields = line.split(' ');
-    if (fields[4] === mountPoint) type = namespaceType.exec(fields[3] ?? '')?.[1];
+    if (fields[4] !== undefined) types.set(fields[4], namespaceType.exec(fields[3] ?? '')?.[1]);
   }
-  return type;
+  return types;
 }
