@@ -16,8 +16,9 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const release = 'bookworm';
 /**
- * ip and tc (iproute2), sysctl (procps), nft for port security (nftables); nsenter and unshare
- * come with util-linux, which minbase has. The executable itself, Node's, links libstdc++ and libatomic.
+ * ip and tc (iproute2), sysctl (procps), nft for port security (nftables); nsenter, unshare and
+ * setpriv (a plugin's PID namespace ends with the daemon) come with util-linux, which minbase has
+ * (Essential in Debian). The executable itself, Node's, links libstdc++ and libatomic.
  */
 const packages = ['iproute2', 'procps', 'nftables', 'libatomic1', 'libstdc++6'];
 

@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findExecutable, probePidNamespaces, startProcess, type PidNamespaces, type ProcessOptions } from './process.ts';
 
@@ -157,6 +158,12 @@ function hasSysAdmin(): boolean {
 
 const noNamespaces = hasSysAdmin() ? false : 'needs CAP_SYS_ADMIN (root): unshare --pid makes the PID namespace';
 
+const systemUnshare = findExecutable('unshare', ['/usr/bin', '/bin']);
+const noUnshare = noNamespaces || (systemUnshare === undefined ? 'no unshare in /usr/bin or /bin (util-linux)' : false);
+const noDeathSignal =
+  noUnshare ||
+  (findExecutable('setpriv', [dirname(systemUnshare!)]) === undefined ? `no setpriv next to ${systemUnshare} (util-linux): the parent-death signal needs it` : false);
+
 /** The pids (of this test's /proc) of every process in the PID namespace `ns` (a /proc/PID/ns/pid link). */
 function inNamespace(ns: string): number[] {
   return readdirSync('/proc')
@@ -238,4 +245,96 @@ t.test('probePidNamespaces tells why unshare cannot make the namespaces, and ask
   t.equal(await probePidNamespaces(fake), 'unshare failed: Operation not permitted');
   t.equal(await probePidNamespaces(fake), 'unshare failed: Operation not permitted');
   t.equal(readFileSync(count, 'utf8'), 'x', 'run once');
+});
+
+t.test('probePidNamespaces puts the setpriv of unshare\'s folder in front of it, and does without one missing or failing', { skip: noUnshare }, async (t) => {
+  const unshare = systemUnshare!;
+  const setpriv = findExecutable('setpriv', [dirname(unshare)]);
+  if (setpriv === undefined) t.comment(`no setpriv next to ${unshare}: only the cases without one are checked`);
+  else t.same(await probePidNamespaces(unshare), { unshare, setpriv }, 'the one next to it');
+  // unshare under a name of its own, alone in its folder, then with a setpriv that has no --pdeathsig (util-linux before 2.33).
+  const dir = mkdtempSync(join(tmpdir(), 'podnet-process-test-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const [folder, fakeSetpriv] of [['alone', false], ['old', true]] as const) {
+    const here = join(dir, folder, 'unshare');
+    mkdirSync(dirname(here));
+    symlinkSync(unshare, here);
+    if (fakeSetpriv) {
+      writeFileSync(join(dir, folder, 'setpriv'), `#!${node}\nprocess.stderr.write("setpriv: unrecognized option '--pdeathsig'\\n");\nprocess.exit(1);\n`);
+      chmodSync(join(dir, folder, 'setpriv'), 0o755);
+    }
+    const probe = await probePidNamespaces(here);
+    t.same(probe, { unshare: here }, `${folder}: unshare alone`);
+    if (typeof probe === 'string') continue;
+    const result = await run(node, ['-e', 'process.stdout.write(String(process.pid))'], { ...bounds, pidNamespace: probe });
+    t.match(result, { code: 0, stdout: '1' }, `${folder}: still pid 1 of a namespace of its own`);
+  }
+});
+
+/** Every process (of this test's /proc, zombies left out) whose command line has `marker` as one of its arguments. */
+function withArgument(marker: string): { pid: number; argv: string[] }[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((pid) => {
+      try {
+        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return argv.includes(marker) && !gone(Number(pid)) ? [{ pid: Number(pid), argv }] : [];
+      } catch {
+        return [];
+      }
+    });
+}
+
+/** Polls `check` until it holds or `ms` have passed; whether it held. */
+async function within(ms: number, check: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!check() && Date.now() < deadline) await sleep(20);
+  return check();
+}
+
+/**
+ * A node that, through process.ts (its first argument), starts the file named by its second
+ * argument with `300` in a PID namespace of its own, as the plugin runner does, prints the
+ * PidNamespaces it used and waits.
+ */
+const parentInNamespace = `const [processTs, file, unshare] = process.argv.slice(1);
+import(processTs).then(async (m) => {
+  const pidNamespace = await m.probePidNamespaces(unshare);
+  if (typeof pidNamespace === "string") throw new Error(pidNamespace);
+  m.startProcess(file, ["300"], { pidNamespace, ownGroup: true, maxStdoutBytes: 1, maxStderrBytes: 4096 }).feed("");
+  process.stdout.write(JSON.stringify(pidNamespace));
+});`;
+
+t.test('a daemon killed outright takes the PID namespace it started a process in with it', { skip: noDeathSignal }, async (t) => {
+  // The marker: a sleep under a name of this test's own, in the command line of unshare and of the sleep.
+  const dir = mkdtempSync(join(tmpdir(), 'podnet-process-test-'));
+  const sleeper = join(dir, 'sleep');
+  symlinkSync(findExecutable('sleep', ['/usr/bin', '/bin'])!, sleeper);
+  const parent = spawn(node, ['-e', parentInNamespace, join(import.meta.dirname, 'process.ts'), sleeper, systemUnshare!], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  parent.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  parent.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  t.teardown(() => {
+    // Whatever of it is left, however the test ended: unshare's death takes its namespace with it.
+    parent.kill('SIGKILL');
+    for (const { pid } of withArgument(sleeper)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const running = await within(10_000, () => withArgument(sleeper).some(({ argv }) => argv[0] === sleeper));
+  t.ok(running, `the sleep runs in its namespace (${output})`);
+  if (!running) return;
+  parent.kill('SIGKILL');
+  await new Promise((resolve) => parent.once('exit', resolve));
+  await within(10_000, () => withArgument(sleeper).length === 0);
+  t.same(
+    withArgument(sleeper).map(({ argv }) => argv.join(' ').trim()),
+    [],
+    'nothing of it is left: not setpriv, not unshare, not the sleep',
+  );
 });

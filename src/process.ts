@@ -5,7 +5,7 @@
 // wrapper's own cost per process adds up.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { PodnetError } from './errors.ts';
 
@@ -26,6 +26,12 @@ function isExecutable(path: string): boolean {
 /** util-linux's unshare, once probePidNamespaces has seen it make PID and mount namespaces here. */
 export interface PidNamespaces {
   readonly unshare: string;
+  /**
+   * util-linux's setpriv from unshare's folder, which starts unshare with a parent-death signal
+   * (setprivOptions), once the probe has seen it do so. Absent where there is none, or one that
+   * cannot: unshare is then started directly, as before, and outlives a daemon killed outright.
+   */
+  readonly setpriv?: string;
 }
 
 export interface ProcessOptions {
@@ -86,7 +92,7 @@ export interface StartedProcess {
  * Throws what spawn throws outright (an argument it refuses); an exec that fails rejects `exited`.
  */
 export function startProcess(file: string, args: readonly string[], options: ProcessOptions): StartedProcess {
-  const [command, argv] = options.pidNamespace ? [options.pidNamespace.unshare, [...unshareOptions, '--', file, ...args]] : [file, args];
+  const [command, argv] = options.pidNamespace ? inPidNamespace(options.pidNamespace, file, args) : [file, args];
   const child: ChildProcess = spawn(command, argv, { env: options.env, stdio: ['pipe', 'pipe', 'pipe'], detached: options.ownGroup ?? false });
   // The pipes are null when spawn gave up before making them (EMFILE): `exited` rejects then.
   const { stdin, stdout, stderr } = child;
@@ -103,7 +109,7 @@ export function startProcess(file: string, args: readonly string[], options: Pro
     });
     child.on('close', (code, signal) => {
       const exit = { code, signal, stdout: out.text(), stderr: err.text(), stdoutCut: out.cut(), stderrCut: err.cut() };
-      const failed = options.pidNamespace ? unshareFailure(exit) : undefined;
+      const failed = options.pidNamespace ? wrapperFailure(exit) : undefined;
       if (failed !== undefined) reject(new PodnetError('NOT_AVAILABLE', failed));
       else resolve(exit);
     });
@@ -116,6 +122,7 @@ export function startProcess(file: string, args: readonly string[], options: Pro
     running: () => child.pid !== undefined && child.exitCode === null && child.signalCode === null,
     kill() {
       // In a PID namespace, unshare's death is enough: --kill-child then kills its pid 1, and the kernel the rest.
+      // With setpriv in front, its pid is unshare's (setpriv execs unshare), and its group too.
       if (options.ownGroup) killGroup(child);
       else child.kill('SIGKILL');
       stdout?.destroy();
@@ -149,13 +156,34 @@ function killGroup(child: ChildProcess): void {
 const unshareOptions = ['--pid', '--fork', '--kill-child', '--propagation', 'private', '--mount-proc'];
 
 /**
- * unshare's own failure, when it is one: it could not make the namespaces (no CAP_SYS_ADMIN, a
- * namespace limit reached) or exec the file. Its messages start with its name and it prints
- * nothing on stdout; the file never ran then.
+ * How setpriv starts unshare: --pdeathsig KILL (PR_SET_PDEATHSIG, kept across its exec of
+ * unshare), so that unshare is killed when the daemon dies, also of a SIGKILL or a crash that no
+ * handler of the daemon's sees; --kill-child then takes the namespace with it. Without it, a
+ * daemon killed outright left unshare and the whole namespace running, reparented to init.
+ * The kernel sends the signal when the *thread* that forked exits, not the process: libuv forks
+ * in uv_spawn, on the thread that calls spawn, which is the daemon's main thread (it starts no
+ * workers); a process started from a worker_thread would be killed when that worker ends.
+ * A daemon that dies between the fork and setpriv's prctl (well under a millisecond) still leaves
+ * that one run behind: setpriv does not check that its parent is still there.
  */
-function unshareFailure(exit: ProcessExit): string | undefined {
-  if (exit.code === 0 || exit.signal !== null || exit.stdout !== '' || !exit.stderr.startsWith('unshare: ')) return undefined;
-  return exit.stderr.split('\n')[0]!.slice('unshare: '.length);
+const setprivOptions = ['--pdeathsig', 'KILL'];
+
+/** The command and argv that start `file` with `args` in a PID namespace of its own, under setpriv where there is one. */
+function inPidNamespace(namespaces: PidNamespaces, file: string, args: readonly string[]): [string, string[]] {
+  const unshare = [namespaces.unshare, ...unshareOptions, '--', file, ...args];
+  return namespaces.setpriv === undefined ? [unshare[0]!, unshare.slice(1)] : [namespaces.setpriv, [...setprivOptions, '--', ...unshare]];
+}
+
+/**
+ * The failure of unshare, or of setpriv in front of it, when it is one: unshare could not make the
+ * namespaces (no CAP_SYS_ADMIN, a namespace limit reached) or exec the file, or setpriv could not
+ * set the signal or exec unshare. Their messages start with their name and they print nothing on
+ * stdout; the file never ran then.
+ */
+function wrapperFailure(exit: ProcessExit): string | undefined {
+  if (exit.code === 0 || exit.signal !== null || exit.stdout !== '') return undefined;
+  const prefix = ['unshare: ', 'setpriv: '].find((p) => exit.stderr.startsWith(p));
+  return prefix === undefined ? undefined : exit.stderr.split('\n')[0]!.slice(prefix.length);
 }
 
 /** One probe per unshare path for the process's life; a probe that could not start is not kept. */
@@ -164,25 +192,41 @@ const probes = new Map<string, Promise<PidNamespaces | string>>();
 /**
  * Whether `unshare` gives a process PID and mount namespaces of its own here (it needs
  * CAP_SYS_ADMIN): the PidNamespaces for startProcess, or unshare's reason why not. Rejects only
- * when unshare could not be started at all (EMFILE), which the next call asks again.
+ * when unshare could not be started at all (EMFILE), which the next call asks again. The setpriv
+ * of unshare's folder (util-linux ships both) is probed in front of it too; see runProbe.
  */
 export function probePidNamespaces(unshare: string): Promise<PidNamespaces | string> {
   let probe = probes.get(unshare);
   if (probe === undefined) {
-    probe = runProbe({ unshare });
+    probe = runProbe(unshare);
     probes.set(unshare, probe);
     probe.catch(() => probes.delete(unshare));
   }
   return probe;
 }
 
-async function runProbe(namespaces: PidNamespaces): Promise<PidNamespaces | string> {
+/**
+ * Here the code decides on setpriv: found in unshare's folder and seen starting unshare with the
+ * parent-death signal, it is used; missing, or failing (one older than util-linux 2.33 has no
+ * --pdeathsig), unshare is started directly, as before setpriv was used, and a daemon killed
+ * outright leaves unshare and its namespace running.
+ */
+async function runProbe(unshare: string): Promise<PidNamespaces | string> {
+  const setpriv = findExecutable('setpriv', [dirname(unshare)]);
+  if (setpriv !== undefined) {
+    const probe = await probeOnce({ unshare, setpriv });
+    if (typeof probe === 'object') return probe;
+  }
+  return probeOnce({ unshare });
+}
+
+async function probeOnce(namespaces: PidNamespaces): Promise<PidNamespaces | string> {
   // unshare itself as the process inside: the probe needs no other program.
   const started = startProcess(namespaces.unshare, ['--version'], { pidNamespace: namespaces, maxStdoutBytes: 4096, maxStderrBytes: 4096 });
   started.feed('');
   try {
     const { code, signal } = await started.exited;
-    return code === 0 ? namespaces : `${namespaces.unshare} ended with ${signal ?? `exit status ${code}`}`;
+    return code === 0 ? namespaces : `${namespaces.setpriv ?? namespaces.unshare} ended with ${signal ?? `exit status ${code}`}`;
   } catch (err) {
     if (err instanceof PodnetError) return err.message;
     throw err;
