@@ -25,7 +25,7 @@ const blue: Network = {
   kind: 'Network',
   metadata: { name: 'blue' },
   // Port security is the planner's to test (planner/plan.test.ts) and the kernel's (e2e): off here, so each pass's steps stay few.
-  spec: { type: 'bridge', bridge: { name: 'pnbr-blue', portSecurity: false }, ipam: { ranges: [{ subnet: '198.18.20.0/24' }] }, namespaceSelector: {} },
+  spec: { type: 'bridge', bridge: { name: 'pnbr-blue', portSecurity: false }, staticMacs: true, ipam: { ranges: [{ subnet: '198.18.20.0/24' }] }, namespaceSelector: {} },
 };
 const plugged: Network = {
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
@@ -288,11 +288,12 @@ t.test('two pods asking one static MAC: neither gets it, each is told at its fie
     ...config({ podSelector: { matchLabels: { [podNameLabel]: 'pod-b' } }, attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac }] }),
     metadata: { name: 'cfg-b', namespace: 'default' },
   };
-  const { records, run, observe, reconciler } = await setup(t, [forA, forB]);
+  const { records, run, observe, reconciler, warnings } = await setup(t, [forA, forB]);
   records.push({ ...record, containerId: 'c2', netns: '/run/netns/pod-b', pod: { namespace: 'default', name: 'pod-b' } });
   observe.pod('/run/netns/pod-b').set('eth0', FakeObserver.link('eth0'));
   await reconciler.schedule();
   t.notOk(run.lines().some((l) => l.includes(`address ${mac}`)), 'no pod is given the MAC');
+  t.notOk(warnings.some((w) => w.includes('rounds')), 'nor given it back by the rounds that give back refusals that no longer hold: the two are refused together again');
   t.notOk(run.lines().some((l) => l.includes('net1')), 'nor the attachment or MTU the same configs ask');
   for (const [cid, doc] of [['c1', 'PodNetworkConfig default/cfg'], ['c2', 'PodNetworkConfig default/cfg-b']] as const) {
     t.match(
@@ -321,6 +322,43 @@ t.test("a Network's quota refusing a config's attachment refuses the whole confi
     { document: 'PodNetworkConfig default/cfg-b', field: 'spec.attachments[0]', reason: /Network blue allows 1 attachment per namespace on a node/ },
     { document: 'PodNetworkConfig default/cfg-b', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
   ]);
+});
+
+t.test('a quota place a pod lost with its whole config is given back: the pod it was refused for gets it, told nothing of the quota', async (t) => {
+  const limited: Network = { ...blue, spec: { ...blue.spec, staticMacs: true, limits: { attachmentsPerNamespace: 1 } } };
+  const mac = '02:00:00:00:00:0d';
+  // pod-a is first by name for the quota, but its config also asks a MAC pod-z has: it gets none of it (ADR 17).
+  const forA = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac }] });
+  const forB: PodNetworkConfig = { ...config({ podSelector: { matchLabels: { [podNameLabel]: 'pod-b' } }, attachments: [{ network: 'blue', interface: 'net1' }] }), metadata: { name: 'cfg-b', namespace: 'default' } };
+  const { docs, records, run, observe, applied, reconciler } = await setup(t, [forA, forB]);
+  docs.networks.set('blue', limited);
+  records.push({ ...record, containerId: 'c2', netns: '/run/netns/pod-b', pod: { namespace: 'default', name: 'pod-b' } });
+  records.push({ ...record, containerId: 'c3', netns: '/run/netns/pod-z', pod: { namespace: 'other', name: 'pod-z' } });
+  observe.pod('/run/netns/pod-b').set('eth0', FakeObserver.link('eth0'));
+  observe.pod('/run/netns/pod-z').set('eth0', FakeObserver.link('eth0'));
+  // What podnet recorded giving pod-z: an attachment with the MAC, on a Network no document names now.
+  applied.put({ containerId: 'c3', netns: '/run/netns/pod-z', attachments: [{ interface: 'net2', network: 'gone', kind: 'bridge', addresses: [], mac }], tuning: [], routes: [], rules: [], sysctls: [] });
+  await reconciler.schedule();
+  const problemsOf = (cid: string) => reconciler.list().items.find((i) => i.containerId === cid)?.problems;
+  t.notOk(run.lines().some((l) => l.startsWith(`netns ${netns} `) || l.includes('podnet:c1/')), 'pod-a gets nothing of its config');
+  t.match(problemsOf('c1'), [
+    { document: 'PodNetworkConfig default/cfg', field: 'spec.interfaces[0].mac', reason: /MAC 02:00:00:00:00:0d is in use by another pod's interface on this node/ },
+    { document: 'PodNetworkConfig default/cfg', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' },
+  ]);
+  t.ok(run.lines().some((l) => l.startsWith('netns /run/netns/pod-b ip addr add 198.18.20.')), 'pod-b gets the attachment pod-a does not use');
+  t.same(problemsOf('c2'), [], 'and is told no count that does not hold');
+  t.same(applied.get('c2')?.attachments.map((a) => a.network), ['blue']);
+});
+
+t.test('the steps a pass tells the metrics include the port security table it makes with nft', async (t) => {
+  const steps: number[] = [];
+  const metrics: PassMetrics = { passEnded: (pass) => void steps.push(pass.steps), sandboxFailed: () => undefined, attachmentsChanged: () => undefined };
+  const { docs, run, reconciler } = await setup(t, [onBlue], metrics);
+  docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  await reconciler.schedule();
+  const table = run.ran.filter((b) => b.tool === 'nft' && b.where === 'host' && b.lines.some((l) => l.includes('table')));
+  t.ok(table.length > 0, 'the pass made the port security table');
+  t.same(steps, [run.lines().length], 'every step it ran is counted, the nft ones too');
 });
 
 t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {

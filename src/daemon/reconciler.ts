@@ -12,7 +12,7 @@ import { overQuota } from '../model/quotas.ts';
 import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import { emptyApplied, isEmptyApplied, type AppliedState, type Resolved } from '../model/state.ts';
-import { host, type Step } from '../model/step.ts';
+import { host, type Step, type Tool, type Where } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { releasePortLine } from '../model/port-security.ts';
 import { linkDelLine } from '../model/undo.ts';
@@ -271,7 +271,9 @@ export class Reconciler {
    * node refuses is checked across the sandboxes first (quotas, own addresses, static MACs). A
    * PodNetworkConfig's generation the node refuses any part of gives the pod nothing, as one with
    * a problem of its own (ADR 17): the wanted states are made again without it, and checked again,
-   * until the node refuses no config's part; an annotation's refused part alone is left out.
+   * until the node refuses no config's part; then what it refused and would not refuse now is given
+   * back (givenBack) and checked again, within the same rounds. An annotation's refused part alone
+   * is left out.
    */
   private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
     const live = [...sandboxes];
@@ -279,13 +281,17 @@ export class Reconciler {
     const wanted = live.map((sandbox) => this.wantedOf(sandbox, docs));
     let refused = this.nodeRefusals(wanted);
     // Each round refuses at least one generation more, of at most two per config (the one asked,
-    // the one had); only the sandboxes it refused one of are made again.
+    // the one had); once none is new, it gives back those that no longer hold. Only the sandboxes
+    // whose refusals changed are made again.
     for (let round = 0; ; round++) {
-      const changed = refusedConfigs(wanted, refused, refusedByNode);
+      let changed = refusedConfigs(wanted, refused, refusedByNode);
+      const refusing = changed.size > 0;
+      if (!refusing) changed = this.givenBack(live, wanted, docs, refusedByNode);
       if (changed.size === 0) break;
       if (round === maxRefusalRounds) {
-        // Not seen in practice: each round refuses one generation more. What is left is refused part by part.
-        this.opts.log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: [...changed] });
+        // Not seen in practice: each round refuses one generation more, or gives some back.
+        if (refusing) this.opts.log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: [...changed] });
+        else this.opts.log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: [...changed] });
         break;
       }
       for (const [i, sandbox] of live.entries()) {
@@ -297,6 +303,53 @@ export class Reconciler {
     const kept = withoutRefused(withoutRefused(wanted, refused.quotas), refused.addresses);
     const work = this.withMacsChecked(kept.map((w) => this.resolved(w, docs, addresses)));
     return work.map((w) => ({ ...w, desiredJson: JSON.stringify(w.desired) }));
+  }
+
+  /**
+   * Gives back the generations the node refused that it would not refuse now (workOf): a refusal
+   * another sandbox's claim caused (a quota place it took, a MAC or address it asked too) does not
+   * hold once that sandbox lost the config that claimed it. Each refused generation is judged
+   * alone, given back to its sandbox against what every other sandbox wants now; those it would
+   * not refuse alone are judged again together (two that ask one MAC are refused together again;
+   * of two a quota has one place for, the first keeps it), and those it would not refuse together
+   * are given back. One it still refuses is told its reasons of now. Adds and removes in
+   * `refusedByNode`; returns the sandboxes whose refusals changed.
+   */
+  private givenBack(live: readonly LiveSandbox[], wanted: readonly WantedWork[], docs: DesiredDocuments, refusedByNode: Map<string, NodeRefusal[]>): Set<string> {
+    const changed = new Set<string>();
+    const sameGeneration = (a: NodeRefusal, b: NodeRefusal) => a.config === b.config && a.generation === b.generation;
+    const candidates: { index: number; refusal: NodeRefusal }[] = [];
+    for (const [index, sandbox] of live.entries()) {
+      const cid = sandbox.record.containerId;
+      const mine = refusedByNode.get(cid) ?? [];
+      for (const refusal of mine.filter((r, i) => mine.findIndex((o) => sameGeneration(o, r)) === i)) {
+        const alone = [...wanted];
+        alone[index] = this.wantedOf(sandbox, docs, mine.filter((r) => !sameGeneration(r, refusal)));
+        const now = nodeRefusalsOf(alone[index]!, this.nodeRefusals(alone)).filter((r) => sameGeneration(r, refusal));
+        if (now.length === 0) candidates.push({ index, refusal });
+        else if (JSON.stringify(now.map((r) => r.problem)) !== JSON.stringify(mine.filter((r) => sameGeneration(r, refusal)).map((r) => r.problem))) {
+          refusedByNode.set(cid, [...(refusedByNode.get(cid) ?? []).filter((r) => !sameGeneration(r, refusal)), ...now]);
+          changed.add(cid);
+        }
+      }
+    }
+    if (candidates.length === 0) return changed;
+    const together = [...wanted];
+    for (const index of new Set(candidates.map((c) => c.index))) {
+      const sandbox = live[index]!;
+      const mine = refusedByNode.get(sandbox.record.containerId) ?? [];
+      together[index] = this.wantedOf(sandbox, docs, mine.filter((r) => !candidates.some((c) => c.index === index && sameGeneration(c.refusal, r))));
+    }
+    const refused = this.nodeRefusals(together);
+    for (const { index, refusal } of candidates) {
+      if (nodeRefusalsOf(together[index]!, refused).some((r) => sameGeneration(r, refusal))) continue;
+      const cid = live[index]!.record.containerId;
+      const rest = (refusedByNode.get(cid) ?? []).filter((r) => !sameGeneration(r, refusal));
+      if (rest.length > 0) refusedByNode.set(cid, rest);
+      else refusedByNode.delete(cid);
+      changed.add(cid);
+    }
+    return changed;
   }
 
   /**
@@ -541,7 +594,7 @@ export class Reconciler {
     if (table.length > 0) {
       // Made again whole when missing, nothing to undo: a failure leaves the secured ports' passes
       // to fail, saying why; the bridges and every other pod go on.
-      const made = await this.opts.run.batch(host, 'nft', table.map((s) => s.line));
+      const made = await this.batch(host, 'nft', table);
       if (made.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
     }
     if (steps.length > 0) {
@@ -718,8 +771,19 @@ export class Reconciler {
 
   /** Runs `steps` through a journaled pass (executor/execute.ts), counting them for the pass's metrics. */
   private execute(key: string, steps: readonly Step[], commit: (pass: string) => void): ReturnType<typeof execute> {
-    this.stepsRun += steps.length;
+    this.countSteps(steps);
     return execute(this.opts.run, this.opts.stateDir, key, steps, commit);
+  }
+
+  /** Runs `steps`, all of `tool` at `where`, as one batch with no journal (nothing to undo: the port security table), counting them as execute does. */
+  private batch(where: Where, tool: Tool, steps: readonly Step[]): ReturnType<NetnsRunner['batch']> {
+    this.countSteps(steps);
+    return this.opts.run.batch(where, tool, steps.map((s) => s.line));
+  }
+
+  /** Counts steps a pass runs, for its metrics: every step, whichever way it runs, counted here. */
+  private countSteps(steps: readonly Step[]): void {
+    this.stepsRun += steps.length;
   }
 
   /** Tells the metrics which of podnet's own attachments a change made and removed, by Network. */
@@ -805,18 +869,24 @@ function refusedConfigs(wanted: readonly WantedWork[], refused: NodeRefusals, re
   const changed = new Set<string>();
   for (const w of wanted) {
     const cid = w.record.containerId;
-    const problems = [refused.quotas, refused.addresses, refused.macs].flatMap((r) => (r.get(cid) ?? []).map((x) => x.problem));
-    for (const problem of problems) {
-      const config = w.wanted.whole?.find((c) => c.name === problem.document);
-      if (config === undefined) continue;
+    for (const refusal of nodeRefusalsOf(w, refused)) {
       const known = refusedByNode.get(cid) ?? [];
-      const generation = generationOf(config.spec);
-      if (known.some((r) => r.config === config.name && r.generation === generation && r.problem.field === problem.field)) continue;
-      refusedByNode.set(cid, [...known, { config: config.name, generation, problem }]);
+      if (known.some((r) => r.config === refusal.config && r.generation === refusal.generation && r.problem.field === refusal.problem.field)) continue;
+      refusedByNode.set(cid, [...known, refusal]);
       changed.add(cid);
     }
   }
   return changed;
+}
+
+/** The generations of configs a sandbox would have whole whose part the node refuses, each with why. */
+function nodeRefusalsOf(w: WantedWork, refused: NodeRefusals): NodeRefusal[] {
+  const cid = w.record.containerId;
+  const problems = [refused.quotas, refused.addresses, refused.macs].flatMap((r) => (r.get(cid) ?? []).map((x) => x.problem));
+  return problems.flatMap((problem) => {
+    const config = w.wanted.whole?.find((c) => c.name === problem.document);
+    return config === undefined ? [] : [{ config: config.name, generation: generationOf(config.spec), problem }];
+  });
 }
 
 function withoutRefused(wanted: WantedWork[], refused: Refusals): WantedWork[] {
