@@ -7,13 +7,11 @@
 // in 100 namespaces), each config selecting by label and attaching one Network. Printed: VmHWM
 // and the anonymous peak (heap, buffers) of each, and the difference per object.
 // Run as root (the harness's cluster): npm run bench:kube-memory [-- NETWORKS CONFIGS]
-import type { Test } from 'tap';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startCluster } from '../e2e/cluster/cluster.ts';
-import { clientsAs, createManifest, group } from '../e2e/lib/kube.ts';
-import { KubeApi } from '../src/kube/api.ts';
+import { group } from '../e2e/lib/kube.ts';
+import { podnetCluster } from './lib/kube.ts';
 import { countArgument, onCleanup, pool, runBenchmark, sleep, until } from './lib/harness.ts';
 import { daemonLogFile, startDaemon } from './lib/podnet.ts';
 
@@ -23,16 +21,8 @@ const namespaces = 100;
 const node = 'bench-node';
 const settleMs = 10_000;
 
-/** The part of a tap Test the harness's cluster uses: its teardowns go to the bench's cleanup. */
-const benchTest = { teardown: (fn: () => unknown) => onCleanup('the cluster', fn), passing: () => true } as unknown as Test;
-
 await runBenchmark(async () => {
-  const cluster = await startCluster(benchTest);
-  const admin = clientsAs(cluster, 'admin');
-  for (const manifest of ['namespace.yaml', 'crds.yaml', 'rbac.yaml']) await createManifest(admin, manifest);
-  await until('the CRDs serve', () => admin.objects.list(group, 'Network').then(() => true, () => undefined), 30_000);
-  const kubeconfig = await cluster.serviceAccountKubeconfig('podnet-system', 'podnet');
-  const api = KubeApi.load(cluster.kubeconfig('admin'));
+  const { admin, api, daemonKubeconfig: kubeconfig } = await podnetCluster();
 
   /** The daemon from its start until its lists are done and `settleMs` of resyncs have passed: its memory. */
   const measure = async (what: string) => {

@@ -20,15 +20,13 @@
 // port); they run as the DaemonSet's service account, without admission.yaml, whose policy wants
 // a token bound to a node's pod.
 // Run as root, after `npm run build`: npm run bench:kube-scale [-- NODES PODS ROUNDS]
-import type { Test } from 'tap';
 import { execa } from 'execa';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startCluster } from '../e2e/cluster/cluster.ts';
-import { clientsAs, createManifest, group } from '../e2e/lib/kube.ts';
-import { KubeApi } from '../src/kube/api.ts';
+import { group } from '../e2e/lib/kube.ts';
+import { podnetCluster } from './lib/kube.ts';
 import type { PodNetworkConfigStatus } from '../src/protocol/validate.ts';
 import { countArgument, median, now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
 import { daemonLogFile, makeNetns, recordSandbox, sandboxes, startDaemon, type RunningDaemon } from './lib/podnet.ts';
@@ -102,19 +100,11 @@ async function costOf(node: Node): Promise<Cost> {
   };
 }
 
-/** The benchmark's own teardown stack stands in for a tap Test's. */
-const benchTest = { teardown: (fn: () => unknown) => onCleanup('the cluster', fn), passing: () => true } as unknown as Test;
-
 await runBenchmark(async () => {
   const work = mkdtempSync(join(tmpdir(), 'pnbench-kube-scale-'));
   onCleanup(`remove ${work}`, () => rmSync(work, { recursive: true, force: true }));
   console.error(`starting a cluster, ${nodeCount} + 1 nodes and ${(nodeCount + 1) * podsPerNode} sandboxes`);
-  const cluster = await startCluster(benchTest);
-  const admin = clientsAs(cluster, 'admin');
-  for (const manifest of ['namespace.yaml', 'crds.yaml', 'rbac.yaml']) await createManifest(admin, manifest);
-  await until('the CRDs serve', () => admin.objects.list(group, 'Network').then(() => true, () => undefined), 30_000);
-  const kubeconfig = await cluster.serviceAccountKubeconfig('podnet-system', 'podnet');
-  const api = KubeApi.load(cluster.kubeconfig('admin'));
+  const { cluster, api, daemonKubeconfig: kubeconfig } = await podnetCluster();
   const port = Number(new URL(cluster.server).port);
   const apiSocket = join(work, 'api.sock');
   const apiRelay = await relay(`unix:${apiSocket}`, `tcp:127.0.0.1:${port}`);

@@ -10,14 +10,14 @@
 // write nothing.
 // Targets (issue 20): status under 64 KiB at 10,000 pods; at most one write per node per change.
 // Run as root (the harness's cluster): npm run bench:kube-status [-- NODES PODS]
-import type { Test } from 'tap';
 import { startCluster } from '../e2e/cluster/cluster.ts';
 import { clientsAs, createManifest, group } from '../e2e/lib/kube.ts';
 import { KubeApi } from '../src/kube/api.ts';
 import { emptyApplied } from '../src/model/state.ts';
 import type { PodNetworkConfig, PodNetworkConfigStatus } from '../src/protocol/validate.ts';
 import { configNodeEntry, configStatus, sameStatus, type SandboxFacts } from '../src/status/status.ts';
-import { countArgument, onCleanup, runBenchmark, until } from './lib/harness.ts';
+import { countArgument, runBenchmark, until } from './lib/harness.ts';
+import { benchOwner } from './lib/kube.ts';
 
 const nodes = countArgument(2, 100, 'NODES');
 const podsPerNode = countArgument(3, 100, 'PODS');
@@ -47,11 +47,8 @@ function podFacts(node: number, pod: number): SandboxFacts {
   };
 }
 
-/** The part of a tap Test the harness's cluster uses: its teardowns go to the bench's cleanup. */
-const benchTest = { teardown: (fn: () => unknown) => onCleanup('the cluster', fn), passing: () => true } as unknown as Test;
-
 await runBenchmark(async () => {
-  const cluster = await startCluster(benchTest);
+  const cluster = await startCluster(benchOwner);
   const admin = clientsAs(cluster, 'admin');
   await createManifest(admin, 'crds.yaml');
   await admin.core.createNamespace({ body: { metadata: { name: namespace } } });
