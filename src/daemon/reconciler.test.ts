@@ -190,6 +190,18 @@ t.test('the view a pass left is reused by the next request and read again when a
   t.same(run.lines().slice(-2), [`netns ${netns} ip link set dev eth0 mtu 1200`, `netns ${netns} ip link set dev eth0 mtu 1200`]);
 });
 
+t.test('a pass too large to read each netns back as it goes reads back the ones it changed before it ends: the status tells their MTU', async (t) => {
+  const { records, observe, reconciler } = await setup(t, [config({ interfaces: [{ name: 'eth0', mtu: 1400 }] })]);
+  // Nine pods, one more than a pass reconciles at once.
+  for (let i = 2; i <= 9; i++) records.push({ ...record, containerId: `c${i}`, netns: `/run/netns/pod-${i}`, pod: { namespace: 'default', name: 'pod-a' } });
+  for (const r of records) observe.pod(r.netns).set('eth0', FakeObserver.link('eth0'));
+  const reads = records.map((r) => observe.readsOf(r.netns));
+  await reconciler.schedule();
+  const readsAfter = records.map((r) => observe.readsOf(r.netns));
+  t.same(readsAfter.map((n, i) => n - reads[i]!), records.map(() => 2), 'each netns read to plan, and once more after all had their steps');
+  t.same(reconciler.facts().map((f) => f.links?.has('eth0')), records.map(() => true), 'every sandbox has its links for the status');
+});
+
 t.test('a gone sandbox is taken back: its host end deleted, its address released, its record dropped; an unsure netns is left alone', async (t) => {
   const { run, sight, applied, ipam, reconciler, madeByFirstPass, report, warnings } = await setup(t);
   await reconciler.schedule('resync');

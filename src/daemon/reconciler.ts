@@ -523,6 +523,7 @@ export class Reconciler {
     // in a large one those reads would hold up the other sandboxes, and the next resync reads.
     const readBack = due.length <= sandboxConcurrency;
     await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
+    if (!readBack) await this.readBackChanged(due);
     const hostView = await host;
     const gone = (cid: string) => !live.has(cid) && !unsure.has(cid);
     for (const state of this.opts.applied.all()) if (gone(state.containerId)) await this.forget(state, hostView);
@@ -552,6 +553,25 @@ export class Reconciler {
         network,
         state: r.lastError !== undefined ? 'failing' : there.has(`${network}/${name}`) ? 'ready' : 'pending',
       }));
+    });
+  }
+
+  /**
+   * Reads the netns of a large pass's sandboxes that it changed, once every sandbox's steps ran:
+   * what the status then tells of them (each link's MTU and MAC) is what they have. Without it a
+   * pod's network-status lost its MTU after every large pass and got it back at the next resync,
+   * two writes for nothing (bench/kube-scale); and the next request plans from this view.
+   */
+  private async readBackChanged(due: readonly SandboxWork[]): Promise<void> {
+    const changed = due.filter((w) => {
+      const report = this.reports.get(w.record.containerId);
+      return report !== undefined && report.lastError === undefined && report.lastSteps.length > 0 && this.tracks.get(w.record.containerId)?.sight === undefined;
+    });
+    await mapLimited(changed, sandboxConcurrency, async (w) => {
+      const track = this.tracks.get(w.record.containerId);
+      const applied = this.reports.get(w.record.containerId)?.applied;
+      // A read that fails leaves no view: the next pass reads, as before.
+      if (track) track.sight = await this.readPod(w, podNeeds(w.desired, applied)).catch(() => undefined);
     });
   }
 
