@@ -190,7 +190,7 @@ t.test('the view a pass left is reused by the next request and read again when a
   t.same(run.lines().slice(-2), [`netns ${netns} ip link set dev eth0 mtu 1200`, `netns ${netns} ip link set dev eth0 mtu 1200`]);
 });
 
-t.test('a pass too large to read each netns back as it goes reads back the ones it changed before it ends: the status tells their MTU', async (t) => {
+t.test('a pass too large to read each netns back as it goes reads back the ones it changed before it ends: the status has their links (MTU, MAC)', async (t) => {
   const { records, observe, reconciler } = await setup(t, [config({ interfaces: [{ name: 'eth0', mtu: 1400 }] })]);
   // Nine pods, one more than a pass reconciles at once.
   for (let i = 2; i <= 9; i++) records.push({ ...record, containerId: `c${i}`, netns: `/run/netns/pod-${i}`, pod: { namespace: 'default', name: 'pod-a' } });

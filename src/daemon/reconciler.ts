@@ -520,7 +520,7 @@ export class Reconciler {
     // Awaited below in every case; this keeps a failure before then from counting as unhandled.
     host.catch(() => undefined);
     // A small pass (a request) reads back the netns it changed, for the next request to plan from;
-    // in a large one those reads would hold up the other sandboxes, and the next resync reads.
+    // in a large one those reads would hold up the other sandboxes: they come after all (readBackChanged).
     const readBack = due.length <= sandboxConcurrency;
     await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
     if (!readBack) await this.readBackChanged(due);

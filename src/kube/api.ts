@@ -4,7 +4,7 @@
 // paths, and merge and apply patches on subresources, which those clients make awkward.
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { Agent, request, type RequestOptions } from 'node:https';
-import { request as plainRequest } from 'node:http';
+import { Agent as PlainAgent, request as plainRequest } from 'node:http';
 import { PodnetError } from '../errors.ts';
 
 export type Json = Record<string, unknown>;
@@ -12,14 +12,21 @@ export type Json = Record<string, unknown>;
 export const mergePatch = 'application/merge-patch+json';
 export const applyPatch = 'application/apply-patch+yaml';
 
-/** How long one request may take; a watch is not a request. */
+/** How long a request may go unanswered once it has its connection; a watch is not a request. */
 const requestTimeoutMs = 15_000;
+
+/**
+ * How long a request may take from its call, the wait for a connection included: an API server
+ * that answers nothing must not hold a pass's writes queued for minutes, nor the daemon's stop.
+ */
+const requestDeadlineMs = 30_000;
 
 /**
  * Connections a daemon opens for its requests, kept alive; more requests wait their turn. A pass
  * over hundreds of pods makes a write for each (network-status, Events): all at once, every node
  * of a cluster would open hundreds of TLS connections, spend its CPU on handshakes and meet the
- * API server's 429 (bench/kube-scale found both at 11 nodes of 50 pods).
+ * API server's 429 (bench/kube-scale found both at 11 nodes of 50 pods). A kubeconfig's proxy-url
+ * keeps client-node's proxy agent, unbounded.
  */
 const maxConnections = 4;
 
@@ -27,18 +34,24 @@ export class KubeApi {
   readonly server: string;
   readonly watch: Watch;
   private readonly config: KubeConfig;
-  private readonly agent = new Agent({ keepAlive: true, maxSockets: maxConnections });
+  private readonly agents = { tls: new Agent({ keepAlive: true, maxSockets: maxConnections }), plain: new PlainAgent({ keepAlive: true, maxSockets: maxConnections }) };
+  /** Whether the kubeconfig's cluster goes through a proxy: then its agent is client-node's. */
+  private readonly proxied: boolean;
 
-  private constructor(config: KubeConfig) {
+  private readonly deadlineMs: number;
+
+  private constructor(config: KubeConfig, deadlineMs: number) {
+    this.deadlineMs = deadlineMs;
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new PodnetError('INVALID_CONFIG', 'the kubeconfig has no current cluster');
     this.config = config;
+    this.proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
     this.server = cluster.server.replace(/\/+$/, '');
     this.watch = new Watch(config);
   }
 
   /** From a kubeconfig file, or (none given) the pod's service account: how the DaemonSet runs it. */
-  static load(kubeconfig: string | undefined): KubeApi {
+  static load(kubeconfig: string | undefined, { deadlineMs = requestDeadlineMs }: { deadlineMs?: number } = {}): KubeApi {
     const config = new KubeConfig();
     try {
       if (kubeconfig) config.loadFromFile(kubeconfig);
@@ -49,7 +62,7 @@ export class KubeApi {
     if (!kubeconfig && !process.env['KUBERNETES_SERVICE_HOST']) {
       throw new PodnetError('INVALID_CONFIG', 'no --kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST is unset)');
     }
-    return new KubeApi(config);
+    return new KubeApi(config, deadlineMs);
   }
 
   get<T = Json>(path: string): Promise<T> {
@@ -77,7 +90,7 @@ export class KubeApi {
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType!, 'content-length': Buffer.byteLength(payload) };
     const url = `${this.server}${path}`;
     const tls = url.startsWith('https:');
-    if (tls) options.agent = this.agent;
+    if (!this.proxied) options.agent = tls ? this.agents.tls : this.agents.plain;
     const send = tls ? request : plainRequest;
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = send(url, options, (res) => {
@@ -87,6 +100,8 @@ export class KubeApi {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
         res.on('error', reject);
       });
+      const deadline = setTimeout(() => req.destroy(new Error(`no answer in ${this.deadlineMs / 1000}s, the wait for a connection included`)), this.deadlineMs);
+      req.on('close', () => clearTimeout(deadline));
       req.on('timeout', () => req.destroy(new Error(`no answer in ${requestTimeoutMs / 1000}s`)));
       req.on('error', (err) => reject(new PodnetError('NOT_AVAILABLE', `${method} ${path}: the API server is unreachable: ${err.message}`)));
       req.end(payload);

@@ -35,12 +35,18 @@ function publisherOverCache() {
   };
   const writes: string[] = [];
   const annotations: (string | null)[] = [];
+  /** Set: every write fails, as an API server that is down. */
+  const down = { now: false };
   const api = {
     merge: async (path: string, body: { metadata: { annotations: Record<string, string | null> } }) => {
       writes.push(`merge ${path}`);
+      if (down.now) throw new Error('503 the API server is down');
       annotations.push(body.metadata.annotations[networkStatusAnnotation]!);
     },
-    apply: async (path: string) => void writes.push(`apply ${path.split('?')[0]}`),
+    apply: async (path: string) => {
+      writes.push(`apply ${path.split('?')[0]}`);
+      if (down.now) throw new Error('503 the API server is down');
+    },
     post: async (path: string) => void writes.push(`post ${path}`),
   } as unknown as KubeApi;
   const source = {
@@ -65,7 +71,7 @@ function publisherOverCache() {
     await publisher.publish.idle();
     return [...writes];
   };
-  return { cache, publish, lastAnnotation: () => annotations.at(-1) };
+  return { cache, publish, down, lastAnnotation: () => annotations.at(-1) };
 }
 
 t.test('a write the informer has not shown yet is not made again', async (t) => {
@@ -85,4 +91,12 @@ t.test('what someone else changed after the write is written again', async (t) =
   cache.pod = { ...cache.pod, metadata: { ...cache.pod.metadata, resourceVersion: '12', annotations: { [networkStatusAnnotation]: '[]' } } };
   cache.config = { ...cache.config, metadata: { ...cache.config.metadata, resourceVersion: '21' }, status: { nodes: [] } };
   t.same(await publish(), ['merge /api/v1/namespaces/tenant/pods/app', 'apply /apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant/podnetworkconfigs/fleet/status'], 'a newer version that says otherwise is corrected');
+});
+
+t.test('a write that failed is made again at the next pass, the cache unchanged', async (t) => {
+  const { publish, down } = publisherOverCache();
+  down.now = true;
+  t.equal((await publish()).length, 2, 'both tried, both failed');
+  down.now = false;
+  t.same(await publish(), ['merge /api/v1/namespaces/tenant/pods/app', 'apply /apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant/podnetworkconfigs/fleet/status'], 'nothing of a failed write is taken for written');
 });

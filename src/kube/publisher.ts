@@ -29,6 +29,9 @@ import type { KubeApi } from './api.ts';
 import { coalesce } from '../daemon/coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 
+/** The objects whose last write the publisher remembers (see StatusPublisher.wrote). */
+type Memoized = Exclude<WrittenResource, 'events'>;
+
 /** How long a failed write waits for a pass before it is tried again on its own. */
 const retryMs = 5000;
 
@@ -79,12 +82,12 @@ export class StatusPublisher {
   /** When this daemon first saw each running pod of its node without a record of it. */
   private readonly unrecordedSince = new Map<string, number>();
   /**
-   * What this node last wrote of each object (by resource and name), and the object's
+   * What this node last wrote of each object (by resource, then namespace/name or documentName), and the object's
    * resourceVersion in the informer's cache when it did. While the cache still shows that version
    * it has not caught up with the write: writing the same again would be a write too many, and
    * each write is a watch event for every node.
    */
-  private readonly wrote = new Map<string, { over: string | undefined; value: unknown }>();
+  private readonly wrote: Record<Memoized, Map<string, { over: string | undefined; value: unknown }>> = { pods: new Map(), podnetworkconfigs: new Map(), networks: new Map() };
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
 
@@ -131,7 +134,7 @@ export class StatusPublisher {
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));
     for (const key of this.told.keys()) if (!pods.has(key)) this.told.delete(key);
-    for (const key of this.wrote.keys()) if (key.startsWith('pods ') && !pods.has(key.slice('pods '.length)) && !this.toldUnrecorded.has(key.slice('pods '.length))) this.wrote.delete(key);
+    for (const key of this.wrote.pods.keys()) if (!pods.has(key) && !this.toldUnrecorded.has(key)) this.wrote.pods.delete(key);
     const lacking = new Set(unrecorded.map((p) => `${p.namespace}/${p.name}`));
     const untold: Promise<void>[] = [];
     for (const [key, { status }] of this.toldUnrecorded) {
@@ -145,7 +148,9 @@ export class StatusPublisher {
       }
     }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
-    for (const key of this.wrote.keys()) if (key.startsWith('podnetworkconfigs ') && !configs.has(key.slice('podnetworkconfigs '.length))) this.wrote.delete(key);
+    for (const key of this.wrote.podnetworkconfigs.keys()) if (!configs.has(key)) this.wrote.podnetworkconfigs.delete(key);
+    const networks = new Set(source.objects('Network').map((o) => documentName({ kind: 'Network', metadata: o.metadata })));
+    for (const key of this.wrote.networks.keys()) if (!networks.has(key)) this.wrote.networks.delete(key);
     const results = await Promise.allSettled([
       ...facts.map((f) => this.publishPod(f, round)),
       ...unrecorded.map((p) => this.publishUnrecorded(p)),
@@ -169,7 +174,7 @@ export class StatusPublisher {
     const value = formatNetworkStatus(told.map((t) => t.entry));
     const current = pod.metadata.annotations?.[networkStatusAnnotation];
     const before = this.told.get(key) ?? parseEntries(current).map((entry) => ({ entry }));
-    if (current !== value && !this.written(`pods ${key}`, pod.metadata.resourceVersion, (v) => v === value)) {
+    if (current !== value && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
       await this.networkStatus(facts.namespace, facts.name, value, pod.metadata.resourceVersion);
     }
     this.told.set(key, told);
@@ -210,9 +215,9 @@ export class StatusPublisher {
       if (!mine && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = configStatus(object.metadata.generation, mine, current, specProblems, this.node, now);
       writes.push(this.configEvents(name, object, status));
-      if (sameStatus(status, current, this.node) || this.written(`podnetworkconfigs ${name}`, object.metadata.resourceVersion, (v) => sameStatus(status, v as PodNetworkConfigStatus, this.node))) continue;
+      if (sameStatus(status, current, this.node) || this.written('podnetworkconfigs', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as PodNetworkConfigStatus, this.node))) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
-      writes.push(this.apply('podnetworkconfigs', `podnetworkconfigs ${name}`, path, object, status));
+      writes.push(this.apply('podnetworkconfigs', name, path, object, status));
     }
     return writes;
   }
@@ -226,7 +231,7 @@ export class StatusPublisher {
     if (!pod) return;
     const value = formatNetworkStatus(unrecordedNetworkStatus(lacking));
     const key = `${lacking.namespace}/${lacking.name}`;
-    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value && !this.written(`pods ${key}`, pod.metadata.resourceVersion, (v) => v === value)) {
+    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
       await this.networkStatus(lacking.namespace, lacking.name, value, pod.metadata.resourceVersion);
     }
     const before = this.toldUnrecorded.get(key);
@@ -262,15 +267,15 @@ export class StatusPublisher {
       // A node with nothing to say of a Network leaves its status alone; any node tells a spec problem, and that it is gone.
       if (!entry && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = networkStatus(entry, current, specProblems, this.node, now);
-      if (sameStatus(status, current, this.node) || this.written(`networks ${name}`, object.metadata.resourceVersion, (v) => sameStatus(status, v as NetworkStatus, this.node))) continue;
-      writes.push(this.apply('networks', `networks ${name}`, `${paths.networks}/${object.metadata.name}/status`, object, status));
+      if (sameStatus(status, current, this.node) || this.written('networks', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as NetworkStatus, this.node))) continue;
+      writes.push(this.apply('networks', name, `${paths.networks}/${object.metadata.name}/status`, object, status));
     }
     return writes;
   }
 
-  /** Whether this node wrote `key` while the cache showed `version`, and what it wrote passes `same`. */
-  private written(key: string, version: string | undefined, same: (value: unknown) => boolean): boolean {
-    const wrote = this.wrote.get(key);
+  /** Whether this node wrote `key` of `resource` while the cache showed `version`, and what it wrote passes `same`. */
+  private written(resource: Memoized, key: string, version: string | undefined, same: (value: unknown) => boolean): boolean {
+    const wrote = this.wrote[resource].get(key);
     return wrote !== undefined && wrote.over === version && same(wrote.value);
   }
 
@@ -278,7 +283,7 @@ export class StatusPublisher {
    * Every write goes through here: counted, and its failure counted, by resource; with `memo`, what
    * it wrote over which cached version is kept (written) once it succeeded.
    */
-  private async write(resource: WrittenResource, request: Promise<unknown>, memo?: { key: string; over: string | undefined; value: unknown }): Promise<void> {
+  private async write(resource: WrittenResource, request: Promise<unknown>, memo?: { resource: Memoized; key: string; over: string | undefined; value: unknown }): Promise<void> {
     try {
       await request;
     } catch (err) {
@@ -286,20 +291,20 @@ export class StatusPublisher {
       throw err;
     }
     this.opts.metrics?.apiWritten(resource);
-    if (memo) this.wrote.set(memo.key, { over: memo.over, value: memo.value });
+    if (memo) this.wrote[memo.resource].set(memo.key, { over: memo.over, value: memo.value });
   }
 
   /** Sets (or with null, removes) a pod's network-status annotation: a merge patch of that one key. */
   private networkStatus(namespace: string, name: string, value: string | null, over: string | undefined): Promise<void> {
     const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
-    return this.write('pods', request, { key: `pods ${namespace}/${name}`, over, value });
+    return this.write('pods', request, { resource: 'pods', key: `${namespace}/${name}`, over, value });
   }
 
   /** This node's entries of an object's status, by server-side apply as podnet/<node>. */
   private apply(resource: 'podnetworkconfigs' | 'networks', key: string, path: string, object: ApiObject, status: object): Promise<void> {
     const metadata = { name: object.metadata.name, ...(object.metadata.namespace ? { namespace: object.metadata.namespace } : {}) };
     const request = this.opts.api.apply(path, { apiVersion: `${apiGroup}/${apiVersion}`, kind: object.kind!, metadata, status }, this.fieldManager);
-    return this.write(resource, request, { key, over: object.metadata.resourceVersion, value: status });
+    return this.write(resource, request, { resource, key, over: object.metadata.resourceVersion, value: status });
   }
 
   private async event(e: EventSpec): Promise<void> {

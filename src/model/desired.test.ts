@@ -383,7 +383,7 @@ t.test('a pod gives its attachment a MAC of its own only on a Network whose admi
   t.same(d.tuning, [{ interface: 'net1', settings: { mtu: 1400 }, from: { mtu: 'PodNetworkConfig tenant-a/mac' } }], 'the MTU stands, no MAC');
   t.same(d.problems, [
     { document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[0].mac', reason: 'Network blue does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)' },
-    { document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[1].mac', reason: 'podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and net7 is none of this pod\'s attachments' },
+    { document: 'PodNetworkConfig tenant-a/mac', field: 'spec.interfaces[1].mac', reason: 'podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and it attaches no net7 to this pod' },
   ]);
   const annotated = desiredFor({ ...pod, annotation: parseNetworksAnnotation('[{"name":"blue","interface":"net2","mac":"02:00:00:00:00:0d"}]') }, networks, []);
   t.same(annotated.problems, [{ document: 'Pod tenant-a/cnf-0', field: `${annotationField}[0].mac`, reason: 'Network blue does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)' }], 'the annotation\'s mac alike');

@@ -281,7 +281,7 @@ export function desiredFor(
     if (kept.mac !== undefined && name !== identity.primaryInterface && network?.spec.staticMacs !== true) {
       const reason = network
         ? `Network ${network.metadata.name} does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)`
-        : `podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and ${name} is none of this pod's attachments`;
+        : `podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and it attaches no ${name} to this pod`;
       out.problems.push({ document: from.mac!, field: fields.mac!, reason });
       delete kept.mac;
       const { mac: _refused, ...others } = from;
