@@ -214,8 +214,12 @@ export class StatusPublisher {
       // node writing each would be thousands of writes a node, each an event for every other.
       if (!mine && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = configStatus(object.metadata.generation, mine, current, specProblems, this.node, now);
+      if (sameStatus(status, current, this.node) || this.written('podnetworkconfigs', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as PodNetworkConfigStatus, this.node))) {
+        // What the status says was told by whoever wrote it.
+        this.toldProblems.set(name, degradedMessage(current));
+        continue;
+      }
       writes.push(this.configEvents(name, object, status));
-      if (sameStatus(status, current, this.node) || this.written('podnetworkconfigs', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as PodNetworkConfigStatus, this.node))) continue;
       const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
       writes.push(this.apply('podnetworkconfigs', name, path, object, status));
     }
@@ -242,15 +246,20 @@ export class StatusPublisher {
     await this.event({ object: podRef, type: 'Warning', reason: 'NotRecorded', message: `${lacking.askedBy.join(', ')}: ${lacking.reason}` });
   }
 
-  /** A Warning when a config's Degraded message changes to a new problem. */
+  /**
+   * A Warning when this node's write changes a config's Degraded message to a new problem. Told by
+   * the node whose write changed it, not by every node: the message is shared, and a hundred nodes
+   * would post a hundred Events of it; a node whose status computes as the one it sees writes
+   * nothing and tells nothing.
+   */
   private async configEvents(key: string, object: ApiObject, status: PodNetworkConfigStatus): Promise<void> {
-    const degraded = status.conditions?.find((c) => c.type === 'Degraded');
-    const message = degraded?.status === 'True' ? degraded.message : '';
-    const before = this.toldProblems.get(key) ?? (object.status as PodNetworkConfigStatus | undefined)?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.message ?? '';
+    const message = degradedMessage(status);
+    const told = this.toldProblems.get(key);
     this.toldProblems.set(key, message);
-    if (message === '' || message === before) return;
+    if (message === '' || message === degradedMessage(object.status as PodNetworkConfigStatus | undefined) || message === told) return;
     await this.event({ object: configRef(object), type: 'Warning', reason: 'Degraded', message });
   }
+
 
   /** This node's entry in every Network it serves or has served. */
   private publishNetworks(facts: readonly SandboxFacts[], { docs, problems, now }: Round): Promise<void>[] {
@@ -326,6 +335,12 @@ export class StatusPublisher {
       count: 1,
     }));
   }
+}
+
+/** A config status's Degraded message while it is degraded; '' when it is not. */
+function degradedMessage(status: PodNetworkConfigStatus | undefined): string {
+  const degraded = status?.conditions?.find((c) => c.type === 'Degraded');
+  return degraded?.status === 'True' ? degraded.message : '';
 }
 
 /** What an Event on a PodNetworkConfig names it by. */
