@@ -4,7 +4,7 @@
 // first it reaches no one and nobody learns the lie; on the second the same lie works, so the test
 // can tell the difference. The same over IPv6 (unsolicited neighbor advertisements). And MACs a
 // pod's config asks: only on a Network whose admin allows them, and never one another pod has.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -29,23 +29,31 @@ const neighborMac = async (pod: Pod, ip: string) => (JSON.parse((await inPod(pod
 const learnedOn = async (bridge: string, mac: string) =>
   (JSON.parse((await execa('bridge', ['-j', 'fdb', 'show', 'br', bridge])).stdout) as { mac: string; ifname: string }[]).filter((e) => e.mac === mac).map((e) => e.ifname);
 
-t.test('a pod that takes another pod\'s MAC or address reaches no one on a secured Network, and does on one with port security off', { skip }, async (t) => {
+/**
+ * A standalone daemon, three pods and two bridges of the test's own, one for a Network whose ports
+ * podnet secures and one for a Network with port security off: what each spoof is tried on.
+ */
+async function securedAndOpen(t: Test) {
   const daemon = await daemonSandbox(t, { standalone: true });
   await daemon.start();
   const [secured, open] = [uniqueName('pnbr'), uniqueName('pnbr')] as [string, string];
   for (const bridge of [secured, open]) removeLinkAtTeardown(t, bridge);
   const [a, b, c] = (await Promise.all(['pod-a', 'pod-b', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod, Pod];
-  const cli = podnetCli(daemon);
   const network = (name: string, bridge: string, subnet: string, portSecurity: boolean) => `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: Network
 metadata: { name: ${name} }
 spec:
   type: bridge
   bridge: { name: ${bridge}, portSecurity: ${portSecurity} }
-  ipam: { ranges: [{ subnet: ${subnet} }] }
+  ipam: { ranges: [{ subnet: "${subnet}" }] }
   namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
 ---
 `;
+  return { secured, open, a, b, c, cli: podnetCli(daemon), network };
+}
+
+t.test('a pod that takes another pod\'s MAC or address reaches no one on a secured Network, and does on one with port security off', { skip }, async (t) => {
+  const { secured, open, a, b, c, cli, network } = await securedAndOpen(t);
   await cli.apply(
     'ps.yaml',
     `${network('secured', secured, '198.18.121.0/24', true)}${network('open', open, '198.18.122.0/24', false)}apiVersion: podnetwork.opdev.io/v1alpha1
@@ -163,24 +171,9 @@ const entriesOf = async (set: string, port: string) => {
 };
 
 t.test('over IPv6, a pod that takes another pod\'s address fools no neighbor and reaches no one on a secured Network, and does on one with port security off', { skip }, async (t) => {
-  const daemon = await daemonSandbox(t, { standalone: true });
-  await daemon.start();
-  const [secured, open] = [uniqueName('pnbr'), uniqueName('pnbr')] as [string, string];
-  for (const bridge of [secured, open]) removeLinkAtTeardown(t, bridge);
+  const { secured, open, a, b, c, cli, network } = await securedAndOpen(t);
   // A ULA prefix of the test's own (RFC 4193: fd and 40 random bits).
   const ula = `fd${randomBytes(5).toString('hex').replace(/^(..)(....)(....)$/, '$1:$2:$3')}`;
-  const [a, b, c] = (await Promise.all(['pod-a', 'pod-b', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod, Pod];
-  const cli = podnetCli(daemon);
-  const network = (name: string, bridge: string, subnet: string, portSecurity: boolean) => `apiVersion: podnetwork.opdev.io/v1alpha1
-kind: Network
-metadata: { name: ${name} }
-spec:
-  type: bridge
-  bridge: { name: ${bridge}, portSecurity: ${portSecurity} }
-  ipam: { ranges: [{ subnet: "${subnet}" }] }
-  namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
----
-`;
   await cli.apply(
     'ps6.yaml',
     `${network('secured6', secured, `${ula}:1::/64`, true)}${network('open6', open, `${ula}:2::/64`, false)}apiVersion: podnetwork.opdev.io/v1alpha1
