@@ -109,13 +109,18 @@ spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }, { 
   }
 });
 
-t.test('on a Network without ipam, a pod cannot bring an address another pod on the node has', { skip }, async (t) => {
+/** A standalone daemon, the named pods, and a bridge name of the test's own. */
+async function onOneBridge<Names extends string[]>(t: Test, ...names: Names) {
   const daemon = await daemonSandbox(t, { standalone: true });
   await daemon.start();
   const bridge = uniqueName('pnbr');
   removeLinkAtTeardown(t, bridge);
-  const [a, b] = (await Promise.all(['pod-a', 'pod-b'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
-  const cli = podnetCli(daemon);
+  const pods = (await Promise.all(names.map((name) => startPod(t, daemon, name)))) as { [K in keyof Names]: Pod };
+  return { daemon, bridge, pods, cli: podnetCli(daemon) };
+}
+
+t.test('on a Network without ipam, a pod cannot bring an address another pod on the node has', { skip }, async (t) => {
+  const { bridge, pods: [a, b], cli } = await onOneBridge(t, 'pod-a', 'pod-b');
   const own = (pod: string, ip: string) => `---
 apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
@@ -270,12 +275,7 @@ const hasNet1 = (pod: Pod, mac?: string) =>
   });
 
 t.test('a pod cannot give its attachment a MAC of its own on a Network without staticMacs, and gets nothing of that config', { skip }, async (t) => {
-  const daemon = await daemonSandbox(t, { standalone: true });
-  await daemon.start();
-  const bridge = uniqueName('pnbr');
-  removeLinkAtTeardown(t, bridge);
-  const a = await startPod(t, daemon, 'pod-a');
-  const cli = podnetCli(daemon);
+  const { daemon, bridge, pods: [a], cli } = await onOneBridge(t, 'pod-a');
   const mac = randomMac();
   await cli.apply('net.yaml', bridgeNetwork('nomacs', bridge, '198.18.124.0/24'));
   const configFile = `${daemon.configDir}/podnetworkconfig.default.pod-a.yaml`;
@@ -297,12 +297,7 @@ t.test('a pod cannot give its attachment a MAC of its own on a Network without s
 });
 
 t.test('on a Network with staticMacs, a pod gets the MAC it asks, and another pod asking the same one is refused and gets nothing of that config', { skip }, async (t) => {
-  const daemon = await daemonSandbox(t, { standalone: true });
-  await daemon.start();
-  const bridge = uniqueName('pnbr');
-  removeLinkAtTeardown(t, bridge);
-  const [a, b] = (await Promise.all(['pod-a', 'pod-b'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
-  const cli = podnetCli(daemon);
+  const { bridge, pods: [a, b], cli } = await onOneBridge(t, 'pod-a', 'pod-b');
   const mac = randomMac();
   await cli.apply('a.yaml', bridgeNetwork('macs', bridge, '198.18.125.0/24', true) + ownConfig('pod-a', 'macs', mac));
   await hasNet1(a, mac);
