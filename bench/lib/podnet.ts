@@ -6,7 +6,11 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, 
 import { request } from 'node:http';
 import { basename, dirname, join } from 'node:path';
 import { podnetBinary as builtBinary } from '../../e2e/lib/env.ts';
+import { releaseSecuredPorts } from '../../e2e/lib/daemon.ts';
 import { now, onCleanup, until } from './harness.ts';
+
+/** The state dirs whose secured ports are released at cleanup, each once. */
+const released = new Set<string>();
 
 /** dist/podnet (npm run build), or another build named by PODNET_BINARY. */
 export const podnetBinary = process.env['PODNET_BINARY'] ?? builtBinary;
@@ -71,6 +75,12 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     await proc.catch(() => undefined);
     clearTimeout(timer);
   };
+  // Its ports' entries in the host's port security table, once it is stopped (the host's only: a
+  // daemon in a netns of its own took its table with it). Else every run left them behind.
+  if (!netns && !released.has(paths.stateDir)) {
+    released.add(paths.stateDir);
+    onCleanup(`release the ports of ${paths.stateDir}`, () => releaseSecuredPorts(paths.stateDir));
+  }
   onCleanup(`stop daemon ${pid}`, () => stop('SIGTERM'));
 
   const status = () => readFileSync(`/proc/${pid}/status`, 'utf8');

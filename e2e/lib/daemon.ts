@@ -113,7 +113,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
  * daemon would once their pods are gone: the test's own entries, never another podnet's. The
  * table itself stays (another podnet on the machine may be using it).
  */
-async function releaseSecuredPorts(stateDir: string): Promise<void> {
+export async function releaseSecuredPorts(stateDir: string): Promise<void> {
   const folder = `${stateDir}/${stateLayout.applied}`;
   const files = await readdir(folder).catch(() => [] as string[]);
   const lines: string[] = [];
