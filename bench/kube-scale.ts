@@ -89,17 +89,21 @@ function total(text: string, name: string, labels = ''): number {
     .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
+/** What a node spent between two readings of its cost. */
+function spent(before: Cost, after: Cost): Cost {
+  return Object.fromEntries((Object.keys(after) as (keyof Cost)[]).map((k) => [k, after[k] - before[k]])) as Record<keyof Cost, number>;
+}
+
 async function costOf(node: Node): Promise<Cost> {
-  const t0 = now();
   const text = await scrape(node);
-  if (now() - t0 > 1000) console.error(`scrape of ${node.name} took ${(now() - t0).toFixed(0)} ms`);
+  const ticks = node.daemon!.cpuTicks();
   return {
     statusWrites: total(text, 'podnet_api_writes_total', 'resource="podnetworkconfigs"'),
     podWrites: total(text, 'podnet_api_writes_total', 'resource="pods"'),
     eventWrites: total(text, 'podnet_api_writes_total', 'resource="events"'),
     failedWrites: total(text, 'podnet_api_write_failures_total'),
     events: total(text, 'podnet_api_watch_events_total'),
-    cpu: ((ticks) => (ticks.self + ticks.children) / 100)(node.daemon!.cpuTicks()),
+    cpu: (ticks.self + ticks.children) / 100,
   };
 }
 
@@ -221,10 +225,7 @@ await runBenchmark(async () => {
     // Writes a node makes late still count: a second write for one change would show here.
     await sleep(2000);
     const after = await Promise.all(nodes.map(costOf));
-    const cost = nodes.map((node, i) => {
-      const [b, a] = [before[i]!, after[i]!];
-      return { node, statusWrites: a.statusWrites - b.statusWrites, podWrites: a.podWrites - b.podWrites, eventWrites: a.eventWrites - b.eventWrites, failedWrites: a.failedWrites - b.failedWrites, events: a.events - b.events, cpu: a.cpu - b.cpu };
-    });
+    const cost = nodes.map((node, i) => ({ node, ...spent(before[i]!, after[i]!) }));
     if (process.env['PNBENCH_DEBUG']) console.error(`change of ${group[0]!.namespace}: ${JSON.stringify(cost.map((c) => ({ ...c, node: c.node.name })))}`);
     return { applied: done.applied - start, told: done.told - start, cost };
   };

@@ -37,14 +37,14 @@ export class KubeApi {
   private readonly agents = { tls: new Agent({ keepAlive: true, maxSockets: maxConnections }), plain: new PlainAgent({ keepAlive: true, maxSockets: maxConnections }) };
   /** Whether the kubeconfig's cluster goes through a proxy: then its agent is client-node's. */
   private readonly proxied: boolean;
-
+  /** requestDeadlineMs, shorter in tests. */
   private readonly deadlineMs: number;
 
   private constructor(config: KubeConfig, deadlineMs: number) {
-    this.deadlineMs = deadlineMs;
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new PodnetError('INVALID_CONFIG', 'the kubeconfig has no current cluster');
     this.config = config;
+    this.deadlineMs = deadlineMs;
     this.proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
     this.server = cluster.server.replace(/\/+$/, '');
     this.watch = new Watch(config);

@@ -149,8 +149,6 @@ export class StatusPublisher {
     }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
     for (const key of this.wrote.podnetworkconfigs.keys()) if (!configs.has(key)) this.wrote.podnetworkconfigs.delete(key);
-    const networks = new Set(source.objects('Network').map((o) => documentName({ kind: 'Network', metadata: o.metadata })));
-    for (const key of this.wrote.networks.keys()) if (!networks.has(key)) this.wrote.networks.delete(key);
     const results = await Promise.allSettled([
       ...facts.map((f) => this.publishPod(f, round)),
       ...unrecorded.map((p) => this.publishUnrecorded(p)),
@@ -265,9 +263,11 @@ export class StatusPublisher {
   private publishNetworks(facts: readonly SandboxFacts[], { docs, problems, now }: Round): Promise<void>[] {
     const { source } = this.opts;
     const writes: Promise<void>[] = [];
+    const names = new Set<string>();
     for (const object of source.objects('Network')) {
       const network = docs.networks.get(object.metadata.name);
       const name = documentName({ kind: 'Network', metadata: object.metadata });
+      names.add(name);
       const current = object.status as NetworkStatus | undefined;
       const specProblems = problems.get(name) ?? [];
       const entry = network ? networkNodeEntry(network, facts, this.node) : undefined;
@@ -279,6 +279,8 @@ export class StatusPublisher {
       if (sameStatus(status, current, this.node) || this.written('networks', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as NetworkStatus, this.node))) continue;
       writes.push(this.apply('networks', name, `${paths.networks}/${object.metadata.name}/status`, object, status));
     }
+    // What was written of Networks that are gone is not needed again.
+    for (const key of this.wrote.networks.keys()) if (!names.has(key)) this.wrote.networks.delete(key);
     return writes;
   }
 
@@ -288,11 +290,8 @@ export class StatusPublisher {
     return wrote !== undefined && wrote.over === version && same(wrote.value);
   }
 
-  /**
-   * Every write goes through here: counted, and its failure counted, by resource; with `memo`, what
-   * it wrote over which cached version is kept (written) once it succeeded.
-   */
-  private async write(resource: WrittenResource, request: Promise<unknown>, memo?: { resource: Memoized; key: string; over: string | undefined; value: unknown }): Promise<void> {
+  /** Every write goes through here: counted, and its failure counted, by resource. */
+  private async write(resource: WrittenResource, request: Promise<unknown>): Promise<void> {
     try {
       await request;
     } catch (err) {
@@ -300,20 +299,25 @@ export class StatusPublisher {
       throw err;
     }
     this.opts.metrics?.apiWritten(resource);
-    if (memo) this.wrote[memo.resource].set(memo.key, { over: memo.over, value: memo.value });
+  }
+
+  /** A write of `key` of `resource` made over the cached `over`, remembered (written) once it succeeded. */
+  private async remembered(resource: Memoized, key: string, request: Promise<unknown>, over: string | undefined, value: unknown): Promise<void> {
+    await this.write(resource, request);
+    this.wrote[resource].set(key, { over, value });
   }
 
   /** Sets (or with null, removes) a pod's network-status annotation: a merge patch of that one key. */
   private networkStatus(namespace: string, name: string, value: string | null, over: string | undefined): Promise<void> {
     const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
-    return this.write('pods', request, { resource: 'pods', key: `${namespace}/${name}`, over, value });
+    return this.remembered('pods', `${namespace}/${name}`, request, over, value);
   }
 
   /** This node's entries of an object's status, by server-side apply as podnet/<node>. */
   private apply(resource: 'podnetworkconfigs' | 'networks', key: string, path: string, object: ApiObject, status: object): Promise<void> {
     const metadata = { name: object.metadata.name, ...(object.metadata.namespace ? { namespace: object.metadata.namespace } : {}) };
     const request = this.opts.api.apply(path, { apiVersion: `${apiGroup}/${apiVersion}`, kind: object.kind!, metadata, status }, this.fieldManager);
-    return this.write(resource, request, { resource, key, over: object.metadata.resourceVersion, value: status });
+    return this.remembered(resource, key, request, object.metadata.resourceVersion, status);
   }
 
   private async event(e: EventSpec): Promise<void> {

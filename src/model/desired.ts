@@ -270,8 +270,9 @@ export function desiredFor(
   const origin = (key: string, from: string, field: string) => origins.set(key, [origins.get(key), `${from} ${field}`].filter(Boolean).join(', '));
   for (const at of out.attachments) origin(originKey.attachment(at.interface), at.from, at.field);
   const attachedTo = new Map(out.attachments.map((a) => [a.interface, a.network]));
-  for (const { interface: name, settings, fields, ...asked } of tuningBy.values()) {
-    let { from } = asked;
+  for (const asked of tuningBy.values()) {
+    const { interface: name, settings, fields } = asked;
+    let from = asked.from;
     const kept: LinkSettings = {};
     for (const setting of linkSettingNames) {
       if (settings[setting] !== undefined && !conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
