@@ -17,7 +17,9 @@
 // Run as root: npm run bench:resync [-- SANDBOXES] [--one-config]
 //   --one-config: one PodNetworkConfig selecting every pod of the namespace instead of one per pod.
 //   PNBENCH_LOG_DIR=DIR keeps the daemons' logs; PNBENCH_POLL_MS changes the polling period;
-//   PODNET_BINARY runs another build than dist/podnet.
+//   PODNET_BINARY runs another build than dist/podnet; PNBENCH_DAEMON_NODE_OPTIONS gives the
+//   daemons Node options (--cpu-prof --cpu-prof-dir=DIR profiles them; the restarted one stops by
+//   SIGTERM and writes its profile).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';

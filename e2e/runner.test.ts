@@ -4,7 +4,7 @@ import { execa } from 'execa';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { netnsRunner } from '../src/netns/runner.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
 t.test('a host batch run by the process kept ready acts on a link made again under the same name', { skip: missingPrerequisite() }, async (t) => {
   const name = uniqueName('pnrd');
@@ -22,4 +22,37 @@ t.test('a host batch run by the process kept ready acts on a link made again und
   const [link] = JSON.parse(stdout) as { flags: string[]; addr_info: unknown[] }[];
   t.ok(link!.flags.includes('UP'), 'the new link is up');
   t.match(link!.addr_info, [{ local: '198.18.83.1', prefixlen: 32 }], 'and has the address');
+});
+
+t.test("host batches asked for while one runs share a process; each is told its own lines' fate", { skip: missingPrerequisite() }, async (t) => {
+  const [a, b, c] = ['pnja', 'pnjb', 'pnjc'].map(uniqueName);
+  for (const name of [a, b, c]) removeLinkAtTeardown(t, name!);
+  const results = await Promise.all([
+    netnsRunner.batch('host', 'ip', [`link add ${a} type veth peer name ${a}p`]),
+    // Its second line fails (no such link): its first ran, and is left for its caller to undo.
+    netnsRunner.batch('host', 'ip', [`link add ${b} type veth peer name ${b}p`, `link set ${b}n up`]),
+    netnsRunner.batch('host', 'ip', [`link add ${c} type veth peer name ${c}p`, `link set ${c} up`]),
+  ]);
+  t.same(results[0], { done: 1 }, 'the first is done');
+  t.equal(results[1]!.done, 1, 'the second did its first line');
+  t.match(results[1]!.error?.message, new RegExp(`ip link set ${b}n up in host: .*(Cannot find device|No such device)`), 'and is told which of its lines failed, and why');
+  t.same(results[2], { done: 2 }, 'the third, after the failure, ran all the same');
+  const links = JSON.parse((await execa('ip', ['-json', 'link', 'show'])).stdout) as { ifname: string; flags: string[] }[];
+  t.same([a, b, c].map((n) => links.some((l) => l.ifname === n)), [true, true, true], 'the kernel has the three links');
+  t.ok(links.find((l) => l.ifname === c)?.flags.includes('UP'), 'and the third is up');
+});
+
+t.test("a batch in a pod's netns ends with a read of what it made, in its own process", { skip: missingPrerequisite() }, async (t) => {
+  const ns = await makeNetns(t, 'pnrb-');
+  const where = { netns: ns.path };
+  const read = { options: ['-d'], commands: ['addr show'] };
+  const ok = await netnsRunner.start(where, 'ip', read).run(['link set lo mtu 1400 up', 'addr add 198.18.84.1/32 dev lo']);
+  t.equal(ok.done, 2);
+  const [links] = ok.read as [{ ifname: string; mtu: number; addr_info: { local: string }[] }[]];
+  t.match(links, [{ ifname: 'lo', mtu: 1400 }], 'the read shows the MTU the lines set');
+  t.ok(links[0]!.addr_info.some((a) => a.local === '198.18.84.1'), 'and the address');
+  const failing = await netnsRunner.start(where, 'ip', read).run(['link set lo mtu 1300', 'link set none0 up']);
+  t.equal(failing.done, 1, 'a failing line: the lines before it counted');
+  t.match(failing.error?.message, /ip link set none0 up in netns .*: .*(Cannot find device|No such device)/, 'the failing line named');
+  t.notOk(failing.read, 'and no read');
 });

@@ -62,6 +62,9 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: { file: logFile, append: true },
+    // PNBENCH_DAEMON_NODE_OPTIONS: the daemon's own Node options, not the bench's (--cpu-prof, written
+    // when a daemon stops by SIGTERM; --heapsnapshot-signal=SIGUSR2).
+    env: { NODE_OPTIONS: process.env['PNBENCH_DAEMON_NODE_OPTIONS'] ?? '' },
   });
   const pid = proc.pid;
   if (pid === undefined) throw new Error(`could not start ${podnetBinary}`);

@@ -10,6 +10,7 @@ import { NodeIpam } from '../ipam/ipam.ts';
 import { identityOf, podNameLabel } from '../model/desired.ts';
 import { hostInterfaceName } from '../model/host-links.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
+import type { Where } from '../model/step.ts';
 import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 import { fakeClock, fakeSight, FakeObserver, MemoryApplied, MemoryDelegatedRecords, RecordingPlugins, RecordingRunner } from '../testing/fakes.ts';
@@ -199,6 +200,48 @@ t.test('a pass too large to read each netns back as it goes reads back the ones 
   await reconciler.schedule();
   const readsAfter = records.map((r) => observe.readsOf(r.netns));
   t.same(readsAfter.map((n, i) => n - reads[i]!), records.map(() => 2), 'each netns read to plan, and once more after all had their steps');
+  t.same(reconciler.facts().map((f) => f.links?.has('eth0')), records.map(() => true), 'every sandbox has its links for the status');
+});
+
+/** What ip -json -d addr show prints of the links the fake kernel holds in `netns`: a batch's read back. */
+function addrShowOf(observe: FakeObserver, where: Where): unknown[] {
+  const links = [...observe.pod(where === 'host' ? 'host' : where.netns).values()];
+  return [links.map((l) => ({ ifname: l.name, mtu: l.mtu, flags: l.up ? ['UP'] : [], addr_info: l.addresses.map((a) => ({ local: a.split('/')[0], prefixlen: Number(a.split('/')[1]) })) }))];
+}
+
+t.test("a change whose last batch is ip's in the netns reads the links back in that batch: no read of its own, and the next request plans from it", async (t) => {
+  const { run, observe, reconciler, madeByFirstPass, docs } = await setup(t);
+  await reconciler.schedule('resync');
+  madeByFirstPass();
+  await reconciler.schedule('resync');
+  const reads = observe.readsOf(netns);
+  const readsAfter = run.readsAfter.length;
+  // The fake kernel changes as the batch asks, and the batch's read shows it.
+  run.readAfter = (where) => {
+    observe.pod(netns).set('eth0', FakeObserver.link('eth0', { mtu: 1300 }));
+    return addrShowOf(observe, where);
+  };
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1300 }] })];
+  await reconciler.schedule();
+  t.same(run.readsAfter.slice(readsAfter), [`netns ${netns}`], 'the batch that set the MTU ended with the read');
+  t.equal(observe.readsOf(netns), reads, 'and no read of its own followed');
+  t.equal(reconciler.facts().find((f) => f.record.containerId === 'c1')?.links?.get('eth0')?.mtu, 1300, 'the status has the MTU read back');
+
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1200 }] })];
+  await reconciler.schedule();
+  t.same(run.lines().at(-1), `netns ${netns} ip link set dev eth0 mtu 1200`, 'the next request planned from the view read back');
+  t.equal(observe.readsOf(netns), reads, 'without reading the netns');
+});
+
+t.test('a large pass takes the links its batches read back, and reads again only the netns whose read did not come', async (t) => {
+  const { run, records, observe, reconciler } = await setup(t, [config({ interfaces: [{ name: 'eth0', mtu: 1400 }] })]);
+  for (let i = 2; i <= 9; i++) records.push({ ...record, containerId: `c${i}`, netns: `/run/netns/pod-${i}`, pod: { namespace: 'default', name: 'pod-a' } });
+  for (const r of records) observe.pod(r.netns).set('eth0', FakeObserver.link('eth0'));
+  // c2's netns answers nothing after its batch (as when the read fails): it is read on its own.
+  run.readAfter = (where) => (where !== 'host' && where.netns === '/run/netns/pod-2' ? undefined : addrShowOf(observe, where));
+  const reads = records.map((r) => observe.readsOf(r.netns));
+  await reconciler.schedule();
+  t.same(records.map((r, i) => observe.readsOf(r.netns) - reads[i]!), records.map((r) => (r.netns === '/run/netns/pod-2' ? 2 : 1)), 'one read each to plan; one more for the netns not read back');
   t.same(reconciler.facts().map((f) => f.links?.has('eth0')), records.map(() => true), 'every sandbox has its links for the status');
 });
 

@@ -17,11 +17,11 @@ import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { releasePortLine } from '../model/port-security.ts';
 import { linkDelLine } from '../model/undo.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
-import type { NetnsObserver } from '../netns/observe.ts';
+import { linksOf, linksRead, type NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
-import { execute, runJournalUndo } from '../executor/execute.ts';
+import { execute, runJournalUndo, type ReadBack } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AppliedConfig, AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
@@ -33,7 +33,7 @@ import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from './metrics.ts';
-import { asksThePlanner, covers, hostViewOf, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
+import { asksThePlanner, covers, hostViewOf, linksAlone, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, sightOfLinks, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
 /** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
 interface SandboxOutcome {
@@ -729,8 +729,9 @@ export class Reconciler {
   /**
    * Plans from `sight` and the host and applies the plan; throws when a step fails (the steps
    * taken were undone). Resolves with the netns as the plan left it: `sight` when the plan had
-   * no steps, else read back when `readBack` says so; none otherwise, or when that read fails
-   * (the next pass reads).
+   * no steps; else its links as the plan's last batch read them back, when links are all the next
+   * plan needs and that batch was ip's in the netns (no process of its own); else read back when
+   * `readBack` says so; none otherwise, or when that read fails (the next pass reads).
    */
   private async planAndApply(
     work: SandboxWork,
@@ -750,7 +751,9 @@ export class Reconciler {
     if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;
     const before = report.applied;
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
-    const result = await this.execute(record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }));
+    const needsAfter = podNeeds(desired, next);
+    const linksBack: ReadBack | undefined = linksAlone(needsAfter) ? { where: { netns: record.netns }, read: linksRead } : undefined;
+    const result = await this.execute(record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }), linksBack);
     if (result.error) {
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
@@ -766,9 +769,10 @@ export class Reconciler {
     }
     if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
     if (planned.steps.length === 0) return seen;
+    if (result.read) return sightOfLinks(needsAfter, work.records, linksOf(result.read));
     if (!readBack) return undefined;
     // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
-    return this.readPod(work, podNeeds(desired, report.applied)).catch(() => undefined);
+    return this.readPod(work, needsAfter).catch(() => undefined);
   }
 
   /** Records which generation of each config a sandbox podnet plans nothing for has whole, when it changed. */
@@ -790,9 +794,9 @@ export class Reconciler {
   }
 
   /** Runs `steps` through a journaled pass (executor/execute.ts), counting them for the pass's metrics. */
-  private execute(key: string, steps: readonly Step[], commit: (pass: string) => void): ReturnType<typeof execute> {
+  private execute(key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack): ReturnType<typeof execute> {
     this.countSteps(steps);
-    return execute(this.opts.run, this.opts.stateDir, key, steps, commit);
+    return execute(this.opts.run, this.opts.stateDir, key, steps, commit, readBack);
   }
 
   /** Runs `steps`, all of `tool` at `where`, as one batch with no journal (nothing to undo: the port security table), counting them as execute does. */

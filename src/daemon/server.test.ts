@@ -10,7 +10,7 @@ import { silentLogger } from '../log.ts';
 import { callDaemon } from '../protocol/client.ts';
 import { Registry } from '../registry/registry.ts';
 import { writeSpoolEntry } from '../registry/spool.ts';
-import { startServer, type RunningServer, type ServerOptions } from './server.ts';
+import { jsonChunks, startServer, type RunningServer, type ServerOptions } from './server.ts';
 import { liveRecord } from '../testing/records.ts';
 
 // ---- fixtures: a daemon on a temp socket with a real registry ----------------------------------
@@ -33,13 +33,13 @@ async function scratch(t: Test): Promise<{ path: string; onEnd(close: () => Prom
   return { path: tmp.path, onEnd: (close) => closers.push(close) };
 }
 
-async function daemon(t: Test, opts: { maxBodyBytes?: number; prepare?: (stateDir: string) => Promise<void>; diff?: ServerOptions['diff'] } = {}): Promise<Daemon> {
+async function daemon(t: Test, opts: { maxBodyBytes?: number; prepare?: (stateDir: string) => Promise<void>; diff?: ServerOptions['diff']; sandboxes?: ServerOptions['sandboxes'] } = {}): Promise<Daemon> {
   const tmp = await scratch(t);
   const stateDir = join(tmp.path, 'state');
   const socketPath = join(tmp.path, 'run', 'podnet.sock');
   await opts.prepare?.(stateDir);
   const registry = await Registry.open(stateDir, silentLogger);
-  const server = await startServer({ socketPath, registry, version: '0.1.0-test', log: silentLogger, maxBodyBytes: opts.maxBodyBytes, ...(opts.diff ? { diff: opts.diff } : {}) });
+  const server = await startServer({ socketPath, registry, version: '0.1.0-test', log: silentLogger, maxBodyBytes: opts.maxBodyBytes, ...(opts.diff ? { diff: opts.diff } : {}), ...(opts.sandboxes ? { sandboxes: opts.sandboxes } : {}) });
   tmp.onEnd(() => server.close());
   return { socketPath, stateDir, registry, server };
 }
@@ -169,6 +169,30 @@ t.test('GET /healthz, /readyz and /v1/status', async (t) => {
   const status = await call(d, 'GET', '/v1/status?verbose=1');
   t.match(status, { version: '0.1.0-test', attachments: 1, spoolPending: 1, quarantined: [{ file: /^\d+-\d+-broken@eth0\.json$/, reason: /JSON/ }] });
   t.strictSame(Object.keys(status as object).sort(), ['attachments', 'quarantined', 'spoolPending', 'version']);
+});
+
+t.test('an answer is the JSON of its body, written in pieces: a list of thousands of sandboxes is never one string', async (t) => {
+  const bodies: unknown[] = [
+    { items: [], documentProblems: [] },
+    { a: 1, skipped: undefined, fn: () => 1, list: [1, undefined, 'é', { b: [null] }], nested: { c: [1, 2] } },
+    [1, 2, 3],
+    'text',
+    null,
+    { at: new Date(0) },
+    { toJSON: () => ({ replaced: true }) },
+  ];
+  for (const body of bodies) t.equal(jsonChunks(body).join(''), JSON.stringify(body), JSON.stringify(body));
+  const items = Array.from({ length: 3000 }, (_, i) => ({ containerId: `c${i}`, name: `pod-${i}`, note: 'x'.repeat(500) }));
+  const list = { items, documentProblems: [] };
+  const chunks = jsonChunks(list);
+  t.equal(chunks.join(''), JSON.stringify(list), 'a list of 3,000 items as JSON.stringify writes it');
+  t.ok(chunks.length > 40 && chunks.every((c) => c.length <= 32 * 1024), `in ${chunks.length} pieces of at most 32 KiB`);
+
+  const d = await daemon(t, { sandboxes: () => list as unknown as ReturnType<NonNullable<ServerOptions['sandboxes']>> });
+  const answer = await raw(d.socketPath, 'GET', '/v1/sandboxes');
+  t.equal(answer.status, 200);
+  t.equal(Number(answer.headers['content-length']), Buffer.byteLength(`${JSON.stringify(list)}\n`), 'its length is told, as before');
+  t.equal((answer.body as { items: unknown[] }).items.length, 3000, 'and the client reads it whole');
 });
 
 // ---- attachments ------------------------------------------------------------------------------

@@ -47,9 +47,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 
   const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    const text = `${JSON.stringify(body)}\n`;
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-    res.end(text);
+    const chunks = jsonChunks(body);
+    chunks.push('\n');
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': chunks.reduce((n, c) => n + Buffer.byteLength(c), 0), ...headers });
+    for (const chunk of chunks) res.write(chunk);
+    res.end();
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
@@ -93,6 +95,50 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         server.closeAllConnections();
       }),
   };
+}
+
+/** Under V8's large-object size (128 KiB), and a fair share of a socket's buffer. */
+const chunkChars = 32 * 1024;
+
+/**
+ * `body` as JSON.stringify writes it, in strings of about `chunkChars` at most: each element of
+ * an array at the top of the body (a node's sandboxes) is written alone. The list of 500 sandboxes
+ * is about 2 MB; as one string it went to V8's large-object space, which only a full collection
+ * empties, and a client that polled the list (bench/resync, or `watch podnet explain`) grew the
+ * daemon by tens of MiB.
+ */
+export function jsonChunks(body: unknown): string[] {
+  const chunks: string[] = [];
+  let current = '';
+  const add = (text: string) => {
+    if (current.length > 0 && current.length + text.length > chunkChars) {
+      chunks.push(current);
+      current = '';
+    }
+    current += text;
+  };
+  const plain = typeof body === 'object' && body !== null && !Array.isArray(body) && typeof (body as { toJSON?: unknown }).toJSON !== 'function';
+  if (!plain) add(JSON.stringify(body) ?? 'null');
+  else {
+    add('{');
+    let first = true;
+    for (const [key, value] of Object.entries(body)) {
+      const whole = Array.isArray(value) ? undefined : JSON.stringify(value);
+      // What JSON.stringify leaves out of an object: undefined, functions, symbols.
+      if (!Array.isArray(value) && whole === undefined) continue;
+      add(`${first ? '' : ','}${JSON.stringify(key)}:`);
+      first = false;
+      if (whole !== undefined) add(whole);
+      else {
+        add('[');
+        (value as unknown[]).forEach((element, i) => add(`${i === 0 ? '' : ','}${JSON.stringify(element) ?? 'null'}`));
+        add(']');
+      }
+    }
+    add('}');
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
 }
 
 /**

@@ -97,6 +97,16 @@ export function readsEnough(view: HostView, reads: HostReads): boolean {
   return (view.shaped || !reads.shaped) && (view.secured || !reads.secured);
 }
 
+/** Whether `needs` asks for a netns's links alone: a read that can end a pass's last batch in it (executor ReadBack). */
+export function linksAlone(needs: PodNeeds): boolean {
+  return needs.families.size === 0 && needs.paths.size === 0;
+}
+
+/** A sight of links alone (linksAlone), read at the end of a pass's last batch. */
+export function sightOfLinks(needs: PodNeeds, records: string, pod: Map<string, ObservedLink>): PodSight {
+  return { ...needs, records, view: { pod, routes: [], rules: [], sysctls: new Map() } };
+}
+
 /** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
 export async function readPod(observe: NetnsObserver, netns: string, records: string, needs: PodNeeds): Promise<PodSight> {
   const where = { netns };

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
-import type { NetnsRunner } from '../netns/runner.ts';
+import type { NetnsRunner, ReadAfter } from '../netns/runner.ts';
 import type { Step, Tool, Where } from '../model/step.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { stateLayout } from '../protocol/paths.ts';
@@ -27,10 +27,14 @@ function recordingIp(failOn?: string) {
       const failed = failOn === undefined ? -1 : lines.indexOf(failOn);
       return failed < 0 ? { done: lines.length } : { done: failed, error: new PodnetError('IO_FAILURE', `ip ${failOn}: boom`) };
     },
-    start(where: Where, tool: Tool) {
-      events.push(`start ${name(where)}`);
+    start(where: Where, tool: Tool, readAfter?: ReadAfter) {
+      events.push(`start ${name(where)}${readAfter ? ` then ${readAfter.commands.join(', ')}` : ''}`);
       return {
-        run: (lines: readonly string[]) => (events.push(`run ${name(where)}`), this.batch(where, tool, lines)),
+        run: async (lines: readonly string[]) => {
+          events.push(`run ${name(where)}`);
+          const result = await this.batch(where, tool, lines);
+          return readAfter && !result.error ? { ...result, read: [`answer of ${name(where)}`] } : result;
+        },
         cancel: () => void events.push(`cancel ${name(where)}`),
       };
     },
@@ -76,6 +80,20 @@ t.test("each batch's process starts once the one before has its lines; a failure
   const failing = recordingIp('link set dev pnb up');
   await execute(failing.ip, path, 'c1', steps, () => undefined);
   t.same(failing.events.slice(0, 4), ['start host', 'run host', 'start /run/netns/p', 'cancel /run/netns/p']);
+});
+
+t.test("a read back goes at the end of the last batch when that is ip's in its netns, and only then", async (t) => {
+  const path = await stateDir(t);
+  const read = { options: ['-d'], commands: ['addr show'] };
+  const ok = recordingIp();
+  t.same(await execute(ok.ip, path, 'c1', steps, () => undefined, { where: pod, read }), { undoErrors: [], read: ['answer of /run/netns/p'] });
+  t.same(ok.events, ['start host', 'run host', 'start /run/netns/p then addr show', 'run /run/netns/p']);
+  const elsewhere = recordingIp();
+  t.same(await execute(elsewhere.ip, path, 'c1', steps, () => undefined, { where: { netns: '/run/netns/q' }, read }), { undoErrors: [] }, 'another netns: no read');
+  const hostLast = recordingIp();
+  t.same(await execute(hostLast.ip, path, 'c1', steps.slice(0, 2), () => undefined, { where: pod, read }), { undoErrors: [] }, 'the last batch on the host: no read');
+  const failing = recordingIp('addr add 198.18.1.2/24 dev net1');
+  t.notOk((await execute(failing.ip, path, 'c1', steps, () => undefined, { where: pod, read })).read, 'a failed batch: no read');
 });
 
 t.test('a failed step: the steps taken before it are undone, last first', async (t) => {

@@ -12,7 +12,7 @@ import { bearsMark } from '../model/host-links.ts';
 import { host, sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
 import { renderUndo, type UndoAction } from '../model/undo.ts';
 import { parseDocument, type Journal } from '../protocol/validate.ts';
-import type { BatchResult, NetnsRunner } from '../netns/runner.ts';
+import type { BatchResult, NetnsRunner, ReadAfter } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
@@ -24,21 +24,25 @@ import { formatVersion, readStateDocument, stateDocumentText } from '../registry
  * the daemon until the new process has exec'd), so a pass of a host batch and a pod batch pays
  * for one process start, not two.
  */
-async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Promise<BatchResult> {
+async function runInBatches(run: NetnsRunner, commands: readonly Command[], readBack?: ReadBack): Promise<BatchResult> {
   const groups: { where: Where; tool: Tool; lines: string[] }[] = [];
   for (const { where, tool, line } of commands) {
     const last = groups.at(-1);
     if (last && sameWhere(last.where, where) && last.tool === tool) last.lines.push(line);
     else groups.push({ where, tool, lines: [line] });
   }
+  // The read goes at the end of the last batch when that is ip's in its netns: after it nothing changes there.
+  const last = groups.at(-1);
+  const readAfter = readBack && last && last.tool === 'ip' && sameWhere(last.where, readBack.where) ? readBack.read : undefined;
+  const start = (i: number) => groups[i] && run.start(groups[i].where, groups[i].tool, i === groups.length - 1 ? readAfter : undefined);
   let done = 0;
-  let current = groups[0] && run.start(groups[0].where, groups[0].tool);
+  let read: unknown[] | undefined;
+  let current = start(0);
   for (const [i, group] of groups.entries()) {
     // run() hands the lines over before it first waits.
     const running = current!.run(group.lines);
-    const following = groups[i + 1];
     try {
-      current = following && run.start(following.where, following.tool);
+      current = start(i + 1);
     } catch (err) {
       // The batch under way finishes first, so that what it took is counted and undone.
       const result = await running;
@@ -46,12 +50,19 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[]): Pro
     }
     const result = await running;
     done += result.done;
+    read = result.read;
     if (result.error) {
       current?.cancel();
       return { done, error: result.error };
     }
   }
-  return { done };
+  return read ? { done, read } : { done };
+}
+
+/** A read of `where` for the end of a pass's steps (netns/runner.ts ReadAfter). */
+export interface ReadBack {
+  where: Where;
+  read: ReadAfter;
 }
 
 /** The undo actions of `steps`, in step order. */
@@ -74,6 +85,8 @@ async function undo(run: NetnsRunner, actions: readonly UndoAction[]): Promise<P
 export interface ExecuteResult {
   error?: PodnetError;
   undoErrors: PodnetError[];
+  /** The answers of `readBack`, when the steps all ran and it could be read in their last batch. */
+  read?: unknown[];
 }
 
 /**
@@ -81,9 +94,10 @@ export interface ExecuteResult {
  * (which records what is now applied, and the id) before the journal goes. A crash leaves either
  * a journal whose pass was not committed, undone at the next start, or one whose pass was
  * (its id is in the record), which is only removed: undoing a committed pass would put back what
- * it took away and the record no longer lists.
+ * it took away and the record no longer lists. `readBack` is read at the end of the last batch
+ * when that batch is ip's in its netns (a veth made from the host is there by then).
  */
-export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void): Promise<ExecuteResult> {
+export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack): Promise<ExecuteResult> {
   const pass = `${Date.now().toString(36)}-${process.hrtime.bigint().toString(36)}`;
   if (steps.length === 0) {
     commit(pass);
@@ -101,11 +115,12 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
     return { error: toPodnetError(err), undoErrors: [] };
   }
   writeFileAtomic(journal, stateDocumentText(written), kernelState);
-  const ran = await runInBatches(run, steps);
+  const ran = await runInBatches(run, steps, readBack);
   const undoErrors = ran.error ? await undo(run, undoActions(steps.slice(0, ran.done))) : [];
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
-  return ran.error ? { error: namedByCause(ran.error, steps[ran.done]), undoErrors } : { undoErrors };
+  if (ran.error) return { error: namedByCause(ran.error, steps[ran.done]), undoErrors };
+  return ran.read ? { undoErrors, read: ran.read } : { undoErrors };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model
 import { host, type Where } from '../model/step.ts';
 import { portSecurityTable } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
-import type { NetnsRunner } from './runner.ts';
+import type { NetnsRunner, ReadAfter } from './runner.ts';
 
 interface IpAddrEntry {
   ifname: string;
@@ -64,10 +64,18 @@ function toLink(e: IpAddrEntry): ObservedLink {
   };
 }
 
+/** How the links are read: by a query of their own, or at the end of a batch that changed them (ReadAfter). */
+export const linksRead: ReadAfter = { options: ['-d'], commands: ['addr show'] };
+
+/** The links in the answers of linksRead, by name. */
+export function linksOf(answers: readonly unknown[]): Map<string, ObservedLink> {
+  const [entries] = answers as [IpAddrEntry[]];
+  return new Map(entries.map((e) => [e.ifname, toLink(e)]));
+}
+
 /** Every link of `where`, by name. */
 export async function observeLinks(run: NetnsRunner, where: Where): Promise<Map<string, ObservedLink>> {
-  const [entries] = (await run.query(where, 'ip', ['-d'], ['addr show'])) as [IpAddrEntry[]];
-  return new Map(entries.map((e) => [e.ifname, toLink(e)]));
+  return linksOf(await run.query(where, 'ip', linksRead.options, linksRead.commands));
 }
 
 const tableNumbers: Record<string, number> = { default: 253, main: 254, local: 255 };

@@ -5,12 +5,25 @@
 // that admits no whitespace.
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
+import { joinBatches } from './join.ts';
 import { findExecutable, startProcess, type ProcessExit, type ProcessOptions, type StartedProcess } from '../process.ts';
 
 export interface BatchResult {
   /** How many lines succeeded, in order. */
   done: number;
   error?: PodnetError;
+  /** Each answer of the read that followed the lines (ReadAfter), when every line succeeded and so did the read. */
+  read?: unknown[];
+}
+
+/**
+ * A read an ip batch ends with, in its own process: the commands (`addr show`) run with `-json`
+ * and the global `options` (`-d`) once the lines have, so that what they made is read back without
+ * a process of its own. ip prints nothing for the lines that change things.
+ */
+export interface ReadAfter {
+  options: readonly string[];
+  commands: readonly string[];
 }
 
 /** A batch whose process is already running, waiting on stdin for its lines. */
@@ -34,9 +47,10 @@ export interface NetnsRunner {
   batch(where: Where, tool: Tool, lines: readonly string[]): Promise<BatchResult>;
   /**
    * Starts the process of a batch now, for lines given later: its start (ip loading its libraries
-   * and entering the netns, most of a short batch's time) then overlaps the batch before it.
+   * and entering the netns, most of a short batch's time) then overlaps the batch before it. An
+   * ip batch in a pod's netns may end with `readAfter`.
    */
-  start(where: Where, tool: Tool): StartedBatch;
+  start(where: Where, tool: Tool, readAfter?: ReadAfter): StartedBatch;
   /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
   /** The elements of an nftables set of single names (`bridge podnet`, `ports`); undefined when its table is not there. */
@@ -47,10 +61,19 @@ export interface NetnsRunner {
  * What a tool may print. ip -json of a host's every route and address is the most: tens of
  * thousands of routes come to a few MiB. Errors are a line or two (ip stops at a failed line).
  */
-const toolOutput: ProcessOptions = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
+const toolOutput = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
+
+/**
+ * The tools' whole environment: PATH, for nsenter to find the tool it runs, and the C locale, so
+ * that the messages read here ("Command failed -:3", "No such file or directory") are the ones
+ * matched whatever the node's locale. Built once: spawn would otherwise copy the daemon's whole
+ * environment at every start (0.7 s of a 500-sandbox pass in bench/resync).
+ */
+let toolOptions: ProcessOptions | undefined;
 
 function startTool(file: string, args: readonly string[]): StartedProcess {
-  return startProcess(toolPath(file), args, toolOutput);
+  toolOptions ??= { ...toolOutput, env: { PATH: process.env['PATH'] ?? '', LC_ALL: 'C' } };
+  return startProcess(toolPath(file), args, toolOptions);
 }
 
 function exec(file: string, args: readonly string[], input = ''): Promise<ProcessExit> {
@@ -61,6 +84,9 @@ function exec(file: string, args: readonly string[], input = ''): Promise<Proces
 
 const toolPaths = new Map<string, string>();
 
+/** The daemon's PATH as folders; an empty entry is the working folder, as for a shell. */
+const pathDirs = () => (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.');
+
 /**
  * Where `name` is on PATH, looked up once: spawn would otherwise try each PATH folder before it on
  * every command (an exec that fails costs as much as a fork).
@@ -68,7 +94,7 @@ const toolPaths = new Map<string, string>();
 function toolPath(name: string): string {
   let path = toolPaths.get(name);
   if (path === undefined) {
-    path = findExecutable(name, (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.')) ?? name;
+    path = findExecutable(name, pathDirs()) ?? name;
     toolPaths.set(name, path);
   }
   return path;
@@ -126,22 +152,69 @@ function nftMissing(): PodnetError {
 
 /** Looked for once found: every secured port's change asks (bench/resync: 0.3 s of a pass at 500 pods); until then, at each ask, so installing nft heals a node. */
 let nftFound = false;
-const nftInstalled = () => (nftFound ||= findExecutable('nft', (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.')) !== undefined);
+const nftInstalled = () => (nftFound ||= findExecutable('nft', pathDirs()) !== undefined);
 
-function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft'): StartedBatch {
-  if (tool === 'nft' && !nftInstalled()) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
-  const [file, list] = tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-']) : tool === 'nft' ? argv(where, 'nft', ['-f', '-']) : argv(where, tool, ['-batch', '-']);
+/** A batch in a process of its own, ending with `readAfter` when given. */
+function startProcessBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
+  const [file, list] =
+    tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-'])
+    : tool === 'nft' ? argv(where, 'nft', ['-f', '-'])
+    : readAfter ? argv(where, 'ip', ['-json', ...readAfter.options, '-batch', '-'])
+    : argv(where, tool, ['-batch', '-']);
   const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startTool(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
   started.exited.catch(() => undefined);
   return {
     async run(lines) {
       const refused = refusal(tool, lines);
-      started.feed(refused || lines.length === 0 ? '' : `${lines.join('\n')}\n`);
-      return refused ?? (lines.length === 0 ? { done: 0 } : batchResult(where, tool, lines, await started.exited));
+      const input = readAfter ? [...lines, ...readAfter.commands] : lines;
+      started.feed(refused || lines.length === 0 ? '' : `${input.join('\n')}\n`);
+      if (refused || lines.length === 0) return refused ?? { done: 0 };
+      const exit = await started.exited;
+      if (!readAfter) return batchResult(where, tool, lines, exit);
+      const result = batchResult(where, tool, input, exit);
+      // A read that failed (the netns went) leaves no answers; what the lines did stands.
+      if (result.done >= lines.length) return { done: lines.length, ...answersOf(where, tool, readAfter.commands, exit) };
+      return result;
     },
     cancel: () => started.feed(''),
   };
+}
+
+/** The answers of a read: one JSON document a command, each on a line of its own; none when it failed or said something else. */
+function answersOf(where: Where, tool: Tool, commands: readonly string[], exit: ProcessExit): { read?: unknown[] } {
+  try {
+    return { read: parseAnswers(where, tool, commands, exit) };
+  } catch {
+    return {};
+  }
+}
+
+/** `commands`' answers from an ip or tc -json process that ran them, each one JSON document on a line (nothing when it found nothing). */
+function parseAnswers(where: Where, tool: Tool, commands: readonly string[], result: ProcessExit): unknown[] {
+  if (result.stdoutCut) {
+    throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: printed more than ${toolOutput.maxStdoutBytes} bytes`);
+  }
+  const outputs = result.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as unknown);
+  if (outputs.length !== commands.length) {
+    throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: expected ${commands.length} answers, got ${outputs.length}`);
+  }
+  return outputs;
+}
+
+/** The host's ip and nft batches of sandboxes reconciled at once share a process (join.ts, ADR 21). */
+const hostBatches = {
+  ip: joinBatches(() => startProcessBatch('host', 'ip'), false),
+  nft: joinBatches(() => startProcessBatch('host', 'nft'), true),
+};
+
+function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
+  if (tool === 'nft' && !nftInstalled()) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
+  if (readAfter && (where === 'host' || tool !== 'ip')) throw new PodnetError('INTERNAL', `a read after a batch is for ip in a pod's netns, not ${tool} in ${describeWhere(where)}`);
+  if (where !== 'host' || (tool !== 'ip' && tool !== 'nft')) return startProcessBatch(where, tool, readAfter);
+  const joined = hostBatches[tool];
+  // Checked before it joins the others: a refused line refuses its own batch only.
+  return { run: async (lines) => refusal(tool, lines) ?? joined.run(lines), cancel: () => undefined };
 }
 
 function batchResult(where: Where, tool: Tool, lines: readonly string[], result: ProcessExit): BatchResult {
@@ -182,15 +255,7 @@ export const netnsRunner: NetnsRunner = {
     if (result.code !== 0) {
       throw new PodnetError('IO_FAILURE', `${tool} ${options.join(' ')} ${commands.join('; ')} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
     }
-    if (result.stdoutCut) {
-      throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: printed more than ${toolOutput.maxStdoutBytes} bytes`);
-    }
-    // Each command prints one JSON document on a line of its own (nothing when it found nothing).
-    const outputs = result.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as unknown);
-    if (outputs.length !== commands.length) {
-      throw new PodnetError('IO_FAILURE', `${tool} ${commands.join('; ')} in ${describeWhere(where)}: expected ${commands.length} answers, got ${outputs.length}`);
-    }
-    return outputs;
+    return parseAnswers(where, tool, commands, result);
   },
 
   async batch(where, tool, lines) {
@@ -198,8 +263,8 @@ export const netnsRunner: NetnsRunner = {
     return this.start(where, tool).run(lines);
   },
 
-  start(where, tool) {
-    if (tool !== 'sysctl') return startBatch(where, tool);
+  start(where, tool, readAfter) {
+    if (tool !== 'sysctl') return startBatch(where, tool, readAfter);
     // sysctl -w takes its line as an argument: its process cannot start before the line is known.
     return {
       run: async (lines) => refusal(tool, lines) ?? runSysctls(where, lines),

@@ -10,7 +10,7 @@ import type { AppliedState, Family, ObservedLink, ObservedRoute, ObservedRule } 
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
-import type { BatchResult, NetnsRunner, StartedBatch } from '../netns/runner.ts';
+import type { BatchResult, NetnsRunner, ReadAfter, StartedBatch } from '../netns/runner.ts';
 import type { Timer } from '../retry.ts';
 
 /** A clock tests move by hand, and timers that run only when a test says: each set one is kept, with when it is due. */
@@ -36,11 +36,15 @@ export interface RanBatch {
 
 /**
  * A runner that runs nothing: it records every batch (where, tool, lines) and succeeds, except a
- * line `failing` matches, which fails as ip would (the lines before it done).
+ * line `failing` matches, which fails as ip would (the lines before it done). A batch that ends
+ * with a read (ReadAfter) answers it with `readAfter`'s answers, when it gives some.
  */
 export class RecordingRunner implements NetnsRunner {
   readonly ran: RanBatch[] = [];
   failing: (line: string) => boolean = () => false;
+  readAfter: (where: Where, read: ReadAfter) => unknown[] | undefined = () => undefined;
+  /** The reads batches ended with, by where. */
+  readonly readsAfter: string[] = [];
 
   lines(): string[] {
     return this.ran.flatMap((b) => b.lines.map((l) => `${b.where} ${b.tool} ${l}`));
@@ -54,13 +58,16 @@ export class RecordingRunner implements NetnsRunner {
     return lines.length === 0 ? { done: 0 } : this.start(where, tool).run(lines);
   }
 
-  start(where: Where, tool: Tool): StartedBatch {
+  start(where: Where, tool: Tool, readAfter?: ReadAfter): StartedBatch {
     return {
       run: async (lines) => {
         const failed = lines.findIndex((l) => this.failing(l));
         const done = failed < 0 ? lines.length : failed;
         this.ran.push({ where: describeWhere(where), tool, lines: lines.slice(0, failed < 0 ? lines.length : failed + 1) });
-        return failed < 0 ? { done } : { done, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed]} in ${describeWhere(where)}: RTNETLINK answers: Operation not permitted`) };
+        if (failed >= 0) return { done, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed]} in ${describeWhere(where)}: RTNETLINK answers: Operation not permitted`) };
+        if (readAfter) this.readsAfter.push(describeWhere(where));
+        const read = readAfter && this.readAfter(where, readAfter);
+        return read ? { done, read } : { done };
       },
       cancel: () => undefined,
     };

@@ -1,0 +1,114 @@
+import t from 'tap';
+import { PodnetError } from '../errors.ts';
+import { joinBatches } from './join.ts';
+import type { BatchResult, StartedBatch } from './runner.ts';
+
+/**
+ * A tool whose processes each record the lines they were given and fail at the first line holding
+ * "bad": as ip does (stopping there), or as nft does (a transaction: nothing ran). Each process
+ * finishes when the test lets it (`finish`), so that batches can be asked for while one runs.
+ */
+function fakeTool({ transaction }: { transaction: boolean }) {
+  const processes: string[][] = [];
+  const waiting: (() => void)[] = [];
+  const start = (): StartedBatch => ({
+    async run(lines) {
+      processes.push([...lines]);
+      await new Promise<void>((resolve) => waiting.push(resolve));
+      const failed = lines.findIndex((l) => l.includes('bad'));
+      if (failed < 0) return { done: lines.length };
+      return { done: transaction ? 0 : failed, error: new PodnetError('IO_FAILURE', `line ${lines[failed]} failed`) };
+    },
+    cancel: () => undefined,
+  });
+  /** Lets every process started so far finish, until none is left running. */
+  const finishAll = async () => {
+    for (let i = 0; i < 20; i++) {
+      await new Promise((r) => setImmediate(r));
+      while (waiting.length > 0) waiting.shift()!();
+    }
+  };
+  return { processes, start, finishAll };
+}
+
+const summary = (r: BatchResult) => ({ done: r.done, error: r.error?.message });
+
+t.test('a batch with nothing else under way starts its process at once, alone', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const result = joined.run(['link add a']);
+  t.same(tool.processes, [['link add a']], 'its process has its lines before anything is awaited');
+  await tool.finishAll();
+  t.same(summary(await result), { done: 1, error: undefined });
+});
+
+t.test('batches asked for while one runs share the next process, each told its own lines', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const first = joined.run(['link add a']);
+  const second = joined.run(['link add b', 'link set b up']);
+  const third = joined.run(['link add c']);
+  await tool.finishAll();
+  t.same(tool.processes, [['link add a'], ['link add b', 'link set b up', 'link add c']], 'two processes for three batches');
+  t.same((await Promise.all([first, second, third])).map(summary), [
+    { done: 1, error: undefined },
+    { done: 2, error: undefined },
+    { done: 1, error: undefined },
+  ]);
+});
+
+t.test('ip: the batch whose line failed is told so, those before it are done, those after it run next', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const busy = joined.run(['link add a']);
+  const before = joined.run(['link add b']);
+  const failing = joined.run(['link add c', 'link set bad up', 'link set c up']);
+  const after = joined.run(['link add d', 'link set d up']);
+  await tool.finishAll();
+  t.same(tool.processes, [['link add a'], ['link add b', 'link add c', 'link set bad up', 'link set c up', 'link add d', 'link set d up'], ['link add d', 'link set d up']], 'the batch after the failure runs again, in a process of its own');
+  t.same((await Promise.all([busy, before, failing, after])).map(summary), [
+    { done: 1, error: undefined },
+    { done: 1, error: undefined },
+    { done: 1, error: 'line link set bad up failed' },
+    { done: 2, error: undefined },
+  ]);
+});
+
+t.test('nft: a joined transaction that failed took nothing; each batch runs again alone and only its own failure is told', async (t) => {
+  const tool = fakeTool({ transaction: true });
+  const joined = joinBatches(tool.start, true);
+  const busy = joined.run(['add element a']);
+  const good = joined.run(['add element b']);
+  const bad = joined.run(['add element bad']);
+  await tool.finishAll();
+  t.same(tool.processes, [['add element a'], ['add element b', 'add element bad'], ['add element b'], ['add element bad']]);
+  t.same((await Promise.all([busy, good, bad])).map(summary), [
+    { done: 1, error: undefined },
+    { done: 1, error: undefined },
+    { done: 0, error: 'line add element bad failed' },
+  ]);
+});
+
+t.test('a process that cannot start fails each batch that was to run in it, and the next ones still run', async (t) => {
+  let fail = true;
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(() => {
+    if (fail) throw new PodnetError('IO_FAILURE', 'spawn EMFILE');
+    return tool.start();
+  }, false);
+  const [a, b] = [joined.run(['link add a']), joined.run(['link add b'])];
+  t.same((await Promise.all([a, b])).map(summary), [
+    { done: 0, error: 'spawn EMFILE' },
+    { done: 0, error: 'spawn EMFILE' },
+  ]);
+  fail = false;
+  const c = joined.run(['link add c']);
+  await tool.finishAll();
+  t.same(summary(await c), { done: 1, error: undefined });
+});
+
+t.test('an empty batch runs nothing', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  t.same(await joinBatches(tool.start, false).run([]), { done: 0 });
+  t.same(tool.processes, []);
+});

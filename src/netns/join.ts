@@ -1,0 +1,92 @@
+// The host's batches of sandboxes reconciled at once, run in one process (ADR 21). A large pass
+// makes a veth and a port entry on the host for every sandbox it attaches, and each is otherwise a
+// process of its own: at 500 sandboxes a thousand starts of ip and nft, each of which blocks the
+// daemon while it forks (bench/resync). Batches asked for while one runs wait for it and then run
+// together, as a database commits a group: nothing waits when nothing else runs, and the busier
+// the pass the larger the group. What each caller is told is what its batch alone would have told
+// it: the lines of its own that ran, and its own failure.
+import { toPodnetError } from '../errors.ts';
+import type { BatchResult, StartedBatch } from './runner.ts';
+
+/** At most this many lines go to one process; the rest wait for the next. */
+const maxJoinedLines = 1000;
+
+interface Waiting {
+  lines: readonly string[];
+  resolve(result: BatchResult): void;
+}
+
+export interface JoinedBatches {
+  /** Runs `lines` in order, stopping at the first that fails, in a process shared with the batches asked for meanwhile. */
+  run(lines: readonly string[]): Promise<BatchResult>;
+}
+
+/**
+ * Joins batches for one tool in one namespace. `start` starts its process. `transaction`: the tool
+ * runs a batch whole or not at all (nft), so a joined batch that fails is run again one caller at
+ * a time, to tell the one whose lines failed from the others; otherwise (ip, stopping at its first
+ * failed line) the callers before that line are done, the one holding it is told its failure, and
+ * the callers after it, none of whose lines ran, go on to the next process.
+ */
+export function joinBatches(start: () => StartedBatch, transaction: boolean): JoinedBatches {
+  let queue: Waiting[] = [];
+  let draining = false;
+
+  const runOne = async (group: readonly Waiting[]): Promise<Waiting[]> => {
+    const result = await start().run(group.flatMap((w) => w.lines));
+    if (!result.error) {
+      for (const w of group) w.resolve({ done: w.lines.length });
+      return [];
+    }
+    if (transaction) {
+      if (group.length === 1) group[0]!.resolve(result);
+      else for (const w of group) w.resolve(await start().run(w.lines));
+      return [];
+    }
+    const notRun: Waiting[] = [];
+    let first = 0;
+    for (const w of group) {
+      if (first + w.lines.length <= result.done) w.resolve({ done: w.lines.length });
+      else if (first <= result.done) w.resolve({ done: result.done - first, error: result.error });
+      else notRun.push(w);
+      first += w.lines.length;
+    }
+    return notRun;
+  };
+
+  const drain = async () => {
+    draining = true;
+    try {
+      while (queue.length > 0) {
+        const group: Waiting[] = [];
+        let lines = 0;
+        while (queue.length > 0 && (group.length === 0 || lines + queue[0]!.lines.length <= maxJoinedLines)) {
+          const next = queue.shift()!;
+          group.push(next);
+          lines += next.lines.length;
+        }
+        let notRun: Waiting[];
+        try {
+          notRun = await runOne(group);
+        } catch (err) {
+          // A process that could not start: each caller is told, as its own batch would have been.
+          for (const w of group) w.resolve({ done: 0, error: toPodnetError(err) });
+          notRun = [];
+        }
+        queue = [...notRun, ...queue];
+      }
+    } finally {
+      draining = false;
+    }
+  };
+
+  return {
+    run(lines) {
+      if (lines.length === 0) return Promise.resolve({ done: 0 });
+      return new Promise<BatchResult>((resolve) => {
+        queue.push({ lines, resolve });
+        if (!draining) void drain();
+      });
+    },
+  };
+}
