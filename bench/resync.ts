@@ -10,7 +10,8 @@
 //    pass has reported every sandbox converged with nothing to change (a sandbox is reported as its
 //    check starts: the last ones' checks may still be finishing). Its log must show no change made.
 // Peak memory is VmHWM of the daemon process (the executable runs the daemon in its own process),
-// read just before it is stopped. Anchor, measured in the same run with no daemon running: one
+// read just before it is stopped, plus the largest anonymous memory of its launcher (ADR 22: the
+// child that starts its tools; its file-backed pages are the executable's, shared with the daemon). Anchor, measured in the same run with no daemon running: one
 // `ip -n NS -json addr show` per sandbox in sequence, the floor of any per-pod check made by
 // running a process, which the restart pass is compared to.
 // Targets (issue 3): converged in under 5 s and under 150 MiB, cold and after the restart.
@@ -21,7 +22,7 @@
 //   daemons Node options (--cpu-prof --cpu-prof-dir=DIR profiles them; the restarted one stops by
 //   SIGTERM and writes its profile).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { execa } from 'execa';
 import { now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
@@ -168,6 +169,8 @@ await runBenchmark(async () => {
     if (p.attached === count) allAttachedAt ??= at;
   });
   const coldMemory = cold.memory();
+  // Where the cold start's CPU went: the daemon's own thread (forks included) and the processes it ran.
+  const coldCpu = cold.cpuTicks();
   const coldChanges = appliedLines(cold.logFile);
 
   // Restart: SIGKILL, then the same daemon again; everything is in place.
@@ -204,9 +207,12 @@ await runBenchmark(async () => {
   const mib = (kib: number) => kib / 1024;
   const coldSeconds = (coldDone - cold.spawnedAt) / 1000;
   const restartSeconds = (restartDone - restart.spawnedAt) / 1000;
-  const verdict = (seconds: number, kib: number) => seconds < targetSeconds && mib(kib) < targetMiB;
+  // The node pays the daemon's peak and its launcher's own memory: the launcher's file-backed pages are the same executable's, in the page cache once.
+  const podKiB = (m: ReturnType<RunningDaemon['memory']>) => m.hwmKiB + (m.launcher?.anonPeakKiB ?? 0);
+  const verdict = (seconds: number, m: ReturnType<RunningDaemon['memory']>) => seconds < targetSeconds && mib(podKiB(m)) < targetMiB;
   const memoryText = (m: ReturnType<RunningDaemon['memory']>) =>
-    `peak ${mib(m.hwmKiB).toFixed(1)} MiB (VmHWM; anonymous at most ${mib(m.anonPeakKiB).toFixed(1)} MiB, file-backed at the end ${mib(m.fileKiB).toFixed(1)} MiB)`;
+    `peak ${mib(podKiB(m)).toFixed(1)} MiB (the daemon's VmHWM ${mib(m.hwmKiB).toFixed(1)} MiB: anonymous at most ${mib(m.anonPeakKiB).toFixed(1)} MiB, file-backed at the end ${mib(m.fileKiB).toFixed(1)} MiB; ` +
+    (m.launcher ? `its launcher's anonymous at most ${mib(m.launcher.anonPeakKiB).toFixed(1)} MiB, VmHWM ${mib(m.launcher.hwmKiB).toFixed(1)} MiB)` : 'no launcher)');
   const binary = relative(process.cwd(), podnetBinary) || podnetBinary;
   console.log(
     `sandboxes: ${count}, 3 changes each (net1 on a bridge Network with an IPAM address from ${subnet.cidr}, net1 mtu ${mtu}, lo txqueuelen ${txqueuelen}); ` +
@@ -214,18 +220,23 @@ await runBenchmark(async () => {
   );
   console.log(
     `cold start      converged in ${coldSeconds.toFixed(2)} s (ready ${s(coldReady - cold.spawnedAt)} s, all attached ${allAttachedAt ? s(allAttachedAt - cold.spawnedAt) : '?'} s; ` +
-      `${coldChanges} changes logged)   ${memoryText(coldMemory)}   ${verdict(coldSeconds, coldMemory.hwmKiB) ? 'ok' : 'over target'}`,
+      `${coldChanges} changes logged)   ${memoryText(coldMemory)}   ${verdict(coldSeconds, coldMemory) ? 'ok' : 'over target'}`,
   );
   console.log(
     `after SIGKILL   converged in ${restartSeconds.toFixed(2)} s (ready ${s(restartReady - restart.spawnedAt)} s; a full pass, nothing changed)   ` +
-      `${memoryText(restartMemory)}   ${verdict(restartSeconds, restartMemory.hwmKiB) ? 'ok' : 'over target'}`,
+      `${memoryText(restartMemory)}   ${verdict(restartSeconds, restartMemory) ? 'ok' : 'over target'}`,
   );
+  console.log(
+    `cold start's CPU: the daemon ${(coldCpu.self / 100).toFixed(2)} s, the processes it ran ${(coldCpu.children / 100).toFixed(2)} s ` +
+      `(${(((coldCpu.self + coldCpu.children) / 100 / coldSeconds / availableParallelism()) * 100).toFixed(0)} % of this machine's ${availableParallelism()} cores)`,
+  );
+  console.log(`per sandbox: cold start ${((coldSeconds * 1000) / count).toFixed(1)} ms, after SIGKILL ${((restartSeconds * 1000) / count).toFixed(1)} ms (run with 100, 200 and 500 to see how it grows)`);
   console.log(`targets: under ${targetSeconds} s and under ${targetMiB} MiB (convergence seen by polling GET /v1/sandboxes every ${pollMs} ms)`);
   console.log(
     `anchor: one ip -n NS addr show per sandbox, in sequence: ${anchorSeconds.toFixed(2)} s; the restart pass is ${(restartSeconds / anchorSeconds).toFixed(2)} x that`,
   );
   console.log(`idle, nothing to change: the daemon and its children use ${(idleCpu * 100).toFixed(0)}% of a core (6 s after the restart converged)`);
-  const pass = verdict(coldSeconds, coldMemory.hwmKiB) && verdict(restartSeconds, restartMemory.hwmKiB);
+  const pass = verdict(coldSeconds, coldMemory) && verdict(restartSeconds, restartMemory);
   console.log(pass ? 'PASS' : 'FAIL');
   return pass ? 0 : 1;
 });

@@ -1,6 +1,7 @@
 // Main script of the single executable (docs/adr/0001). It holds the plugin path alone; the
 // command line and daemon ride in the executable as an asset, compiled only when a command runs.
 import { pluginMain } from '../src/cni/main.ts';
+import { launcherMain } from '../src/launcher/main.ts';
 
 type CliModule = { exports: { cliMain?: (argv: readonly string[]) => Promise<void> } };
 
@@ -16,8 +17,9 @@ function loadCli(): CliModule['exports'] {
   return module.exports;
 }
 
-// The main script is CommonJS (what a single executable runs), so no top-level await.
-const main = process.env['CNI_COMMAND'] ? pluginMain() : loadCli().cliMain?.(process.argv);
+// The main script is CommonJS (what a single executable runs), so no top-level await. The
+// daemon's launcher (ADR 22) is this executable too, and needs none of the command line.
+const main = process.env['CNI_COMMAND'] ? pluginMain() : process.env['PODNET_LAUNCHER'] ? launcherMain() : loadCli().cliMain?.(process.argv);
 void main?.catch((err: unknown) => {
   process.stderr.write(`podnet: ${String(err)}\n`);
   process.exitCode = 1;

@@ -2,7 +2,7 @@
 // own, its socket read over HTTP, sandboxes recorded through the plugin as a runtime would, and
 // the network namespaces and links of the run. Every command is an argv array.
 import { execa, type ResultPromise } from 'execa';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, dirname, join } from 'node:path';
 import { podnetBinary as builtBinary } from '../../e2e/lib/env.ts';
@@ -42,8 +42,11 @@ export interface RunningDaemon {
    * VmHWM and VmRSS of the daemon process, the anonymous and file-backed parts of VmRSS, and the
    * largest anonymous part seen by sampling every 20 ms since the spawn, in KiB.
    */
-  memory(): { hwmKiB: number; rssKiB: number; anonKiB: number; fileKiB: number; anonPeakKiB: number };
-  /** utime + stime of the daemon and of its waited-for children, in clock ticks (USER_HZ, 100). */
+  memory(): { hwmKiB: number; rssKiB: number; anonKiB: number; fileKiB: number; anonPeakKiB: number; launcher?: { hwmKiB: number; anonPeakKiB: number } };
+  /**
+   * utime + stime of the daemon, and of its children: those it waited for, and those still
+   * running with what they waited for (its launcher, ADR 22), in clock ticks (USER_HZ, 100).
+   */
   cpuTicks(): { self: number; children: number };
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
@@ -86,8 +89,22 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
   }
   onCleanup(`stop daemon ${pid}`, () => stop('SIGTERM'));
 
-  const status = () => readFileSync(`/proc/${pid}/status`, 'utf8');
+  const status = (of = pid) => readFileSync(`/proc/${of}/status`, 'utf8');
   const kib = (text: string, field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+  // The daemon's launcher: its child with PODNET_LAUNCHER=1 in its environment, once it has one.
+  let launcherPid: number | undefined;
+  const launcher = () => {
+    if (launcherPid !== undefined && existsSync(`/proc/${launcherPid}`)) return launcherPid;
+    launcherPid = childrenOf(pid).find((child) => {
+      try {
+        return readFileSync(`/proc/${child}/environ`, 'utf8').split('\0').includes('PODNET_LAUNCHER=1');
+      } catch {
+        return false;
+      }
+    });
+    return launcherPid;
+  };
+  let launcherAnonPeakKiB = 0;
   // VmHWM counts the executable's own file-backed pages too; the kernel keeps no peak of the
   // anonymous part (heap, buffers), so it is sampled.
   let anonPeakKiB = 0;
@@ -96,7 +113,10 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
       anonPeakKiB = Math.max(anonPeakKiB, kib(status(), 'RssAnon'));
     } catch {
       clearInterval(sampler); // the process is gone
+      return;
     }
+    const l = launcher();
+    if (l !== undefined) launcherAnonPeakKiB = Math.max(launcherAnonPeakKiB, kib(status(l), 'RssAnon') || 0);
   }, 20);
   sampler.unref();
   void proc.finally(() => clearInterval(sampler));
@@ -126,17 +146,47 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
       const text = status();
       const anonKiB = kib(text, 'RssAnon');
       anonPeakKiB = Math.max(anonPeakKiB, anonKiB);
-      return { hwmKiB: kib(text, 'VmHWM'), rssKiB: kib(text, 'VmRSS'), anonKiB, fileKiB: kib(text, 'RssFile'), anonPeakKiB };
+      const l = launcher();
+      const launcherText = l === undefined ? undefined : status(l);
+      if (launcherText) launcherAnonPeakKiB = Math.max(launcherAnonPeakKiB, kib(launcherText, 'RssAnon'));
+      return {
+        hwmKiB: kib(text, 'VmHWM'),
+        rssKiB: kib(text, 'VmRSS'),
+        anonKiB,
+        fileKiB: kib(text, 'RssFile'),
+        anonPeakKiB,
+        ...(launcherText ? { launcher: { hwmKiB: kib(launcherText, 'VmHWM'), anonPeakKiB: launcherAnonPeakKiB } } : {}),
+      };
     },
     cpuTicks() {
-      // Fields after the command's closing parenthesis: utime is the 14th field of the line.
-      const line = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = line.slice(line.lastIndexOf(') ') + 2).split(' ');
-      const at = (n: number) => Number(fields[n - 3]);
-      return { self: at(14) + at(15), children: at(16) + at(17) };
+      const own = cpuOf(pid);
+      const running = childrenOf(pid).map(cpuOf);
+      return { self: own.self, children: own.children + running.reduce((sum, c) => sum + c.self + c.children, 0) };
     },
     stop,
   };
+}
+
+/** The pids of `pid`'s children, from each of its threads. */
+function childrenOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+  } catch {
+    return [];
+  }
+}
+
+/** utime + stime of `pid`, and of the children it waited for, in clock ticks; zero once it is gone. */
+function cpuOf(pid: number): { self: number; children: number } {
+  try {
+    // Fields after the command's closing parenthesis: utime is the 14th field of the line.
+    const line = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = line.slice(line.lastIndexOf(') ') + 2).split(' ');
+    const at = (n: number) => Number(fields[n - 3]);
+    return { self: at(14) + at(15), children: at(16) + at(17) };
+  } catch {
+    return { self: 0, children: 0 };
+  }
 }
 
 /** One GET over the daemon's unix socket; the parsed JSON body. */

@@ -18,6 +18,8 @@ import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/
 import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
+import { startToolsWith } from '../netns/runner.ts';
+import { executableLauncher } from '../launcher/launcher.ts';
 import type { PodnetEntry } from '../install/conflist.ts';
 import { KubeApi } from '../kube/api.ts';
 import { KubeSource } from '../sources/kube.ts';
@@ -83,6 +85,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
   // It goes into the pods' field selector and every status this node writes.
   if (opts.kube) parseDocument('Name', opts.kube.nodeName, '--node-name (a Kubernetes node name)', 'INVALID_CONFIG');
+  // The tools passes run are started by a small child of the daemon, not by forking it (ADR 22).
+  const tools = executableLauncher();
+  startToolsWith(tools?.start);
+  const stopTools = () => {
+    startToolsWith(undefined);
+    tools?.close();
+  };
   try {
     // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
     if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
@@ -122,6 +131,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     });
   } catch (err) {
     await metricsServer?.close();
+    stopTools();
     lock.release();
     throw err;
   }
@@ -183,6 +193,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       await metricsServer?.close();
       await drain.idle();
       await registry.drainSpool().catch(() => undefined);
+      stopTools();
       lock.release();
       log.info('stopped');
     },

@@ -233,6 +233,20 @@ t.test("a change whose last batch is ip's in the netns reads the links back in t
   t.equal(observe.readsOf(netns), reads, 'without reading the netns');
 });
 
+t.test('a read back that is not links fails nothing: the change stands, told, and the netns is read on its own', async (t) => {
+  const { run, observe, reconciler, madeByFirstPass, docs, report, warnings } = await setup(t);
+  await reconciler.schedule('resync');
+  madeByFirstPass();
+  await reconciler.schedule('resync');
+  const reads = observe.readsOf(netns);
+  run.readAfter = () => [{ not: 'links' }];
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1300 }] })];
+  await reconciler.schedule();
+  t.equal(report()?.lastError, undefined, 'the sandbox did not fail');
+  t.ok(warnings.includes('the links read back after a pass could not be read; reading the netns again'));
+  t.equal(observe.readsOf(netns), reads + 1, 'its netns was read on its own instead');
+});
+
 t.test('a large pass takes the links its batches read back, and reads again only the netns whose read did not come', async (t) => {
   const { run, records, observe, reconciler } = await setup(t, [config({ interfaces: [{ name: 'eth0', mtu: 1400 }] })]);
   for (let i = 2; i <= 9; i++) records.push({ ...record, containerId: `c${i}`, netns: `/run/netns/pod-${i}`, pod: { namespace: 'default', name: 'pod-a' } });

@@ -769,10 +769,21 @@ export class Reconciler {
     }
     if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
     if (planned.steps.length === 0) return seen;
-    if (result.read) return sightOfLinks(needsAfter, work.records, linksOf(result.read));
+    const readTogether = result.read && this.linksReadBack(result.read);
+    if (readTogether) return sightOfLinks(needsAfter, work.records, readTogether);
     if (!readBack) return undefined;
     // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
     return this.readPod(work, needsAfter).catch(() => undefined);
+  }
+
+  /** The links a pass's last batch read back; none when ip's answer was not links (the pass then reads on its own): the steps stand either way. */
+  private linksReadBack(answers: readonly unknown[]): ReturnType<typeof linksOf> | undefined {
+    try {
+      return linksOf(answers);
+    } catch (err) {
+      this.opts.log.warn('the links read back after a pass could not be read; reading the netns again', { error: toPodnetError(err).message });
+      return undefined;
+    }
   }
 
   /** Records which generation of each config a sandbox podnet plans nothing for has whole, when it changed. */

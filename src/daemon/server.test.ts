@@ -180,6 +180,12 @@ t.test('an answer is the JSON of its body, written in pieces: a list of thousand
     null,
     { at: new Date(0) },
     { toJSON: () => ({ replaced: true }) },
+    // eslint-disable-next-line no-sparse-arrays
+    { holes: [1, , 3], leading: [, 1] },
+    { own: Object.assign([1, 2], { toJSON: () => 'mine' }) },
+    new String('boxed'),
+    Object.assign(Object.create(null) as object, { bare: [1] }),
+    new Map([['a', 1]]),
   ];
   for (const body of bodies) t.equal(jsonChunks(body).join(''), JSON.stringify(body), JSON.stringify(body));
   const items = Array.from({ length: 3000 }, (_, i) => ({ containerId: `c${i}`, name: `pod-${i}`, note: 'x'.repeat(500) }));
@@ -187,6 +193,8 @@ t.test('an answer is the JSON of its body, written in pieces: a list of thousand
   const chunks = jsonChunks(list);
   t.equal(chunks.join(''), JSON.stringify(list), 'a list of 3,000 items as JSON.stringify writes it');
   t.ok(chunks.length > 40 && chunks.every((c) => c.length <= 32 * 1024), `in ${chunks.length} pieces of at most 32 KiB`);
+  const long = { items: ['x'.repeat(40_000), 'y'] };
+  t.equal(jsonChunks(long).join(''), JSON.stringify(long), 'an element longer than a piece goes out whole');
 
   const d = await daemon(t, { sandboxes: () => list as unknown as ReturnType<NonNullable<ServerOptions['sandboxes']>> });
   const answer = await raw(d.socketPath, 'GET', '/v1/sandboxes');

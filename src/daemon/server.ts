@@ -101,11 +101,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 const chunkChars = 32 * 1024;
 
 /**
- * `body` as JSON.stringify writes it, in strings of about `chunkChars` at most: each element of
- * an array at the top of the body (a node's sandboxes) is written alone. The list of 500 sandboxes
- * is about 2 MB; as one string it went to V8's large-object space, which only a full collection
- * empties, and a client that polled the list (bench/resync, or `watch podnet explain`) grew the
- * daemon by tens of MiB.
+ * `body` as JSON.stringify writes it, in strings of about `chunkChars`: each element of an array
+ * in a field of a plain body (a node's sandboxes) is written alone, and an element longer than
+ * that is a string of its own. The list of 500 sandboxes is about 2 MB; as one string it went to
+ * V8's large-object space, which only a full collection empties, and a client that polled the
+ * list (bench/resync, or `watch podnet explain`) grew the daemon by tens of MiB. Anything else
+ * (an array or a class at the top, anything with toJSON) is written whole.
  */
 export function jsonChunks(body: unknown): string[] {
   const chunks: string[] = [];
@@ -117,21 +118,28 @@ export function jsonChunks(body: unknown): string[] {
     }
     current += text;
   };
-  const plain = typeof body === 'object' && body !== null && !Array.isArray(body) && typeof (body as { toJSON?: unknown }).toJSON !== 'function';
-  if (!plain) add(JSON.stringify(body) ?? 'null');
+  const plain = (value: unknown): value is object => {
+    if (typeof value !== 'object' || value === null || typeof (value as { toJSON?: unknown }).toJSON === 'function') return false;
+    const prototype = Object.getPrototypeOf(value) as unknown;
+    return prototype === Object.prototype || prototype === null;
+  };
+  const plainArray = (value: unknown): value is unknown[] => Array.isArray(value) && typeof (value as { toJSON?: unknown }).toJSON !== 'function';
+  if (!plain(body)) add(JSON.stringify(body) ?? 'null');
   else {
     add('{');
     let first = true;
     for (const [key, value] of Object.entries(body)) {
-      const whole = Array.isArray(value) ? undefined : JSON.stringify(value);
+      const whole = plainArray(value) ? undefined : JSON.stringify(value);
       // What JSON.stringify leaves out of an object: undefined, functions, symbols.
-      if (!Array.isArray(value) && whole === undefined) continue;
+      if (!plainArray(value) && whole === undefined) continue;
       add(`${first ? '' : ','}${JSON.stringify(key)}:`);
       first = false;
       if (whole !== undefined) add(whole);
       else {
+        const list = value as unknown[];
         add('[');
-        (value as unknown[]).forEach((element, i) => add(`${i === 0 ? '' : ','}${JSON.stringify(element) ?? 'null'}`));
+        // An index, not forEach: a hole is null, as JSON.stringify writes it.
+        for (let i = 0; i < list.length; i++) add(`${i === 0 ? '' : ','}${JSON.stringify(list[i]) ?? 'null'}`);
         add(']');
       }
     }

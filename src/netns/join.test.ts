@@ -15,6 +15,7 @@ function fakeTool({ transaction }: { transaction: boolean }) {
     async run(lines) {
       processes.push([...lines]);
       await new Promise<void>((resolve) => waiting.push(resolve));
+      if (lines.some((l) => l.includes('killer'))) return { done: 0, unplaced: true, error: new PodnetError('IO_FAILURE', 'ip killed by SIGKILL before saying at which line') };
       const failed = lines.findIndex((l) => l.includes('bad'));
       if (failed < 0) return { done: lines.length };
       return { done: transaction ? 0 : failed, error: new PodnetError('IO_FAILURE', `line ${lines[failed]} failed`) };
@@ -105,6 +106,48 @@ t.test('a process that cannot start fails each batch that was to run in it, and 
   const c = joined.run(['link add c']);
   await tool.finishAll();
   t.same(summary(await c), { done: 1, error: undefined });
+});
+
+t.test("ip: a failure on a batch's first line leaves the batches before it done and runs the ones after it again", async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const busy = joined.run(['link add a']);
+  const before = joined.run(['link add b', 'link set b up']);
+  const failing = joined.run(['link add bad']);
+  const after = joined.run(['link add d']);
+  await tool.finishAll();
+  t.same((await Promise.all([busy, before, failing, after])).map(summary), [
+    { done: 1, error: undefined },
+    { done: 2, error: undefined },
+    { done: 0, error: 'line link add bad failed' },
+    { done: 1, error: undefined },
+  ]);
+});
+
+t.test('a failure that names no line is every joined batch\'s, none counted and none run again', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const busy = joined.run(['link add a']);
+  const one = joined.run(['link add b']);
+  const two = joined.run(['link add killer']);
+  await tool.finishAll();
+  const results = await Promise.all([busy, one, two]);
+  t.same(results.map(summary), [
+    { done: 1, error: undefined },
+    { done: 0, error: 'ip killed by SIGKILL before saying at which line' },
+    { done: 0, error: 'ip killed by SIGKILL before saying at which line' },
+  ]);
+  t.equal(tool.processes.length, 2, 'nothing ran again');
+});
+
+t.test('at most 1000 lines go to one process; the rest wait for the next', async (t) => {
+  const tool = fakeTool({ transaction: false });
+  const joined = joinBatches(tool.start, false);
+  const busy = joined.run(['link add a']);
+  const big = Array.from({ length: 3 }, (_, i) => joined.run(Array.from({ length: 400 }, (_, j) => `link add b${i}-${j}`)));
+  await tool.finishAll();
+  await Promise.all([busy, ...big]);
+  t.same(tool.processes.map((p) => p.length), [1, 800, 400], 'two batches of 400 fit in one process, the third waits');
 });
 
 t.test('an empty batch runs nothing', async (t) => {

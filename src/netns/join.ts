@@ -26,7 +26,8 @@ export interface JoinedBatches {
  * runs a batch whole or not at all (nft), so a joined batch that fails is run again one caller at
  * a time, to tell the one whose lines failed from the others; otherwise (ip, stopping at its first
  * failed line) the callers before that line are done, the one holding it is told its failure, and
- * the callers after it, none of whose lines ran, go on to the next process.
+ * the callers after it, none of whose lines ran, go on to the next process. A failure that names
+ * no line (the tool killed) is each caller's, with none of its lines counted, as when alone.
  */
 export function joinBatches(start: () => StartedBatch, transaction: boolean): JoinedBatches {
   let queue: Waiting[] = [];
@@ -36,6 +37,11 @@ export function joinBatches(start: () => StartedBatch, transaction: boolean): Jo
     const result = await start().run(group.flatMap((w) => w.lines));
     if (!result.error) {
       for (const w of group) w.resolve({ done: w.lines.length });
+      return [];
+    }
+    // A failure that names no line: which callers' lines ran is not known; each is told so, none runs again.
+    if (result.unplaced) {
+      for (const w of group) w.resolve(result);
       return [];
     }
     if (transaction) {

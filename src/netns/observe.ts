@@ -1,5 +1,6 @@
 // What is there now, read with ip -json, tc -json and /proc/sys: links with their settings and
 // addresses, routes and rules of one address family, the qdiscs on podnet's host links.
+import { PodnetError } from '../errors.ts';
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import { host, type Where } from '../model/step.ts';
 import { portSecurityTable } from '../model/port-security.ts';
@@ -67,10 +68,13 @@ function toLink(e: IpAddrEntry): ObservedLink {
 /** How the links are read: by a query of their own, or at the end of a batch that changed them (ReadAfter). */
 export const linksRead: ReadAfter = { options: ['-d'], commands: ['addr show'] };
 
-/** The links in the answers of linksRead, by name. */
+/** The links in the answers of linksRead, by name; throws when ip answered something else than a list of links. */
 export function linksOf(answers: readonly unknown[]): Map<string, ObservedLink> {
-  const [entries] = answers as [IpAddrEntry[]];
-  return new Map(entries.map((e) => [e.ifname, toLink(e)]));
+  const [entries] = answers;
+  if (!Array.isArray(entries) || !entries.every((e) => typeof (e as IpAddrEntry | null)?.ifname === 'string')) {
+    throw new PodnetError('IO_FAILURE', `ip -json addr show answered something other than a list of links: ${JSON.stringify(entries)?.slice(0, 200)}`);
+  }
+  return new Map((entries as IpAddrEntry[]).map((e) => [e.ifname, toLink(e)]));
 }
 
 /** Every link of `where`, by name. */

@@ -6,7 +6,8 @@
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import { joinBatches } from './join.ts';
-import { findExecutable, startProcess, type ProcessExit, type ProcessOptions, type StartedProcess } from '../process.ts';
+import type { LaunchOptions } from '../launcher/launcher.ts';
+import { findExecutable, startProcess, type ProcessExit, type StartedProcess } from '../process.ts';
 
 export interface BatchResult {
   /** How many lines succeeded, in order. */
@@ -14,6 +15,8 @@ export interface BatchResult {
   error?: PodnetError;
   /** Each answer of the read that followed the lines (ReadAfter), when every line succeeded and so did the read. */
   read?: unknown[];
+  /** The failure names no line (the tool was killed, or its message was cut): `done` counts none, though some may have run. */
+  unplaced?: true;
 }
 
 /**
@@ -47,8 +50,9 @@ export interface NetnsRunner {
   batch(where: Where, tool: Tool, lines: readonly string[]): Promise<BatchResult>;
   /**
    * Starts the process of a batch now, for lines given later: its start (ip loading its libraries
-   * and entering the netns, most of a short batch's time) then overlaps the batch before it. An
-   * ip batch in a pod's netns may end with `readAfter`.
+   * and entering the netns, most of a short batch's time) then overlaps the batch before it. The
+   * host's ip and nft batches join others instead (join.ts): their process starts when they run.
+   * An ip batch in a pod's netns may end with `readAfter`.
    */
   start(where: Where, tool: Tool, readAfter?: ReadAfter): StartedBatch;
   /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
@@ -61,7 +65,7 @@ export interface NetnsRunner {
  * What a tool may print. ip -json of a host's every route and address is the most: tens of
  * thousands of routes come to a few MiB. Errors are a line or two (ip stops at a failed line).
  */
-const toolOutput = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
+const toolOutput: Pick<LaunchOptions, 'maxStdoutBytes' | 'maxStderrBytes'> = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
 
 /**
  * The tools' whole environment: PATH, for nsenter to find the tool it runs, and the C locale, so
@@ -69,11 +73,27 @@ const toolOutput = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
  * matched whatever the node's locale. Built once: spawn would otherwise copy the daemon's whole
  * environment at every start (0.7 s of a 500-sandbox pass in bench/resync).
  */
-let toolOptions: ProcessOptions | undefined;
+let toolOptions: LaunchOptions | undefined;
+
+/** PATH for a daemon started without one: where Debian puts ip, tc, nft and nsenter. */
+const defaultPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** How the tools are started: by this process, or by the daemon's launcher (ADR 22). */
+type ToolStarter = (file: string, args: readonly string[], options: LaunchOptions) => StartedProcess;
+let starter: ToolStarter = startProcess;
+
+/**
+ * Has the daemon's launcher start the tools from now on (undefined: this process again). One
+ * for the process, as the runner is: its ready host process and its joined batches are the
+ * process's too.
+ */
+export function startToolsWith(start: ToolStarter | undefined): void {
+  starter = start ?? startProcess;
+}
 
 function startTool(file: string, args: readonly string[]): StartedProcess {
-  toolOptions ??= { ...toolOutput, env: { PATH: process.env['PATH'] ?? '', LC_ALL: 'C' } };
-  return startProcess(toolPath(file), args, toolOptions);
+  toolOptions ??= { ...toolOutput, env: { PATH: process.env['PATH'] ?? defaultPath, LC_ALL: 'C' } };
+  return starter(toolPath(file), args, toolOptions);
 }
 
 function exec(file: string, args: readonly string[], input = ''): Promise<ProcessExit> {
@@ -85,7 +105,7 @@ function exec(file: string, args: readonly string[], input = ''): Promise<Proces
 const toolPaths = new Map<string, string>();
 
 /** The daemon's PATH as folders; an empty entry is the working folder, as for a shell. */
-const pathDirs = () => (process.env['PATH'] ?? '').split(':').map((dir) => dir || '.');
+const pathDirs = () => (process.env['PATH'] ?? defaultPath).split(':').map((dir) => dir || '.');
 
 /**
  * Where `name` is on PATH, looked up once: spawn would otherwise try each PATH folder before it on
@@ -222,10 +242,15 @@ function batchResult(where: Where, tool: Tool, lines: readonly string[], result:
   // nft runs its batch as one transaction: nothing of it took.
   if (tool === 'nft') return { done: 0, error: new PodnetError('IO_FAILURE', `nft in ${describeWhere(where)}: ${result.stderr.split('\n').slice(0, 3).join(' ').trim()}`) };
   // ip and tc name the failing line: "Command failed -:3".
-  const failed = Number(/Command failed -:(\d+)/.exec(result.stderr)?.[1] ?? 1);
-  const line = lines[failed - 1] ?? '';
+  const named = /Command failed -:(\d+)/.exec(result.stderr)?.[1];
   const message = result.stderr.split('\n').filter((l) => !l.startsWith('Command failed')).join(' ').trim();
-  return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${line} in ${describeWhere(where)}: ${message}`) };
+  if (named === undefined) {
+    // Killed, or its message cut short: which of its lines ran is not known.
+    const how = result.signal ? `killed by ${result.signal}` : `exit status ${result.code}`;
+    return { done: 0, unplaced: true, error: new PodnetError('IO_FAILURE', `${tool} in ${describeWhere(where)} failed (${how}) before saying at which line: ${message}`) };
+  }
+  const failed = Number(named);
+  return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed - 1] ?? ''} in ${describeWhere(where)}: ${message}`) };
 }
 
 async function runSysctls(where: Where, lines: readonly string[]): Promise<BatchResult> {
