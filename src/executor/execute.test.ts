@@ -96,6 +96,23 @@ t.test("a read back goes at the end of the last batch when that is ip's in its n
   t.notOk((await execute(failing.ip, path, 'c1', steps, () => undefined, { where: pod, read })).read, 'a failed batch: no read');
 });
 
+t.test('a batch that ends without saying which of its lines ran (its process killed, the launcher gone) has every step undone, last first', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  const answered = ip.batch.bind(ip);
+  ip.batch = async (where, tool, lines) => {
+    const result = await answered(where, tool, lines);
+    if (where !== 'host' && lines.length > 1) throw new PodnetError('IO_FAILURE', "podnet's launcher ended (SIGKILL) before the process it started ended");
+    return result;
+  };
+  let committed = 0;
+  const result = await execute(ip, path, 'c1', steps, () => committed++);
+  t.match(result.error?.message, /launcher ended/);
+  t.equal(committed, 0, 'nothing committed');
+  t.same(batches.slice(2).map((b) => `${b.where} ${b.lines.join('; ')}`), ['/run/netns/p addr del 198.18.1.2/24 dev net1', '/run/netns/p link del dev net1', 'host link del dev pnb'], 'each step undone, last first');
+  t.same(readdirSync(`${path}/${journalFolder}`), [], 'and the journal is gone');
+});
+
 t.test('a failed step: the steps taken before it are undone, last first', async (t) => {
   const path = await stateDir(t);
   const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');

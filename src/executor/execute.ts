@@ -94,7 +94,9 @@ export interface ExecuteResult {
  * (which records what is now applied, and the id) before the journal goes. A crash leaves either
  * a journal whose pass was not committed, undone at the next start, or one whose pass was
  * (its id is in the record), which is only removed: undoing a committed pass would put back what
- * it took away and the record no longer lists. `readBack` is read at the end of the last batch
+ * it took away and the record no longer lists. A failure that cannot say which steps ran (a tool
+ * killed, the launcher gone) undoes them all, as the start's undo of a cut-short pass does: a
+ * host link's delete only while the link bears its mark. `readBack` is read at the end of the last batch
  * when that batch is ip's in its netns (a veth made from the host is there by then).
  */
 export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack): Promise<ExecuteResult> {
@@ -115,11 +117,12 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
     return { error: toPodnetError(err), undoErrors: [] };
   }
   writeFileAtomic(journal, stateDocumentText(written), kernelState);
-  const ran = await runInBatches(run, steps, readBack);
-  const undoErrors = ran.error ? await undo(run, undoActions(steps.slice(0, ran.done))) : [];
+  // A batch whose process ended without an answer (killed, its launcher gone): which of its steps ran is not known.
+  const ran = await runInBatches(run, steps, readBack).catch((err: unknown): BatchResult => ({ done: 0, unplaced: true, error: toPodnetError(err) }));
+  const undoErrors = !ran.error ? [] : await undo(run, ran.unplaced ? await bearingTheirMarks(run, undoActions(steps)) : undoActions(steps.slice(0, ran.done)));
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
-  if (ran.error) return { error: namedByCause(ran.error, steps[ran.done]), undoErrors };
+  if (ran.error) return { error: ran.unplaced ? ran.error : namedByCause(ran.error, steps[ran.done]), undoErrors };
   return ran.read ? { undoErrors, read: ran.read } : { undoErrors };
 }
 

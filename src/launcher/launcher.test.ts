@@ -22,6 +22,9 @@ function launcherPids(): number[] {
 }
 
 t.test('a tool started by the launcher gets its input, and its output and status come back', async (t) => {
+  // A variable of the daemon's, there before its launcher starts: the launcher has it, its tools must not.
+  process.env['PODNET_TEST_DAEMON_ONLY'] = "the daemon's";
+  t.teardown(() => delete process.env['PODNET_TEST_DAEMON_ONLY']);
   const tools = launcher([process.execPath, entry]);
   t.teardown(() => tools.close());
   const cat = tools.start('/bin/cat', [], bounds);
@@ -31,11 +34,9 @@ t.test('a tool started by the launcher gets its input, and its output and status
   const failing = tools.start('/bin/sh', ['-c', 'echo oops >&2; exit 3'], bounds);
   failing.feed('');
   t.match(await failing.exited, { code: 3, stderr: 'oops\n' });
-  process.env['PODNET_TEST_DAEMON_ONLY'] = 'the daemon\'s';
-  t.teardown(() => delete process.env['PODNET_TEST_DAEMON_ONLY']);
   const printenv = tools.start('/usr/bin/env', ['-0'], bounds);
   printenv.feed('');
-  // What tap puts in every process it sees start (its coverage hooks, some values of many lines) aside.
+  // What tap puts in every process it sees start (its coverage hooks and their NODE_OPTIONS, some values of many lines) aside.
   const seen = (await printenv.exited).stdout.split('\0').filter((v) => v !== '' && !v.startsWith('_TAPJS_') && !v.startsWith('NODE_OPTIONS='));
   t.same(seen.sort(), [`LC_ALL=C`, `PATH=${process.env['PATH'] ?? ''}`], "its environment is what the request gave, nothing of the daemon's");
 });
@@ -56,7 +57,7 @@ t.test('a tool that cannot start, and one killed, are told as startProcess tells
   const missing = tools.start('/nonexistent/tool', [], bounds);
   missing.feed('');
   await t.rejects(missing.exited, /ENOENT/);
-  const sleeper = tools.start('/bin/sleep', ['30'], bounds);
+  const sleeper = tools.start('/bin/sleep', ['3'], bounds);
   sleeper.kill();
   t.match(await sleeper.exited, { code: null, signal: 'SIGKILL' });
 });
@@ -66,7 +67,7 @@ t.test('a launcher that dies fails what it had under way, saying so, and the nex
   const before = new Set(launcherPids());
   const tools = launcher([process.execPath, entry]);
   t.teardown(() => tools.close());
-  const sleeper = tools.start('/bin/sleep', ['30'], bounds);
+  const sleeper = tools.start('/bin/sleep', ['3'], bounds);
   let pid: number | undefined;
   for (let i = 0; i < 100 && pid === undefined; i++) {
     pid = launcherPids().find((p) => !before.has(p));
@@ -83,12 +84,34 @@ t.test('a launcher that dies fails what it had under way, saying so, and the nex
 t.test('closed, a launcher fails what it had under way and goes', async (t) => {
   const before = new Set(launcherPids());
   const tools = launcher([process.execPath, entry]);
-  const sleeper = tools.start('/bin/sleep', ['30'], bounds);
-  const pids = new Set(launcherPids().filter((p) => !before.has(p)));
+  const sleeper = tools.start('/bin/sleep', ['3'], bounds);
+  let pids = new Set<number>();
+  for (let i = 0; i < 100 && pids.size === 0; i++) {
+    pids = new Set(launcherPids().filter((p) => !before.has(p)));
+    if (pids.size === 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  t.equal(pids.size, 1, 'its launcher runs');
   tools.close();
   await t.rejects(sleeper.exited, /podnet's launcher was closed/);
   for (let i = 0; i < 100 && launcherPids().some((p) => pids.has(p)); i++) await new Promise((r) => setTimeout(r, 20));
   t.notOk(launcherPids().some((p) => pids.has(p)), 'its process has exited');
+});
+
+t.test('a stop sent to the whole process group is the daemon\'s: the launcher goes on serving', async (t) => {
+  const before = new Set(launcherPids());
+  const tools = launcher([process.execPath, entry]);
+  t.teardown(() => tools.close());
+  const first = tools.start('/bin/true', [], bounds);
+  first.feed('');
+  await first.exited;
+  const [pid] = launcherPids().filter((p) => !before.has(p));
+  t.ok(pid, 'its launcher runs');
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.kill(pid!, signal);
+  await new Promise((r) => setTimeout(r, 200));
+  const echo = tools.start('/bin/echo', ['still'], bounds);
+  echo.feed('');
+  t.equal((await echo.exited).stdout, 'still\n');
+  t.ok(launcherPids().includes(pid!), 'and it is the same launcher');
 });
 
 t.test('started by hand, with no daemon to launch for, it says so and exits', async (t) => {

@@ -3,9 +3,10 @@
 // waits for the child's exec: with the daemon's 80 to 100 MiB of memory that cost 5 to 6 ms of CPU
 // a process (the kernel copies and then tears down its page tables), against 2 from a small
 // process, and a pass of 500 sandboxes starts some 1,600 of them (bench/resync). The launcher is
-// the same executable (PODNET_LAUNCHER=1 in its environment), spoken to over an IPC channel only
-// the two of them hold. A launcher that ends fails what it had under way, and the next start makes
-// a new one.
+// the same executable (PODNET_LAUNCHER=1 in its environment), started at the first tool and spoken
+// to over an IPC channel only the two of them hold. A launcher that ends fails what it had under
+// way (the executor then takes back the whole pass: which of its steps ran is not known), and the
+// next start makes a new one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { isSea } from 'node:sea';
 import type { ProcessExit, ProcessOptions, StartedProcess } from '../process.ts';
@@ -57,11 +58,7 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
   const running = (): ChildProcess => {
     if (child?.connected) return child;
     const [file, ...args] = command;
-    // A young generation of 1 MiB a half (the daemon's is 4): the launcher's garbage is IPC messages
-    // and tools' output, short-lived; with the executable's 4 MiB its memory grew to 61 MiB under a
-    // stream of 1,500 reads, with 1 MiB to 29 (NODE_OPTIONS: the daemon's own are not the launcher's).
-    const env = { ...process.env, PODNET_LAUNCHER: '1', NODE_OPTIONS: '--max-semi-space-size=1' };
-    const started = spawn(file, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env });
+    const started = spawn(file, args, { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, PODNET_LAUNCHER: '1' } });
     started.on('message', (answer: LauncherAnswer) => {
       const w = waiting.get(answer.id);
       if (!w) return;
@@ -69,7 +66,8 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
       if ('exit' in answer) w.resolve(answer.exit);
       else w.reject(new Error(answer.failed));
     });
-    started.on('exit', (code, signal) => endOf(started, `ended (${signal ?? `exit status ${code}`})`));
+    // Once its channel has closed too: an answer sent just before it ended is read first.
+    started.on('close', (code, signal) => endOf(started, `ended (${signal ?? `exit status ${code}`})`));
     started.on('error', (err) => endOf(started, `failed (${err.message})`));
     child = started;
     refresh();
@@ -79,7 +77,10 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
   const post = (to: ChildProcess, request: LauncherRequest) => {
     if (!to.connected) return;
     to.send(request, (err) => {
-      if (err) endOf(to, `could not be reached (${err.message})`);
+      if (!err) return;
+      endOf(to, `could not be reached (${err.message})`);
+      // Not left behind: the next start makes a new one.
+      to.kill('SIGKILL');
     });
   };
 
@@ -125,9 +126,11 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
 }
 
 /**
- * The launcher of the installed executable: itself, with PODNET_LAUNCHER=1. None when podnet runs
- * from the source tree (node bin/podnet.ts): the tools are then started by the daemon itself.
+ * The launcher of the installed executable: itself, with PODNET_LAUNCHER=1, as /proc/self/exe
+ * names it, the file this process runs even after a new build or install has been renamed over
+ * its path (the launcher and the daemon are one build). None when podnet runs from the source
+ * tree (node bin/podnet.ts): the tools are then started by the daemon itself.
  */
 export function executableLauncher(): Launcher | undefined {
-  return isSea() ? launcher([process.execPath]) : undefined;
+  return isSea() ? launcher(['/proc/self/exe']) : undefined;
 }

@@ -15,9 +15,13 @@ export function launcherMain(): void {
   // What it starts gets the environment each request gives; this mark is for this process alone.
   delete process.env['PODNET_LAUNCHER'];
   const running = new Map<number, StartedProcess>();
+  // An answer that cannot be sent (the daemon went as it was written) is dropped: the launcher ends with the channel.
   const answer = (a: LauncherAnswer) => {
-    if (process.connected) send(a);
+    if (process.connected) send(a, undefined, undefined, () => undefined);
   };
+  // A stop sent to the whole process group (Ctrl-C, a service manager) is the daemon's to act on:
+  // the launcher serves its last steps and ends when the daemon does, with the channel.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
   process.on('message', (message: LauncherRequest) => {
     const { id } = message;
     if (message.op === 'start') {

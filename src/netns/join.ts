@@ -75,8 +75,9 @@ export function joinBatches(start: () => StartedBatch, transaction: boolean): Jo
         try {
           notRun = await runOne(group);
         } catch (err) {
-          // A process that could not start: each caller is told, as its own batch would have been.
-          for (const w of group) w.resolve({ done: 0, error: toPodnetError(err) });
+          // A process that could not start, or ended without an answer (its launcher gone): which
+          // lines ran is not known; each caller is told so, as its own batch would have been.
+          for (const w of group) w.resolve({ done: 0, unplaced: true, error: toPodnetError(err) });
           notRun = [];
         }
         queue = [...notRun, ...queue];

@@ -75,7 +75,7 @@ const toolOutput: Pick<LaunchOptions, 'maxStdoutBytes' | 'maxStderrBytes'> = { m
  */
 let toolOptions: LaunchOptions | undefined;
 
-/** PATH for a daemon started without one: where Debian puts ip, tc, nft and nsenter. */
+/** PATH for a daemon started without one, or with an empty one: where Debian puts ip, tc, nft and nsenter. */
 const defaultPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** How the tools are started: by this process, or by the daemon's launcher (ADR 22). */
@@ -92,7 +92,7 @@ export function startToolsWith(start: ToolStarter | undefined): void {
 }
 
 function startTool(file: string, args: readonly string[]): StartedProcess {
-  toolOptions ??= { ...toolOutput, env: { PATH: process.env['PATH'] ?? defaultPath, LC_ALL: 'C' } };
+  toolOptions ??= { ...toolOutput, env: { PATH: process.env['PATH'] || defaultPath, LC_ALL: 'C' } };
   return starter(toolPath(file), args, toolOptions);
 }
 
@@ -105,7 +105,7 @@ function exec(file: string, args: readonly string[], input = ''): Promise<Proces
 const toolPaths = new Map<string, string>();
 
 /** The daemon's PATH as folders; an empty entry is the working folder, as for a shell. */
-const pathDirs = () => (process.env['PATH'] ?? defaultPath).split(':').map((dir) => dir || '.');
+const pathDirs = () => (process.env['PATH'] || defaultPath).split(':').map((dir) => dir || '.');
 
 /**
  * Where `name` is on PATH, looked up once: spawn would otherwise try each PATH folder before it on
