@@ -11,7 +11,12 @@ function loadCli(): CliModule['exports'] {
   const { compileFunction } = process.getBuiltinModule('node:vm');
   const { createRequire } = process.getBuiltinModule('node:module');
   const source = getAsset('cli.cjs', 'utf8');
-  const run = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: 'podnet-cli.cjs' });
+  // With the code cache the build made of it (scripts/build.ts): V8 checks it against the source,
+  // its version and options, and compiles as without one when it does not match.
+  const cachedData = new Uint8Array(getAsset('cli.cache'));
+  const run = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: 'podnet-cli.cjs', cachedData });
+  // Said, not hidden: each start then costs the bundle's parse again, and the daemon 15 MiB more.
+  if ((run as { cachedDataRejected?: boolean }).cachedDataRejected) process.stderr.write('podnet: V8 refused the command line\'s code cache (the executable was built by another Node, or with other options); starting without it\n');
   const module: CliModule = { exports: {} };
   run(module.exports, createRequire(process.execPath), module, process.execPath, '/');
   return module.exports;
