@@ -11,7 +11,8 @@
 //    check starts: the last ones' checks may still be finishing). Its log must show no change made.
 // Peak memory is VmHWM of the daemon process (the executable runs the daemon in its own process),
 // read just before it is stopped, plus the largest anonymous memory of its launcher (ADR 22: the
-// child that starts its tools; its file-backed pages are the executable's, shared with the daemon). Anchor, measured in the same run with no daemon running: one
+// child that starts its tools; its file-backed pages are the executable's, shared with the
+// daemon). Anchor, measured in the same run with no daemon running: one
 // `ip -n NS -json addr show` per sandbox in sequence, the floor of any per-pod check made by
 // running a process, which the restart pass is compared to.
 // Targets (issue 3): converged in under 5 s and under 150 MiB, cold and after the restart.

@@ -118,25 +118,25 @@ export function jsonChunks(body: unknown): string[] {
     }
     current += text;
   };
+  const ownJson = (value: unknown) => typeof (value as { toJSON?: unknown } | null)?.toJSON === 'function';
   const plain = (value: unknown): value is object => {
-    if (typeof value !== 'object' || value === null || typeof (value as { toJSON?: unknown }).toJSON === 'function') return false;
+    if (typeof value !== 'object' || value === null || ownJson(value)) return false;
     const prototype = Object.getPrototypeOf(value) as unknown;
     return prototype === Object.prototype || prototype === null;
   };
-  const plainArray = (value: unknown): value is unknown[] => Array.isArray(value) && typeof (value as { toJSON?: unknown }).toJSON !== 'function';
   if (!plain(body)) add(JSON.stringify(body) ?? 'null');
   else {
     add('{');
     let first = true;
     for (const [key, value] of Object.entries(body)) {
-      const whole = plainArray(value) ? undefined : JSON.stringify(value);
+      const list = Array.isArray(value) && !ownJson(value) ? (value as unknown[]) : undefined;
+      const whole = list ? undefined : JSON.stringify(value);
       // What JSON.stringify leaves out of an object: undefined, functions, symbols.
-      if (!plainArray(value) && whole === undefined) continue;
+      if (!list && whole === undefined) continue;
       add(`${first ? '' : ','}${JSON.stringify(key)}:`);
       first = false;
-      if (whole !== undefined) add(whole);
+      if (!list) add(whole!);
       else {
-        const list = value as unknown[];
         add('[');
         // An index, not forEach: a hole is null, as JSON.stringify writes it.
         for (let i = 0; i < list.length; i++) add(`${i === 0 ? '' : ','}${JSON.stringify(list[i]) ?? 'null'}`);

@@ -92,26 +92,23 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
       let isHeld = true;
       held++;
       refresh();
+      const hold = (h: boolean) => {
+        if (done || h === isHeld) return;
+        isHeld = h;
+        held += h ? 1 : -1;
+        refresh();
+      };
       const exited = new Promise<ProcessExit>((resolve, reject) => waiting.set(id, { launcher: to, resolve, reject }));
       const release = () => {
+        hold(false);
         done = true;
-        if (isHeld) {
-          isHeld = false;
-          held--;
-          refresh();
-        }
       };
       exited.then(release, release);
       post(to, { op: 'start', id, file, args, env: options.env, maxStdoutBytes: options.maxStdoutBytes, maxStderrBytes: options.maxStderrBytes });
       return {
         feed: (input) => post(to, { op: 'feed', id, input }),
         exited,
-        hold(h) {
-          if (done || h === isHeld) return;
-          isHeld = h;
-          held += h ? 1 : -1;
-          refresh();
-        },
+        hold,
         running: () => !done,
         kill: () => post(to, { op: 'kill', id }),
       };

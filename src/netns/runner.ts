@@ -191,10 +191,9 @@ function startProcessBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', read
       started.feed(refused || lines.length === 0 ? '' : `${input.join('\n')}\n`);
       if (refused || lines.length === 0) return refused ?? { done: 0 };
       const exit = await started.exited;
-      if (!readAfter) return batchResult(where, tool, lines, exit);
       const result = batchResult(where, tool, input, exit);
       // A read that failed (the netns went) leaves no answers; what the lines did stands.
-      if (result.done >= lines.length) return { done: lines.length, ...answersOf(where, tool, readAfter.commands, exit) };
+      if (readAfter && result.done >= lines.length) return { done: lines.length, ...answersOf(where, tool, readAfter.commands, exit) };
       return result;
     },
     cancel: () => started.feed(''),
