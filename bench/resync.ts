@@ -21,7 +21,8 @@
 //   PNBENCH_LOG_DIR=DIR keeps the daemons' logs; PNBENCH_POLL_MS changes the polling period;
 //   PODNET_BINARY runs another build than dist/podnet; PNBENCH_DAEMON_NODE_OPTIONS gives the
 //   daemons Node options (--cpu-prof --cpu-prof-dir=DIR profiles them; the restarted one stops by
-//   SIGTERM and writes its profile).
+//   SIGTERM and writes its profile); PNBENCH_COLD_TERM=1 stops the cold one by SIGTERM too, for
+//   its profile (the restart then follows a clean stop, not a crash).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -175,7 +176,7 @@ await runBenchmark(async () => {
   const coldChanges = appliedLines(cold.logFile);
 
   // Restart: SIGKILL, then the same daemon again; everything is in place.
-  await cold.stop('SIGKILL');
+  await cold.stop(process.env['PNBENCH_COLD_TERM'] ? 'SIGTERM' : 'SIGKILL');
   const restart = startDaemon(paths, daemonLogFile(work, `resync-restart-${id}.log`), ['--resync-seconds', '60']);
   const restartReady = await restart.ready();
   const restartDone = await watchUntil(restart, 'a full pass with nothing to change (restart)', (p) => p.reported === count && p.quiet === count);
@@ -228,7 +229,7 @@ await runBenchmark(async () => {
       `${memoryText(restartMemory)}   ${verdict(restartSeconds, restartMemory) ? 'ok' : 'over target'}`,
   );
   console.log(
-    `cold start's CPU: the daemon ${(coldCpu.self / 100).toFixed(2)} s, the processes it ran ${(coldCpu.children / 100).toFixed(2)} s ` +
+    `cold start's CPU: the daemon ${(coldCpu.self / 100).toFixed(2)} s, the processes it ran ${(coldCpu.children / 100).toFixed(2)} s, of which its launcher's own ${(coldCpu.launcher / 100).toFixed(2)} s ` +
       `(${(((coldCpu.self + coldCpu.children) / 100 / coldSeconds / availableParallelism()) * 100).toFixed(0)} % of this machine's ${availableParallelism()} cores)`,
   );
   console.log(`per sandbox: cold start ${((coldSeconds * 1000) / count).toFixed(1)} ms, after SIGKILL ${((restartSeconds * 1000) / count).toFixed(1)} ms (run with 100, 200 and 500 to see how it grows)`);

@@ -45,9 +45,10 @@ export interface RunningDaemon {
   memory(): { hwmKiB: number; rssKiB: number; anonKiB: number; fileKiB: number; anonPeakKiB: number; launcher?: { hwmKiB: number; anonPeakKiB: number } };
   /**
    * utime + stime of the daemon, and of its children: those it waited for, and those still
-   * running with what they waited for (its launcher, ADR 22), in clock ticks (USER_HZ, 100).
+   * running with what they waited for (its launcher, ADR 22), in clock ticks (USER_HZ, 100);
+   * `launcher`, the running children's own share of `children`.
    */
-  cpuTicks(): { self: number; children: number };
+  cpuTicks(): { self: number; launcher: number; children: number };
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
@@ -161,7 +162,8 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     cpuTicks() {
       const own = cpuOf(pid);
       const running = childrenOf(pid).map(cpuOf);
-      return { self: own.self, children: own.children + running.reduce((sum, c) => sum + c.self + c.children, 0) };
+      const launcher = running.reduce((sum, c) => sum + c.self, 0);
+      return { self: own.self, launcher, children: own.children + running.reduce((sum, c) => sum + c.self + c.children, 0) };
     },
     stop,
   };

@@ -21,7 +21,7 @@ import { linksOf, linksRead, type NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
-import { execute, runJournalUndo, type ReadBack } from '../executor/execute.ts';
+import { execute, runJournalUndo, type ReadBack, type Together } from '../executor/execute.ts';
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AppliedConfig, AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
@@ -32,6 +32,7 @@ import type { SandboxFacts } from '../status/status.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
+import { inStages } from './stages.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from './metrics.ts';
 import { asksThePlanner, covers, hostViewOf, linksAlone, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, sightOfLinks, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
@@ -482,9 +483,11 @@ export class Reconciler {
   /**
    * A pass: every sandbox's desired state (addresses taken), then the bridges they need, made once,
    * then the sandboxes side by side, a few at a time (each touches only its own netns and its
-   * own host links); then what gone sandboxes and unused bridges leave. A pass that is not a
-   * resync starts from the host as the last pass left it (hostCache) and reads only the netns of
-   * the sandboxes it takes; when it must read the host, the first sandboxes read their netns meanwhile.
+   * own host links; in a large pass the host steps their plans start with run together, once every
+   * sandbox of a wave of them has planned: stages.ts); then what gone sandboxes and unused bridges
+   * leave. A pass that is not a resync starts from the host as the last pass left it (hostCache)
+   * and reads only the netns of the sandboxes it takes; when it must read the host, the first
+   * sandboxes read their netns meanwhile.
    */
   private async pass(): Promise<void> {
     if (!this.opts.source.synced) return;
@@ -522,8 +525,12 @@ export class Reconciler {
     // A small pass (a request) reads back the netns it changed, for the next request to plan from;
     // in a large one those reads would hold up the other sandboxes: they come after all (readBackChanged).
     const readBack = due.length <= sandboxConcurrency;
-    await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
-    if (!readBack) await this.readBackChanged(due);
+    if (readBack) await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
+    else {
+      // A large pass: the host steps its plans start with run together, wave by wave (stages.ts).
+      await inStages(due, sandboxConcurrency, (w, together) => this.reconcileSandbox(w, host, { resync, readBack, together }));
+      await this.readBackChanged(due);
+    }
     const hostView = await host;
     const gone = (cid: string) => !live.has(cid) && !unsure.has(cid);
     for (const state of this.opts.applied.all()) if (gone(state.containerId)) await this.forget(state, hostView);
@@ -661,7 +668,7 @@ export class Reconciler {
    * One sandbox's part of a pass: observe (or take the view its last pass left), plan, apply; a
    * failure is reported, the pass goes on.
    */
-  private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>, pass: { resync: boolean; readBack: boolean }): Promise<void> {
+  private async reconcileSandbox(work: SandboxWork, host: Promise<HostView>, pass: { resync: boolean; readBack: boolean; together?: Together }): Promise<void> {
     const { log } = this.opts;
     const { record, identity, desired, problems } = work;
     const report: SandboxOutcome = {
@@ -703,7 +710,7 @@ export class Reconciler {
       const last = previous?.sight;
       const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
       try {
-        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass.readBack);
+        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass);
       } catch (err) {
         const e = toPodnetError(err);
         // Made again only when a step failed and was taken back whole: anything else would fail alike.
@@ -712,7 +719,7 @@ export class Reconciler {
         report.lastSteps = [];
         track.planProblems = [];
         this.hostChanged = true;
-        track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass.readBack);
+        track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass);
       }
       // The rest applied; a plugin that failed is tried again with the sandbox's backoff.
       if (delegation.failed) throw delegation.failed;
@@ -731,7 +738,8 @@ export class Reconciler {
    * taken were undone). Resolves with the netns as the plan left it: `sight` when the plan had
    * no steps; else its links as the plan's last batch read them back, when links are all the next
    * plan needs and that batch was ip's in the netns (no process of its own); else read back when
-   * `readBack` says so; none otherwise, or when that read fails (the next pass reads).
+   * `readBack` says so; none otherwise, or when that read fails (the next pass reads). `together`:
+   * how a large pass runs the plan's leading host steps (stages.ts).
    */
   private async planAndApply(
     work: SandboxWork,
@@ -739,7 +747,7 @@ export class Reconciler {
     track: SandboxTrack,
     sight: PodSight | Promise<PodSight>,
     host: Promise<HostView>,
-    readBack: boolean,
+    { readBack, together }: { readBack: boolean; together?: Together },
   ): Promise<PodSight | undefined> {
     const { record, identity, desired } = work;
     const [seen, hostView] = await Promise.all([sight, host]);
@@ -753,7 +761,7 @@ export class Reconciler {
     if (planned.steps.some((step) => step.where === 'host')) this.hostChanged = true;
     const needsAfter = podNeeds(desired, next);
     const linksBack: ReadBack | undefined = linksAlone(needsAfter) ? { where: { netns: record.netns }, read: linksRead } : undefined;
-    const result = await this.execute(record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }), linksBack);
+    const result = await this.execute(record.containerId, planned.steps, (pass) => this.commit(before, { ...next, pass }), linksBack, together);
     if (result.error) {
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
@@ -805,9 +813,9 @@ export class Reconciler {
   }
 
   /** Runs `steps` through a journaled pass (executor/execute.ts), counting them for the pass's metrics. */
-  private execute(key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack): ReturnType<typeof execute> {
+  private execute(key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack, together?: Together): ReturnType<typeof execute> {
     this.countSteps(steps);
-    return execute(this.opts.run, this.opts.stateDir, key, steps, commit, readBack);
+    return execute(this.opts.run, this.opts.stateDir, key, steps, commit, readBack, together);
   }
 
   /** Runs `steps`, all of `tool` at `where`, as one batch with no journal (nothing to undo: the port security table), counting them as execute does. */

@@ -96,6 +96,34 @@ t.test("a read back goes at the end of the last batch when that is ip's in its n
   t.notOk((await execute(failing.ip, path, 'c1', steps, () => undefined, { where: pod, read })).read, 'a failed batch: no read');
 });
 
+t.test("a large pass's leading host steps run through `together`, journaled first, and the pod's after, counted with them", async (t) => {
+  const path = await stateDir(t);
+  const { ip, events, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
+  const read = { options: ['-d'], commands: ['addr show'] };
+  let journaled: string[] = [];
+  const result = await execute(ip, path, 'c1', steps, () => t.fail('a failed pass is not committed'), { where: pod, read }, async (lead) => {
+    journaled = readdirSync(`${path}/${journalFolder}`);
+    events.push('together');
+    const led = await lead();
+    events.push('led');
+    return led;
+  });
+  t.same(journaled, ['c1.json'], 'the journal is written before the host steps run');
+  t.same(events.slice(0, 6), ['together', 'start host', 'run host', 'led', 'start /run/netns/p then addr show', 'run /run/netns/p'], "the pod's process starts after the host batch, not beside it");
+  t.match(result.error?.message, /boom/);
+  t.same(
+    batches.slice(2).map((b) => b.lines[0]),
+    ['link del dev net1', 'link del dev pnb'],
+    'the failure is counted past the host steps: the veth, then the bridge are undone',
+  );
+  const hostOnly = recordingIp();
+  let asked = 0;
+  t.same(await execute(hostOnly.ip, path, 'c1', steps.slice(0, 2), () => undefined, undefined, (lead) => (asked++, lead())), { undoErrors: [] });
+  t.equal(asked, 1, 'steps all on the host run through it too');
+  const podFirst = recordingIp();
+  t.same(await execute(podFirst.ip, path, 'c1', steps.slice(2), () => undefined, undefined, () => t.fail('no leading host step: not asked') as never), { undoErrors: [] });
+});
+
 t.test('a batch that ends without saying which of its lines ran (its process killed, the launcher gone) has every step undone, last first', async (t) => {
   const path = await stateDir(t);
   const { ip, batches } = recordingIp();

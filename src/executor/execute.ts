@@ -59,6 +59,25 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[], read
   return read ? { done, read } : { done };
 }
 
+/**
+ * How a large pass runs a plan's leading host steps (daemon/stages.ts, ADR 23): `lead` when every
+ * sandbox of the pass has planned, together with the others' in the host's joined batches.
+ */
+export type Together = (lead: () => Promise<BatchResult>) => Promise<BatchResult>;
+
+/**
+ * `runInBatches`, with the host steps the commands start with run through `together` first, when
+ * given. Those batches then start no process for the ones after them: the rest waits for its turn.
+ */
+async function runStaged(run: NetnsRunner, commands: readonly Command[], readBack?: ReadBack, together?: Together): Promise<BatchResult> {
+  const lead = together ? commands.findIndex((c) => c.where !== host) : 0;
+  if (lead === 0) return runInBatches(run, commands, readBack);
+  const first = await together!(() => runInBatches(run, lead === -1 ? commands : commands.slice(0, lead)));
+  if (first.error || lead === -1) return first;
+  const rest = await runInBatches(run, commands.slice(lead), readBack);
+  return { ...rest, done: lead + rest.done };
+}
+
 /** A read of `where` for the end of a pass's steps (netns/runner.ts ReadAfter). */
 export interface ReadBack {
   where: Where;
@@ -97,9 +116,10 @@ export interface ExecuteResult {
  * it took away and the record no longer lists. A failure that cannot say which steps ran (a tool
  * killed, the launcher gone) undoes them all, as the start's undo of a cut-short pass does: a
  * host link's delete only while the link bears its mark. `readBack` is read at the end of the last batch
- * when that batch is ip's in its netns (a veth made from the host is there by then).
+ * when that batch is ip's in its netns (a veth made from the host is there by then). `together`:
+ * the steps are a large pass's, whose leading host steps run with the other sandboxes' (ADR 23).
  */
-export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack): Promise<ExecuteResult> {
+export async function execute(run: NetnsRunner, stateDir: string, key: string, steps: readonly Step[], commit: (pass: string) => void, readBack?: ReadBack, together?: Together): Promise<ExecuteResult> {
   const pass = `${Date.now().toString(36)}-${process.hrtime.bigint().toString(36)}`;
   if (steps.length === 0) {
     commit(pass);
@@ -118,7 +138,7 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   }
   writeFileAtomic(journal, stateDocumentText(written), kernelState);
   // A batch whose process ended without an answer (killed, its launcher gone): which of its steps ran is not known.
-  const ran = await runInBatches(run, steps, readBack).catch((err: unknown): BatchResult => ({ done: 0, unplaced: true, error: toPodnetError(err) }));
+  const ran = await runStaged(run, steps, readBack, together).catch((err: unknown): BatchResult => ({ done: 0, unplaced: true, error: toPodnetError(err) }));
   const undoErrors = !ran.error ? [] : await undo(run, ran.unplaced ? await bearingTheirMarks(run, undoActions(steps)) : undoActions(steps.slice(0, ran.done)));
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);

@@ -75,7 +75,7 @@ t.test('ip: the batch whose line failed is told so, those before it are done, th
   ]);
 });
 
-t.test('nft: a joined transaction that failed took nothing; each batch runs again alone and only its own failure is told', async (t) => {
+t.test('nft: a joined transaction that failed took nothing; its halves run again until the failing batch is alone, and only its failure is told', async (t) => {
   const tool = fakeTool({ transaction: true });
   const joined = joinBatches(tool.start, true);
   const busy = joined.run(['add element a']);
@@ -88,6 +88,19 @@ t.test('nft: a joined transaction that failed took nothing; each batch runs agai
     { done: 1, error: undefined },
     { done: 0, error: 'line add element bad failed' },
   ]);
+});
+
+t.test('nft: one failing batch among eight costs six more processes, not eight', async (t) => {
+  const tool = fakeTool({ transaction: true });
+  const joined = joinBatches(tool.start, true);
+  const busy = joined.run(['add element busy']);
+  const names = ['a', 'b', 'c', 'd', 'e', 'bad', 'g', 'h'];
+  const batches = names.map((n) => joined.run([`add element ${n}`]));
+  await tool.finishAll();
+  const lines = (...ns: string[]) => ns.map((n) => `add element ${n}`);
+  t.same(tool.processes, [lines('busy'), lines(...names), lines('a', 'b', 'c', 'd'), lines('e', 'bad', 'g', 'h'), lines('e', 'bad'), lines('e'), lines('bad'), lines('g', 'h')]);
+  const told = ['busy', ...names].map((n) => (n === 'bad' ? { done: 0, error: 'line add element bad failed' } : { done: 1, error: undefined }));
+  t.same((await Promise.all([busy, ...batches])).map(summary), told, 'each batch is told its own outcome');
 });
 
 t.test('a process that cannot start fails each batch that was to run in it, and the next ones still run', async (t) => {

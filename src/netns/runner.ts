@@ -68,7 +68,8 @@ export interface NetnsRunner {
 const toolOutput: Pick<LaunchOptions, 'maxStdoutBytes' | 'maxStderrBytes'> = { maxStdoutBytes: 64 << 20, maxStderrBytes: 64 << 10 };
 
 /**
- * The tools' whole environment: PATH, for nsenter to find the tool it runs, and the C locale, so
+ * The tools' whole environment: the daemon's PATH (each tool is given by its path; what a tool
+ * may start of its own finds it by this), and the C locale, so
  * that the messages read here ("Command failed -:3", "No such file or directory") are the ones
  * matched whatever the node's locale. Built once: spawn would otherwise copy the daemon's whole
  * environment at every start (0.7 s of a 500-sandbox pass in bench/resync).
@@ -120,15 +121,12 @@ function toolPath(name: string): string {
   return path;
 }
 
-/** A netns `ip netns add` made (or a runtime that names them the same way): ip and tc open it by name. */
-const namedNetns = /^\/(?:var\/)?run\/netns\/([^/]+)$/;
-
 function argv(where: Where, file: string, args: readonly string[]): [string, string[]] {
   if (where === 'host') return [file, [...args]];
-  // ip -n and tc -n enter the netns themselves: one exec fewer than nsenter, on every command.
-  const name = namedNetns.exec(where.netns)?.[1];
-  if (name !== undefined && (file === 'ip' || file === 'tc')) return [file, ['-n', name, ...args]];
-  return ['nsenter', [`--net=${where.netns}`, '--', file, ...args]];
+  // Not ip -n or tc -n, though each is one exec fewer: they unshare a mount namespace to mount the
+  // netns's /sys, which copies the node's whole mount table, every pod's mounts included, on every
+  // command (ADR 23). The tool by its path: nsenter would try each folder of PATH before it.
+  return ['nsenter', [`--net=${where.netns}`, '--', toolPath(file), ...args]];
 }
 
 /**
