@@ -528,7 +528,7 @@ export class Reconciler {
     if (readBack) await mapLimited(due, sandboxConcurrency, (w) => this.reconcileSandbox(w, host, { resync, readBack }));
     else {
       // A large pass: the host steps its plans start with run together, wave by wave (stages.ts).
-      await inStages(due, sandboxConcurrency, (w, together) => this.reconcileSandbox(w, host, { resync, readBack, together }));
+      await inStages(due, sandboxConcurrency, this.opts.timer, (w, together) => this.reconcileSandbox(w, host, { resync, readBack, together }));
       await this.readBackChanged(due);
     }
     const hostView = await host;

@@ -1,87 +1,149 @@
 import t from 'tap';
-import type { BatchResult } from '../netns/runner.ts';
-import { inStages, stagedPass, waveSize } from './stages.ts';
+import type { Together } from '../executor/execute.ts';
+import type { Timer } from '../retry.ts';
+import { inStages, leadWaitMs, waveSize } from './stages.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
-/** A sandbox's part of a pass whose steps the test lets go: it records when it plans, leads and applies. */
+/** A timer the test fires by hand: what was set, and for how long. */
+function manualTimer() {
+  const set: { ms: number; run: () => void; cancelled: boolean }[] = [];
+  const timer: Timer = (ms, run) => {
+    const entry = { ms, run, cancelled: false };
+    set.push(entry);
+    return () => (entry.cancelled = true);
+  };
+  return { timer, set };
+}
+
+/** A sandbox whose planning the test lets go: it records when it reads, leads on the host and applies. */
 function sandbox(name: string, events: string[], { leads = true, fails = false } = {}) {
   let plan!: () => void;
   const planned = new Promise<void>((resolve) => (plan = resolve));
-  const part = async (together: (lead: () => Promise<BatchResult>) => Promise<BatchResult>) => {
+  const part = async (together: Together) => {
     events.push(`${name} reads`);
     await planned;
     if (fails) throw new Error(`${name} failed`);
     if (leads) {
-      await together(async () => {
+      await together.lead(async () => {
         events.push(`${name} host`);
         return { done: 1 };
       });
-    }
+    } else together.planned();
     events.push(`${name} applies`);
   };
-  return { part, plan };
+  return { name, part, plan };
 }
 
-t.test('no host step runs until every sandbox has planned; then each applies in its turn', async (t) => {
+type Sandbox = ReturnType<typeof sandbox>;
+
+/** Runs `sandboxes` in stages; what each of their runs came to. */
+function staged(sandboxes: Sandbox[], turns: number, timer: Timer = manualTimer().timer) {
+  const byName = new Map(sandboxes.map((s) => [s.name, s]));
+  return inStages(
+    sandboxes.map((s) => s.name),
+    turns,
+    timer,
+    (name, together) => byName.get(name)!.part(together),
+  );
+}
+
+t.test('no host step runs until every sandbox of the wave has planned; then each applies in its turn', async (t) => {
   const events: string[] = [];
-  const staged = stagedPass(3, 2);
-  const [a, b, c] = ['a', 'b', 'c'].map((n) => sandbox(n, events));
-  const done = Promise.all([a, b, c].map((s) => staged.run(s!.part)));
+  const [a, b, c] = ['a', 'b', 'c'].map((n) => sandbox(n, events)) as [Sandbox, Sandbox, Sandbox];
+  const done = staged([a, b, c], 2);
   await tick();
   t.same(events, ['a reads', 'b reads'], 'two turns: the third waits');
-  a!.plan();
+  a.plan();
   await tick();
   t.same(events, ['a reads', 'b reads', 'c reads'], "a planned and gave its turn to c; a's host step waits for b and c");
-  b!.plan();
+  b.plan();
   await tick();
-  t.notOk(events.some((e) => e.endsWith('host')), 'c has not planned: nothing on the host yet');
-  c!.plan();
+  t.notOk(
+    events.some((e) => e.endsWith('host')),
+    'c has not planned: nothing on the host yet',
+  );
+  c.plan();
   await done;
   t.same(events.slice(3, 6).sort(), ['a host', 'b host', 'c host'], 'the three host steps run together, before any applies');
   t.same(events.slice(6).sort(), ['a applies', 'b applies', 'c applies']);
 });
 
-t.test('a sandbox with no leading host step, or one that fails, holds no one up', async (t) => {
+t.test('a sandbox that leads with no host step, or fails, holds no one up; the failure rejects the pass once all have ended', async (t) => {
   const events: string[] = [];
-  const staged = stagedPass(3, 1);
   const a = sandbox('a', events);
   const b = sandbox('b', events, { leads: false });
   const c = sandbox('c', events, { fails: true });
-  const runs = [a, b, c].map((s) => staged.run(s.part));
+  const done = staged([a, b, c], 1);
   a.plan();
   await tick();
   b.plan();
   await tick();
   t.same(events, ['a reads', 'b reads', 'b applies', 'c reads'], 'b applies in its own turn, without waiting');
   c.plan();
-  const settled = await Promise.allSettled(runs);
+  await t.rejects(done, /c failed/);
+  t.same(events.slice(4), ['a host', 'a applies'], "c's failure let a's host step go, and a ended before the pass was told");
+});
+
+t.test('a wave waits at most leadWaitMs for a late sandbox; the late one leads alone', async (t) => {
+  const events: string[] = [];
+  const { timer, set } = manualTimer();
+  const [a, slow] = [sandbox('a', events), sandbox('slow', events)];
+  const done = staged([a, slow], 8, timer);
+  a.plan();
+  await tick();
   t.same(
-    settled.map((s) => s.status),
-    ['fulfilled', 'fulfilled', 'rejected'],
+    set.map((s) => s.ms),
+    [leadWaitMs],
+    'the first to plan sets the wait',
   );
-  t.same(events.slice(4), ['a host', 'a applies'], "c's failure let a's host step go");
+  t.notOk(events.includes('a host'), 'a waits for slow');
+  set[0]!.run();
+  await tick();
+  t.ok(events.includes('a applies'), 'past the wait, a goes on without slow');
+  slow.plan();
+  await done;
+  t.same(events.slice(-2), ['slow host', 'slow applies']);
+});
+
+t.test('all planned in time: the wait is cancelled', async (t) => {
+  const events: string[] = [];
+  const { timer, set } = manualTimer();
+  const [a, b] = [sandbox('a', events), sandbox('b', events)];
+  const done = staged([a, b], 8, timer);
+  a.plan();
+  b.plan();
+  await done;
+  t.ok(set[0]?.cancelled, 'the timer set by a is cancelled once b planned');
+});
+
+t.test('waves: the next starts planning once the one before may run its host steps', async (t) => {
+  const events: string[] = [];
+  const items = Array.from({ length: waveSize + 2 }, (_, i) => i);
+  const opened: number[] = [];
+  await inStages(items, 8, manualTimer().timer, async (i, together) => {
+    events.push(`${i} starts`);
+    await together.lead(async () => {
+      if (i === 0) opened.push(events.length);
+      return { done: 1 };
+    });
+    events.push(`${i} ends`);
+  });
+  t.equal(events.filter((e) => e.endsWith('ends')).length, items.length, 'every sandbox ran');
+  const secondWave = events.indexOf(`${waveSize} starts`);
+  t.equal(events.slice(0, secondWave).filter((e) => e.endsWith('starts')).length, waveSize, 'the whole first wave started before the second');
+  t.ok(secondWave >= opened[0]!, "and the second started once the first's host steps could run");
 });
 
 t.test('a pass of no sandboxes, or of one, does not wait', async (t) => {
-  await stagedPass(0, 8).run(async () => undefined);
+  const { timer, set } = manualTimer();
+  await inStages([], 8, timer, async () => {
+    t.fail('nothing to run');
+  });
   const events: string[] = [];
   const one = sandbox('a', events);
   one.plan();
-  await stagedPass(1, 8).run(one.part);
+  await staged([one], 8, timer);
   t.same(events, ['a reads', 'a host', 'a applies']);
-});
-
-t.test('a large pass goes wave by wave: no sandbox of a wave starts before the one before has ended', async (t) => {
-  const events: string[] = [];
-  const items = Array.from({ length: waveSize + 2 }, (_, i) => i);
-  await inStages(items, 8, async (i, together) => {
-    events.push(`${i} starts`);
-    await together(async () => ({ done: 1 }));
-    events.push(`${i} ends`);
-  });
-  const lastEnd = events.lastIndexOf(`${waveSize - 1} ends`);
-  const firstOfNext = events.indexOf(`${waveSize} starts`);
-  t.ok(events.filter((e) => e.endsWith('ends')).length === items.length, 'every sandbox ran');
-  t.ok(events.slice(0, firstOfNext).filter((e) => e.endsWith('ends')).length === waveSize && firstOfNext > lastEnd, 'the second wave starts once the first has ended');
+  t.ok(set.every((s) => s.cancelled), 'no wait left behind');
 });

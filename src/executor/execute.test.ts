@@ -6,7 +6,7 @@ import type { NetnsRunner, ReadAfter } from '../netns/runner.ts';
 import type { Step, Tool, Where } from '../model/step.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { stateLayout } from '../protocol/paths.ts';
-import { execute, runJournalUndo } from './execute.ts';
+import { execute, runJournalUndo, type Together } from './execute.ts';
 
 const journalFolder = stateLayout.journal;
 
@@ -101,13 +101,17 @@ t.test("a large pass's leading host steps run through `together`, journaled firs
   const { ip, events, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
   const read = { options: ['-d'], commands: ['addr show'] };
   let journaled: string[] = [];
-  const result = await execute(ip, path, 'c1', steps, () => t.fail('a failed pass is not committed'), { where: pod, read }, async (lead) => {
-    journaled = readdirSync(`${path}/${journalFolder}`);
-    events.push('together');
-    const led = await lead();
-    events.push('led');
-    return led;
-  });
+  const together: Together = {
+    async lead(run) {
+      journaled = readdirSync(`${path}/${journalFolder}`);
+      events.push('together');
+      const led = await run();
+      events.push('led');
+      return led;
+    },
+    planned: () => t.fail('it leads with host steps'),
+  };
+  const result = await execute(ip, path, 'c1', steps, () => t.fail('a failed pass is not committed'), { where: pod, read }, together);
   t.same(journaled, ['c1.json'], 'the journal is written before the host steps run');
   t.same(events.slice(0, 6), ['together', 'start host', 'run host', 'led', 'start /run/netns/p then addr show', 'run /run/netns/p'], "the pod's process starts after the host batch, not beside it");
   t.match(result.error?.message, /boom/);
@@ -116,12 +120,18 @@ t.test("a large pass's leading host steps run through `together`, journaled firs
     ['link del dev net1', 'link del dev pnb'],
     'the failure is counted past the host steps: the veth, then the bridge are undone',
   );
+  const asked: string[] = [];
+  const counting: Together = { lead: (run) => (asked.push('lead'), run()), planned: () => void asked.push('planned') };
   const hostOnly = recordingIp();
-  let asked = 0;
-  t.same(await execute(hostOnly.ip, path, 'c1', steps.slice(0, 2), () => undefined, undefined, (lead) => (asked++, lead())), { undoErrors: [] });
-  t.equal(asked, 1, 'steps all on the host run through it too');
+  t.same(await execute(hostOnly.ip, path, 'c1', steps.slice(0, 2), () => undefined, undefined, counting), { undoErrors: [] });
+  t.same(asked.splice(0), ['lead'], 'steps all on the host lead whole');
   const podFirst = recordingIp();
-  t.same(await execute(podFirst.ip, path, 'c1', steps.slice(2), () => undefined, undefined, () => t.fail('no leading host step: not asked') as never), { undoErrors: [] });
+  t.same(await execute(podFirst.ip, path, 'c1', steps.slice(2), () => undefined, undefined, counting), { undoErrors: [] });
+  t.same(asked.splice(0), ['planned'], 'a plan that starts in the pod only says it has planned');
+  const tcFirst = recordingIp();
+  const shaped: Step[] = [{ where: 'host', tool: 'tc', line: 'qdisc add dev pnv1 root tbf rate 1mbit burst 16kb latency 50ms' }, ...steps];
+  t.same(await execute(tcFirst.ip, path, 'c1', shaped, () => undefined, undefined, counting), { undoErrors: [] });
+  t.same(asked.splice(0), ['planned'], 'tc on the host joins nothing: it does not lead');
 });
 
 t.test('a batch that ends without saying which of its lines ran (its process killed, the launcher gone) has every step undone, last first', async (t) => {

@@ -12,6 +12,7 @@ import { bearsMark } from '../model/host-links.ts';
 import { host, sameWhere, type Command, type Step, type Tool, type Where } from '../model/step.ts';
 import { renderUndo, type UndoAction } from '../model/undo.ts';
 import { parseDocument, type Journal } from '../protocol/validate.ts';
+import { joinsOthers } from '../netns/join.ts';
 import type { BatchResult, NetnsRunner, ReadAfter } from '../netns/runner.ts';
 import { ensurePrivateDir, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
@@ -21,8 +22,8 @@ import { formatVersion, readStateDocument, stateDocumentText } from '../registry
 /**
  * Runs `commands` in order, one batch per run of commands of one namespace and tool. Each batch's
  * process starts while the batch before it runs (after that batch has its lines: a start blocks
- * the daemon until the new process has exec'd), so a pass of a host batch and a pod batch pays
- * for one process start, not two.
+ * the daemon until the new process has exec'd), so a small pass of a host batch and a pod batch
+ * pays for one process start, not two (a large one runs its host batches apart: runStaged).
  */
 async function runInBatches(run: NetnsRunner, commands: readonly Command[], readBack?: ReadBack): Promise<BatchResult> {
   const groups: { where: Where; tool: Tool; lines: string[] }[] = [];
@@ -59,21 +60,28 @@ async function runInBatches(run: NetnsRunner, commands: readonly Command[], read
   return read ? { done, read } : { done };
 }
 
-/**
- * How a large pass runs a plan's leading host steps (daemon/stages.ts, ADR 23): `lead` when every
- * sandbox of the pass has planned, together with the others' in the host's joined batches.
- */
-export type Together = (lead: () => Promise<BatchResult>) => Promise<BatchResult>;
+/** How a large pass runs a sandbox's steps (daemon/stages.ts, ADR 23). */
+export interface Together {
+  /** Runs `steps`, the plan's leading host steps, once every sandbox of its wave has planned, joined with theirs. */
+  lead(steps: () => Promise<BatchResult>): Promise<BatchResult>;
+  /** Tells the wave that this sandbox has planned and leads with no such step: no one waits for it. */
+  planned(): void;
+}
 
 /**
- * `runInBatches`, with the host steps the commands start with run through `together` first, when
- * given. Those batches then start no process for the ones after them: the rest waits for its turn.
+ * `runInBatches`, with the plan's leading steps of the host's joined batches (ip, nft) run
+ * through `together` first, when given. Those batches then start no process for the ones after
+ * them: the rest waits for the sandbox's turn.
  */
 async function runStaged(run: NetnsRunner, commands: readonly Command[], readBack?: ReadBack, together?: Together): Promise<BatchResult> {
-  const lead = together ? commands.findIndex((c) => c.where !== host) : 0;
-  if (lead === 0) return runInBatches(run, commands, readBack);
-  const first = await together!(() => runInBatches(run, lead === -1 ? commands : commands.slice(0, lead)));
-  if (first.error || lead === -1) return first;
+  const found = together ? commands.findIndex((c) => !joinsOthers(c.where, c.tool)) : 0;
+  const lead = found === -1 ? commands.length : found;
+  if (lead === 0) {
+    together?.planned();
+    return runInBatches(run, commands, readBack);
+  }
+  const first = await together!.lead(() => runInBatches(run, commands.slice(0, lead)));
+  if (first.error || lead === commands.length) return first;
   const rest = await runInBatches(run, commands.slice(lead), readBack);
   return { ...rest, done: lead + rest.done };
 }

@@ -98,7 +98,7 @@ t.test('nft: one failing batch among eight costs six more processes, not eight',
   const batches = names.map((n) => joined.run([`add element ${n}`]));
   await tool.finishAll();
   const lines = (...ns: string[]) => ns.map((n) => `add element ${n}`);
-  t.same(tool.processes, [lines('busy'), lines(...names), lines('a', 'b', 'c', 'd'), lines('e', 'bad', 'g', 'h'), lines('e', 'bad'), lines('e'), lines('bad'), lines('g', 'h')]);
+  t.same(tool.processes, [lines('busy'), lines(...names), lines('a', 'b', 'c', 'd'), lines('e', 'bad', 'g', 'h'), lines('e', 'bad'), lines('g', 'h'), lines('e'), lines('bad')]);
   const told = ['busy', ...names].map((n) => (n === 'bad' ? { done: 0, error: 'line add element bad failed' } : { done: 1, error: undefined }));
   t.same((await Promise.all([busy, ...batches])).map(summary), told, 'each batch is told its own outcome');
 });
@@ -167,4 +167,20 @@ t.test('an empty batch runs nothing', async (t) => {
   const tool = fakeTool({ transaction: false });
   t.same(await joinBatches(tool.start, false).run([]), { done: 0 });
   t.same(tool.processes, []);
+});
+
+t.test('nft: when both halves fail, failures are many: each batch of them runs alone, not halved further', async (t) => {
+  const tool = fakeTool({ transaction: true });
+  const joined = joinBatches(tool.start, true);
+  const busy = joined.run(['add element busy']);
+  const names = ['bad1', 'b', 'bad3', 'd'];
+  const batches = names.map((n) => joined.run([`add element ${n}`]));
+  await tool.finishAll();
+  const lines = (...ns: string[]) => ns.map((n) => `add element ${n}`);
+  t.same(tool.processes, [lines('busy'), lines(...names), lines('bad1', 'b'), lines('bad3', 'd'), lines('bad1'), lines('b'), lines('bad3'), lines('d')]);
+  t.same(
+    (await Promise.all(batches)).map(summary),
+    names.map((n) => (n.startsWith('bad') ? { done: 0, error: `line add element ${n} failed` } : { done: 1, error: undefined })),
+  );
+  await busy;
 });

@@ -6,7 +6,13 @@
 // the pass the larger the group. What each caller is told is what its batch alone would have told
 // it: the lines of its own that ran, and its own failure.
 import { toPodnetError } from '../errors.ts';
+import type { Tool, Where } from '../model/step.ts';
 import type { BatchResult, StartedBatch } from './runner.ts';
+
+/** Whether batches of `tool` at `where` share a process with those asked for meanwhile: the host's ip and nft. */
+export function joinsOthers(where: Where, tool: Tool): boolean {
+  return where === 'host' && (tool === 'ip' || tool === 'nft');
+}
 
 /** At most this many lines go to one process; the rest wait for the next. */
 const maxJoinedLines = 1000;
@@ -33,17 +39,25 @@ export function joinBatches(start: () => StartedBatch, transaction: boolean): Jo
   let queue: Waiting[] = [];
   let draining = false;
 
-  // A joined transaction that failed took nothing: its halves run again, each half that fails
-  // halved in turn, until the callers whose lines fail are alone. One failing caller among n costs
-  // about 2 log2 n more processes, not n.
+  // A joined transaction that failed took nothing: its halves run again, and a half that fails is
+  // halved in turn, until the callers whose lines fail are alone: one failing caller among n costs
+  // about 2 log2 n more processes, not n. When both halves fail, failures are many (a table that
+  // could not be made fails every port entry): each caller of the two runs alone, as halving
+  // further would cost more.
   const split = async (group: readonly Waiting[], failed: BatchResult): Promise<void> => {
     if (group.length === 1) return group[0]!.resolve(failed);
     const half = Math.ceil(group.length / 2);
+    const failing: [Waiting[], BatchResult][] = [];
     for (const part of [group.slice(0, half), group.slice(half)]) {
       const result = await start().run(part.flatMap((w) => w.lines));
       if (!result.error) for (const w of part) w.resolve({ done: w.lines.length });
       else if (result.unplaced) for (const w of part) w.resolve(result);
-      else await split(part, result);
+      else failing.push([part, result]);
+    }
+    if (failing.length === 1) return split(...failing[0]!);
+    for (const [part, result] of failing) {
+      if (part.length === 1) part[0]!.resolve(result);
+      else for (const w of part) w.resolve(await start().run(w.lines));
     }
   };
 

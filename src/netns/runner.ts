@@ -5,7 +5,7 @@
 // that admits no whitespace.
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
-import { joinBatches } from './join.ts';
+import { joinBatches, joinsOthers } from './join.ts';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import { findExecutable, startProcess, type ProcessExit, type StartedProcess } from '../process.ts';
 
@@ -228,8 +228,8 @@ const hostBatches = {
 function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
   if (tool === 'nft' && !nftInstalled()) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
   if (readAfter && (where === 'host' || tool !== 'ip')) throw new PodnetError('INTERNAL', `a read after a batch is for ip in a pod's netns, not ${tool} in ${describeWhere(where)}`);
-  if (where !== 'host' || (tool !== 'ip' && tool !== 'nft')) return startProcessBatch(where, tool, readAfter);
-  const joined = hostBatches[tool];
+  if (!joinsOthers(where, tool)) return startProcessBatch(where, tool, readAfter);
+  const joined = hostBatches[tool as 'ip' | 'nft'];
   // Checked before it joins the others: a refused line refuses its own batch only.
   return { run: async (lines) => refusal(tool, lines) ?? joined.run(lines), cancel: () => undefined };
 }
