@@ -1,18 +1,21 @@
 // bench/plugin-add: what podnet adds to a pod's creation. Median wall time of a podnet ADD through
-// the built executable (daemon up, record written durably) against two anchors measured in the
+// the built executable (daemon up, spool entry written) against two anchors measured in the
 // same run, alternating A B C A B C ...:
 //  - `node -e 0` on the same pinned Node: the floor of any Node executable's start;
 //  - the reference `tuning` plugin in podnet's chain position, with the same prevResult;
 // and podnet VERSION, the executable's start with nothing to write: what the plugin's own code
 // costs over Node's floor.
 // Targets (issue 20): podnet ADD / node -e 0 <= 1.10, VERSION <= 1.0. Whole processes, at least 40
-// rounds. Run as root: npm run bench [-- RUNS]
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+// rounds. Run as root: npm run bench [-- RUNS] [--busy-disk]
+//   --busy-disk: a process writes 512 MiB files with fsync in the state dir's file system all along,
+//   as kubelet, image pulls and logs keep a node's disk busy (an fsync then waits behind them).
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { podnetBinary } from '../e2e/lib/env.ts';
 
-const runs = Number(process.argv[2] ?? 40);
+const runs = Number(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? 40);
+const busyDisk = process.argv.includes('--busy-disk');
 const target = 1.1;
 const versionTarget = 1.0;
 
@@ -49,6 +52,10 @@ const median = (xs: number[]) => {
 
 // The daemon runs as in production: its own process, started before the measurement.
 const daemon = spawn(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir], { stdio: 'ignore' });
+// 512 MiB written and synced, again and again, beside the state dir.
+const writeAndSync = `const fs = require('node:fs'); const chunk = Buffer.alloc(1 << 20);
+for (;;) { const fd = fs.openSync(process.argv[1], 'w'); for (let i = 0; i < 512; i++) fs.writeSync(fd, chunk); fs.fsyncSync(fd); fs.closeSync(fd); }`;
+const writer: ChildProcess | undefined = busyDisk ? spawn(process.execPath, ['-e', writeAndSync, `${work}/busy-disk`], { stdio: 'ignore' }) : undefined;
 for (let i = 0; i < 100 && !existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 20));
 try {
   const cniEnv = (containerId: string): NodeJS.ProcessEnv => ({
@@ -81,7 +88,7 @@ try {
   if (recorded !== runs + 3) throw new Error(`expected ${runs + 3} records; the daemon has ${recorded}`);
   const [mn, mp, mu, mv] = [median(node), median(podnet), median(tuning), median(version)];
   const [ratio, versionRatio] = [mp / mn, mv / mn];
-  console.log(`runs: ${runs} (alternating, after 3 warm-up rounds), Node ${process.version}`);
+  console.log(`runs: ${runs} (alternating, after 3 warm-up rounds), Node ${process.version}${busyDisk ? '; the disk kept busy' : ''}`);
   console.log(`node -e 0        median ${mn.toFixed(1)} ms`);
   console.log(`podnet ADD       median ${mp.toFixed(1)} ms   ${ratio.toFixed(2)} x node -e 0 (target <= ${target})`);
   console.log(`podnet VERSION   median ${mv.toFixed(1)} ms   ${versionRatio.toFixed(2)} x node -e 0 (target <= ${versionTarget})`);
@@ -90,6 +97,10 @@ try {
   console.log(pass ? 'PASS' : 'FAIL');
   process.exitCode = pass ? 0 : 1;
 } finally {
+  if (writer) {
+    writer.kill('SIGKILL');
+    await new Promise((r) => writer.once('exit', r));
+  }
   daemon.kill('SIGTERM');
   await new Promise((r) => daemon.once('exit', r));
   execFileSync('ip', ['netns', 'del', netnsName]);

@@ -5,6 +5,8 @@ import { execa } from 'execa';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { dir } from 'tmp-promise';
 import { supportedVersions } from '../src/cni/version.ts';
+import { currentBootId } from '../src/registry/boot.ts';
+import { spoolFileName } from '../src/registry/spool.ts';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
 import { until } from './lib/engine.ts';
@@ -158,7 +160,7 @@ t.test('a spool entry naming the node\'s own network namespace, planted by hand,
   const daemon = await daemonSandbox(t, { standalone: true });
   await daemon.start();
   const entry = { version: 1, op: 'add', record: { containerId: 'planted', ifname: 'eth0', network: 'kindnet', netns: '/proc/self/ns/net', cniVersion: '1.0.0', pod: { namespace: 'default', name: 'planted' }, createdAt: new Date().toISOString() } };
-  await writeFile(`${daemon.stateDir}/spool/0-00000000000000000001-1.json`, JSON.stringify(entry));
+  await writeFile(`${daemon.stateDir}/spool/${spoolFileName(currentBootId(), 1n, 1)}`, JSON.stringify(entry));
   await until('set aside', async () => ((await readdir(`${daemon.stateDir}/spool`)).length === 0 ? true : undefined));
   t.same(await daemon.records(), [], 'not recorded');
   const status = await execa(`${daemon.binDir}/podnet`, ['status', '--socket', daemon.socketPath]);

@@ -6,7 +6,7 @@ import { silentLogger } from '../log.ts';
 import type { AttachmentKey, AttachmentRecord } from '../protocol/validate.ts';
 import { keyOf } from './fold.ts';
 import { Registry } from './registry.ts';
-import { writeSpoolEntry } from './spool.ts';
+import { spoolFileName, writeSpoolEntry } from './spool.ts';
 
 /** A fresh state directory, removed when the test ends however it ends. */
 async function stateDir(t: Test): Promise<string> {
@@ -247,4 +247,16 @@ t.test('the node\'s own network namespace is never recorded: refused over the so
   );
   t.ok(await registry.adopt(record('pod')), 'a pod\'s is still adopted');
   t.notOk(await registry.adopt({ ...node, containerId: 'cached' }), 'the node\'s is not');
+});
+
+t.test("a spooled change of an earlier boot is dropped unread: its sandbox went with that kernel, and its file may be torn", async (t) => {
+  const path = await stateDir(t);
+  const spool = join(path, 'spool');
+  writeSpoolEntry(path, { op: 'add', record: a });
+  const earlier = spoolFileName('0123456789abcdef0123456789abcdef', 5n, 1);
+  await writeFile(join(spool, earlier), '{"op":"add",');
+  const registry = await reopen(path);
+  t.strictSame(registry.list(), [a], "this boot's entry is replayed");
+  t.strictSame(await ls(spool), [], 'the earlier boot\'s is gone');
+  t.strictSame(registry.quarantined(), [], 'and not set aside: nothing is wrong with it');
 });
