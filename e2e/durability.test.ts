@@ -1,4 +1,5 @@
-// Nothing the runtime was told succeeded is ever lost, and nothing waits on the daemon: with the
+// Nothing the runtime was told succeeded is ever lost while the kernel lives (an ADD's entry goes
+// with a power cut, and its sandbox with it: ADR 24), and nothing waits on the daemon: with the
 // daemon down, frozen, or killed with SIGKILL in a loop, the records end up equal to the sandboxes
 // that live.
 import t, { type Test } from 'tap';

@@ -1,6 +1,6 @@
 // How the plugin tells the daemon about attachments (docs/adr/0003): every change goes into the
-// spool, the daemon's inbox, and is there before the plugin reports success (not synced: an entry
-// lives as long as the kernel whose sandbox it tells of, docs/adr/0024). Nothing on
+// spool, the daemon's inbox, and is there before the plugin reports success (an ADD's not synced:
+// it lives as long as the kernel whose sandbox it tells of, docs/adr/0024). Nothing on
 // the ADD/DEL path waits for the daemon, so a daemon that is down, slow or restarting never slows
 // or fails a pod; one exception, bounded: a DEL of a container with delegated attachments waits
 // for their plugins' DEL (see plugin.ts). Only CHECK asks the daemon, and answers from disk when

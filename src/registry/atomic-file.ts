@@ -1,7 +1,8 @@
 // Atomic file writes: a crash at any point leaves either the old file or the new one, never a
 // torn one. Temp file in the same directory, fsync, rename, fsync of the directory; without the
-// two fsyncs for state that describes the running kernel (docs/adr/0006), where the rename is
-// what a crash of the process needs and a crash of the machine takes the objects with it.
+// two fsyncs for state that describes the running kernel (docs/adr/0006) and the plugin's ADD
+// entry (docs/adr/0024), where the rename is what a crash of the process needs and a crash of the
+// machine takes the objects with it.
 //
 // Synchronous on purpose. The CNI plugin is a one-shot process whose every thread-pool round trip
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
@@ -79,7 +80,8 @@ export interface WriteOptions {
   mode?: number;
   /**
    * Whether the data and the directory entry reach the disk before this returns (default). False
-   * for kernel-mirroring state: applied/, ipam/, journal/ and host-objects.json (docs/adr/0006).
+   * for kernel-mirroring state: applied/, ipam/, journal/ and host-objects.json (docs/adr/0006),
+   * and a spooled ADD (docs/adr/0024).
    */
   sync?: boolean;
 }

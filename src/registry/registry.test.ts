@@ -6,7 +6,7 @@ import { silentLogger } from '../log.ts';
 import type { AttachmentKey, AttachmentRecord } from '../protocol/validate.ts';
 import { keyOf } from './fold.ts';
 import { Registry } from './registry.ts';
-import { spoolFileName, writeSpoolEntry } from './spool.ts';
+import { addOfEarlierBoot, spoolFileName, writeSpoolEntry } from './spool.ts';
 
 /** A fresh state directory, removed when the test ends however it ends. */
 async function stateDir(t: Test): Promise<string> {
@@ -249,14 +249,25 @@ t.test('the node\'s own network namespace is never recorded: refused over the so
   t.notOk(await registry.adopt({ ...node, containerId: 'cached' }), 'the node\'s is not');
 });
 
-t.test("a spooled change of an earlier boot is dropped unread: its sandbox went with that kernel, and its file may be torn", async (t) => {
+t.test('a spooled ADD of an earlier boot is not applied (its sandbox went with that kernel); its DEL and GC are', async (t) => {
   const path = await stateDir(t);
   const spool = join(path, 'spool');
-  writeSpoolEntry(path, { op: 'add', record: a });
-  const earlier = spoolFileName('0123456789abcdef0123456789abcdef', 5n, 1);
-  await writeFile(join(spool, earlier), '{"op":"add",');
   const registry = await reopen(path);
-  t.strictSame(registry.list(), [a], "this boot's entry is replayed");
-  t.strictSame(await ls(spool), [], 'the earlier boot\'s is gone');
-  t.strictSame(registry.quarantined(), [], 'and not set aside: nothing is wrong with it');
+  for (const r of [a, b]) await registry.apply({ op: 'add', record: r });
+  const earlier = '0123456789abcdef0123456789abcdef';
+  await writeFile(join(spool, spoolFileName(earlier, 5n, 1)), JSON.stringify({ version: 1, op: 'add', record: c }));
+  await writeFile(join(spool, spoolFileName(earlier, 6n, 1)), JSON.stringify({ version: 1, op: 'del', key: keyFor('aaa') }));
+  writeSpoolEntry(path, { op: 'add', record: { ...c, containerId: 'ddd' } });
+  const reopened = await reopen(path);
+  t.strictSame(listed(reopened), ['bbb@eth0', 'ddd@eth0'], "the earlier boot's DEL took aaa back; its ADD of ccc was not applied; this boot's ADD was");
+  t.strictSame(await ls(spool), [], 'the spool is empty');
+  t.strictSame(reopened.quarantined(), [], 'and nothing is set aside');
+});
+
+t.test('an ADD under an unknown boot id, or read by a daemon that cannot read its own, is applied', async (t) => {
+  const written = spoolFileName('unknown', 5n, 1);
+  t.notOk(addOfEarlierBoot(written, { op: 'add' }, 'fedcba9876543210fedcba9876543210'), "the plugin could not read its boot's id");
+  t.notOk(addOfEarlierBoot(spoolFileName('0123', 5n, 1), { op: 'add' }, 'unknown'), 'the daemon cannot read its own');
+  t.ok(addOfEarlierBoot(spoolFileName('0123', 5n, 1), { op: 'add' }, 'fedc'), 'both known and different: an earlier boot');
+  t.notOk(addOfEarlierBoot(spoolFileName('0123', 5n, 1), { op: 'del' }, 'fedc'), 'a DEL of an earlier boot is applied');
 });

@@ -9,7 +9,7 @@ import type { AttachmentKey, AttachmentRecord, SpoolEntry } from '../protocol/va
 import { ensurePrivateDir, removeFile, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { QuarantineLog, setAside, type Quarantined } from './quarantine.ts';
-import { dropEarlierBoots, listSpool, readSpoolEntry, spoolDir } from './spool.ts';
+import { addOfEarlierBoot, listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import { parseStateDocument, stateDocumentText } from './state-document.ts';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
@@ -129,8 +129,6 @@ export class Registry {
   }
 
   private async replaySpool(): Promise<number> {
-    const dropped = await dropEarlierBoots(this.stateDir);
-    if (dropped.length > 0) this.log.info('dropped spooled changes of an earlier boot: their sandboxes went with its kernel', { files: dropped.length });
     let applied = 0;
     for (const name of await listSpool(this.stateDir)) {
       let entry: SpoolEntry;
@@ -144,6 +142,11 @@ export class Registry {
       const refused = entryRefusal(entry);
       if (refused) {
         this.setAside(join(spoolDir(this.stateDir), name), refused);
+        continue;
+      }
+      if (addOfEarlierBoot(name, entry)) {
+        removeFile(join(spoolDir(this.stateDir), name));
+        this.log.info('dropped a spooled ADD of an earlier boot: its sandbox went with that kernel', { file: name });
         continue;
       }
       const changes = this.commit(entry);

@@ -1,16 +1,17 @@
 // The spool: the plugin's inbox to the daemon (docs/adr/0003). Every change a plugin makes (ADD,
 // DEL, GC) is one file in <stateDir>/spool, written atomically before the plugin reports success;
-// the daemon applies them in order and removes each once applied. Not synced (docs/adr/0024): an
-// entry tells of a sandbox, which lives and dies with the kernel, as the entry's page does; a
-// daemon drops the entries of an earlier boot unread.
+// the daemon applies them in order and removes each once applied. An ADD's entry is not synced
+// (docs/adr/0024): it tells of a sandbox, which lives and dies with the kernel, as the entry's
+// page does; the ADD of an earlier boot is not applied. A DEL or GC is synced: it takes back a
+// record that outlives the boot.
 //
 // Order: a name holds the boot id, the system-wide monotonic clock and the pid. Within a boot the
 // monotonic clock orders every writer on the node and never steps back (the wall clock does, at
-// boot or under NTP).
+// boot or under NTP). Entries of an earlier boot, which a daemon never got to, come first.
 import { readdir, readFile } from 'node:fs/promises';
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
-import { ensurePrivateDir, removeFile, tempPrefix, writeFileAtomic } from './atomic-file.ts';
+import { ensurePrivateDir, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { currentBootId, kernelState } from './boot.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import type { SpoolEntry } from '../protocol/validate.ts';
@@ -24,41 +25,44 @@ export function spoolFileName(bootId: string, monotonicNs: bigint, pid: number):
   return `${bootId}-${monotonicNs.toString().padStart(20, '0')}-${pid}.json`;
 }
 
-/** Whether spool file `name` was written in boot `bootId`. */
-const ofBoot = (name: string, bootId: string) => name.startsWith(`${bootId}-`);
+/** Replay order: earlier boots first, then this boot's entries by the monotonic clock. */
+export function replayOrder(names: readonly string[], bootId: string): string[] {
+  const thisBoot = (n: string) => n.startsWith(`${bootId}-`);
+  const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || byteOrder(a, b));
+}
 
-/** Writes one entry atomically, not synced (synchronously: see atomic-file.ts); its path. */
+/**
+ * Whether the entry in spool file `name` is an ADD of an earlier boot: its sandbox went with that
+ * kernel. Only when both boots are known: a side that could not read its boot id names none.
+ */
+export function addOfEarlierBoot(name: string, entry: Pick<SpoolEntry, 'op'>, bootId = currentBootId()): boolean {
+  const written = name.slice(0, name.indexOf('-'));
+  return entry.op === 'add' && bootId !== 'unknown' && written !== 'unknown' && written !== bootId;
+}
+
+/** Writes one entry atomically (synchronously: see atomic-file.ts), synced unless an ADD's; its path. */
 export function writeSpoolEntry(stateDir: string, entry: SpoolEntry): string {
   const dir = spoolDir(stateDir);
   ensurePrivateDir(dir);
   const path = join(dir, spoolFileName(currentBootId(), process.hrtime.bigint(), process.pid));
-  writeFileAtomic(path, stateDocumentText(entry), kernelState);
+  writeFileAtomic(path, stateDocumentText(entry), entry.op === 'add' ? kernelState : {});
   return path;
 }
 
-/** The spool's entry names (temp files of writers still at work left out). */
-async function spoolNames(stateDir: string): Promise<string[]> {
+/** Spool file names in replay order; temp files of writers still at work are not listed. */
+export async function listSpool(stateDir: string): Promise<string[]> {
+  let names: string[];
   try {
-    return (await readdir(spoolDir(stateDir))).filter((n) => n.endsWith('.json') && !n.startsWith(tempPrefix));
+    names = await readdir(spoolDir(stateDir));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
-}
-
-/** This boot's spool file names in replay order: by the monotonic clock. */
-export async function listSpool(stateDir: string, bootId = currentBootId()): Promise<string[]> {
-  return (await spoolNames(stateDir)).filter((n) => ofBoot(n, bootId)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-/**
- * Removes the entries an earlier boot left, unread: they tell of sandboxes that went with that
- * kernel, and a power cut may have left them torn (they were not synced). Their names.
- */
-export async function dropEarlierBoots(stateDir: string, bootId = currentBootId()): Promise<string[]> {
-  const earlier = (await spoolNames(stateDir)).filter((n) => !ofBoot(n, bootId));
-  for (const name of earlier) removeFile(join(spoolDir(stateDir), name), kernelState);
-  return earlier;
+  return replayOrder(
+    names.filter((n) => n.endsWith('.json') && !n.startsWith(tempPrefix)),
+    currentBootId(),
+  );
 }
 
 export async function readSpoolEntry(stateDir: string, name: string): Promise<Unversioned<SpoolEntry>> {
