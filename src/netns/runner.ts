@@ -69,10 +69,10 @@ const toolOutput: Pick<LaunchOptions, 'maxStdoutBytes' | 'maxStderrBytes'> = { m
 
 /**
  * The tools' whole environment: the daemon's PATH (each tool is given by its path; what a tool
- * may start of its own finds it by this), and the C locale, so
- * that the messages read here ("Command failed -:3", "No such file or directory") are the ones
- * matched whatever the node's locale. Built once: spawn would otherwise copy the daemon's whole
- * environment at every start (0.7 s of a 500-sandbox pass in bench/resync).
+ * may start of its own finds it by this), and the C locale, so that the messages read here
+ * ("Command failed -:3", "No such file or directory") are the ones matched whatever the node's
+ * locale. Built once: spawn would otherwise copy the daemon's whole environment at every start
+ * (0.7 s of a 500-sandbox pass in bench/resync).
  */
 let toolOptions: LaunchOptions | undefined;
 
