@@ -147,3 +147,28 @@ t.test('a pass of no sandboxes, or of one, does not wait', async (t) => {
   t.same(events, ['a reads', 'a host', 'a applies']);
   t.ok(set.every((s) => s.cancelled), 'no wait left behind');
 });
+
+t.test('a sandbox stuck before it plans holds the next wave up leadWaitMs at most, even when no one of its wave leads', async (t) => {
+  const { timer, set } = manualTimer();
+  let release!: () => void;
+  const stuck = new Promise<void>((resolve) => (release = resolve));
+  const started: number[] = [];
+  const items = Array.from({ length: waveSize + 1 }, (_, i) => i);
+  const done = inStages(items, 8, timer, async (i, together) => {
+    started.push(i);
+    if (i === 0) await stuck;
+    together.planned();
+  });
+  for (let i = 0; i < 20; i++) await tick();
+  t.notOk(started.includes(waveSize), 'the next wave waits for the stuck one');
+  t.same(
+    set.map((s) => s.ms),
+    [leadWaitMs],
+    'the wait began at the first plan',
+  );
+  set[0]!.run();
+  for (let i = 0; i < 5; i++) await tick();
+  t.ok(started.includes(waveSize), 'past the wait, the next wave starts');
+  release();
+  await done;
+});

@@ -12,9 +12,9 @@ import type { Timer } from '../retry.ts';
 export const waveSize = 100;
 
 /**
- * How long the first sandbox of a wave to plan waits for the others before its host steps run
- * without the late ones (those then run theirs as they come, joined as any host batch): a sandbox
- * whose plugin or netns is slow holds its wave up this long at most.
+ * How long a wave waits, from its first sandbox's plan, for the others before its host steps run
+ * without the late ones (those then run theirs as they come, joined as any host batch) and the
+ * next wave starts: a sandbox whose plugin or netns is slow holds the pass up this long at most.
  */
 export const leadWaitMs = 2000;
 
@@ -90,6 +90,11 @@ function stagedWave(sandboxes: number, turns: TurnPool, timer: Timer): StagedWav
       if (!stillPlanning) return;
       stillPlanning = false;
       if (--planning === 0) openNow();
+      // From the wave's first plan on, a sandbox stuck before its own holds the wave up leadWaitMs at most.
+      else if (!opened && !waitStarted) {
+        waitStarted = true;
+        cancelWait = timer(leadWaitMs, openNow);
+      }
     };
     const together: Together = {
       planned,
@@ -98,10 +103,6 @@ function stagedWave(sandboxes: number, turns: TurnPool, timer: Timer): StagedWav
         holding = false;
         turns.give();
         planned();
-        if (!opened && !waitStarted) {
-          waitStarted = true;
-          cancelWait = timer(leadWaitMs, openNow);
-        }
         await open;
         try {
           return await steps();
