@@ -93,8 +93,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     tools?.close();
   };
   try {
-    // Before anything reads applied/, ipam/ or journal/: what they say of an earlier boot's kernel is void.
-    if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects', { stateDir: opts.stateDir });
+    // Before anything reads applied/, ipam/, journal/ or records/: what they say of an earlier boot's kernel and sandboxes is void.
+    if (dropStateOfEarlierBoot(opts.stateDir)) log.info('dropped what an earlier boot recorded of its kernel objects and sandboxes', { stateDir: opts.stateDir });
     registry = await Registry.open(opts.stateDir, log);
     if (opts.cniCacheDir) await adopt(registry, opts.cniCacheDir, opts.cniConf?.dir, opts.criSocket, log);
     if (opts.metricsAddress) {

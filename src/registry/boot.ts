@@ -2,7 +2,8 @@
 // addresses those objects hold (ipam/), passes under way (journal/) and the bridges podnet made
 // (host-objects.json). None of it means anything once the kernel is gone: a reboot takes every
 // pod netns, veth and bridge with it. So it is written without fsync (docs/adr/0006), and a start
-// in a later boot drops it, whatever a power cut left in those files.
+// in a later boot drops it, whatever a power cut left in those files; the records of that boot's
+// sandboxes with it (docs/adr/0024).
 import { readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { bootIdFile, hostObjectsFile, stateLayout } from '../protocol/paths.ts';
@@ -31,7 +32,10 @@ export const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayo
 /**
  * At start, before anything reads kernel-mirroring state: drops it when an earlier boot wrote
  * it, then records this boot. State without a boot record is kept (an older podnet synced every
- * write, and wrote none). Whether anything was dropped.
+ * write, and wrote none). Whether anything was dropped. The records of that boot's sandboxes go
+ * too (records/, written synced: ADR 24): each sandbox went with its kernel, and nothing else
+ * would remove a record the runtime sends no DEL for. The delegated records stay: their plugins'
+ * DEL frees what outlives the boot (a host-local address on disk), once their sandbox is gone.
  */
 export function dropStateOfEarlierBoot(stateDir: string, bootId = currentBootId()): boolean {
   if (bootId === 'unknown') return false;
@@ -45,7 +49,7 @@ export function dropStateOfEarlierBoot(stateDir: string, bootId = currentBootId(
   if (written === bootId) return false;
   const earlier = written !== undefined;
   if (earlier) {
-    for (const dir of kernelStateDirs.map((d) => join(stateDir, d))) for (const name of namesIn(dir)) unlinkSync(join(dir, name));
+    for (const dir of [...kernelStateDirs, stateLayout.records].map((d) => join(stateDir, d))) for (const name of namesIn(dir)) unlinkSync(join(dir, name));
     removeFile(join(stateDir, hostObjectsFile));
   }
   // Synced, after the drop: a crash before this line drops again at the next start, harmlessly.
