@@ -163,7 +163,7 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
       const own = cpuOf(pid);
       const running = childrenOf(pid).map(cpuOf);
       const launcher = running.reduce((sum, c) => sum + c.self, 0);
-      return { self: own.self, launcher, children: own.children + running.reduce((sum, c) => sum + c.self + c.children, 0) };
+      return { self: own.self, launcher, children: own.children + launcher + running.reduce((sum, c) => sum + c.children, 0) };
     },
     stop,
   };

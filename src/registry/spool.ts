@@ -25,9 +25,15 @@ export function spoolFileName(bootId: string, monotonicNs: bigint, pid: number):
   return `${bootId}-${monotonicNs.toString().padStart(20, '0')}-${pid}.json`;
 }
 
+/** The boot id spool file `name` begins with; none when it has no dash. */
+function bootOf(name: string): string | undefined {
+  const dash = name.indexOf('-');
+  return dash < 0 ? undefined : name.slice(0, dash);
+}
+
 /** Replay order: earlier boots first, then this boot's entries by the monotonic clock. */
 export function replayOrder(names: readonly string[], bootId: string): string[] {
-  const thisBoot = (n: string) => n.startsWith(`${bootId}-`);
+  const thisBoot = (n: string) => bootOf(n) === bootId;
   const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || byteOrder(a, b));
 }
@@ -37,8 +43,8 @@ export function replayOrder(names: readonly string[], bootId: string): string[] 
  * kernel. Only when both boots are known: a side that could not read its boot id names none.
  */
 export function addOfEarlierBoot(name: string, entry: Pick<SpoolEntry, 'op'>, bootId = currentBootId()): boolean {
-  const written = name.slice(0, name.indexOf('-'));
-  return entry.op === 'add' && bootId !== 'unknown' && written !== 'unknown' && written !== bootId;
+  const written = bootOf(name);
+  return entry.op === 'add' && bootId !== 'unknown' && written !== undefined && written !== 'unknown' && written !== bootId;
 }
 
 /** Writes one entry atomically (synchronously: see atomic-file.ts), synced unless an ADD's; its path. */
