@@ -90,12 +90,13 @@ spec:
   // Deleting the request takes every pod's net1, host end and port back.
   t.equal((await cli.delete('wide.yaml')).exitCode, 0, 'podnet delete -f wide.yaml');
   for (const pod of others) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) === undefined ? true : undefined));
-  const left = await securedPorts();
-  t.same(
-    others.filter((p) => left.has(hostEnd(p))).map((p) => p.name),
-    [],
-    'no port of theirs is left in the table',
-  );
+  // A port's release is its own step beside the veth's delete: waited for, not read at once.
+  const stillSecured = async () => {
+    const left = await securedPorts();
+    return others.filter((p) => left.has(hostEnd(p))).map((p) => p.name);
+  };
+  await until('their ports released', async () => ((await stillSecured()).length === 0 ? true : undefined)).catch(() => undefined);
+  t.same(await stillSecured(), [], 'no port of theirs is left in the table');
   for (const pod of others) t.notOk(await linkExists(hostEnd(pod)), `${pod.name}: its host end is gone`);
   t.ok(await linkExists(hostEnd(taken)), 'the link podnet did not make is still there');
 });
