@@ -9,10 +9,11 @@
 // rounds. Run as root: npm run bench [-- RUNS] [--busy-disk]
 //   --busy-disk: a process writes 512 MiB files with fsync in the state dir's file system all along,
 //   as kubelet, image pulls and logs keep a node's disk busy (an fsync then waits behind them).
+// PODNET_BINARY runs another build than dist/podnet.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { podnetBinary } from '../e2e/lib/env.ts';
+import { podnetBinary } from './lib/podnet.ts';
 
 const runs = Number(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? 40);
 const busyDisk = process.argv.includes('--busy-disk');

@@ -1,7 +1,8 @@
 // npm run build → dist/podnet, one Node single executable (docs/adr/0001):
-//  - dist/plugin-main.cjs, the main script: the CNI plugin path alone, with V8's code cache;
-//  - dist/cli.cjs, the command line and daemon, embedded as an asset and compiled on demand, with
-//    V8's code cache of it (dist/cli.cache), embedded too.
+//  - dist/main.cjs, the main script: picks the role and loads its bundle (bin/podnet-sea.ts);
+//  - dist/plugin.cjs, the CNI plugin path alone, and dist/cli.cjs, the command line and daemon,
+//    each embedded as an asset with V8's code cache of it (dist/plugin.cache made after a
+//    rehearsed ADD and DEL, ADR 25; dist/cli.cache after its compile), compiled only when it runs.
 import { build, type Plugin } from 'esbuild';
 import { execFileSync } from 'node:child_process';
 import { chmod, copyFile, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -37,7 +38,8 @@ const pluginValidators: Plugin = {
 };
 
 await mkdir(dist, { recursive: true });
-await build({ ...common, entryPoints: [`${root}bin/podnet-sea.ts`], outfile: `${dist}/plugin-main.cjs`, plugins: [pluginValidators] });
+await build({ ...common, entryPoints: [`${root}bin/podnet-sea.ts`], outfile: `${dist}/main.cjs` });
+await build({ ...common, entryPoints: [`${root}src/cni/main.ts`], outfile: `${dist}/plugin.cjs`, plugins: [pluginValidators] });
 await build({ ...common, entryPoints: [`${root}src/cli/main.ts`], outfile: `${dist}/cli.cjs` });
 
 // For every run of the executable (plugin, CLI, daemon); it matters to the daemon: V8 grows its
@@ -45,24 +47,24 @@ await build({ ...common, entryPoints: [`${root}src/cli/main.ts`], outfile: `${di
 // 200 pods: 151 MiB against 138 with 4), and its objects are short-lived and small.
 const execArgv = ['--max-semi-space-size=4'];
 
-// V8's code cache of the command line, made by this Node with the executable's options, the
-// parameters and the source bin/podnet-sea.ts compiles it with (V8 refuses a cache made otherwise,
-// and compiles as without one). Without it the daemon's start parsed the 3 MiB bundle, and the
-// parser's memory stayed with the process: 19 MiB of malloc against 4.
-const cacheCli = `const { compileFunction } = require('node:vm');
-const { readFileSync, writeFileSync } = require('node:fs');
-const run = compileFunction(readFileSync(process.argv[1], 'utf8'), ['exports', 'require', 'module', '__filename', '__dirname'], { filename: 'podnet-cli.cjs', produceCachedData: true });
-writeFileSync(process.argv[2], run.cachedData);`;
-execFileSync(process.execPath, [...execArgv, '-e', cacheCli, `${dist}/cli.cjs`, `${dist}/cli.cache`], { stdio: ['ignore', 'ignore', 'inherit'] });
+// V8's code cache of each bundle, made by this Node with the executable's options (V8 refuses a
+// cache made otherwise). The plugin's after a rehearsed ADD and DEL (ADR 25): V8 compiles a
+// function at its first call, and a cache of the compile alone left every ADD compiling its
+// validators again. The command line's after its compile: without it the daemon's start parsed
+// the 3 MiB bundle, and the parser's memory stayed with the process (19 MiB of malloc against 4).
+const codeCache = (bundle: string, ...flags: string[]) =>
+  execFileSync(process.execPath, [...execArgv, `${root}scripts/code-cache.ts`, `${dist}/${bundle}.cjs`, `${dist}/${bundle}.cache`, ...flags], { stdio: ['ignore', 'ignore', 'inherit'] });
+codeCache('plugin', '--rehearse');
+codeCache('cli');
 
 const seaConfig = {
-  main: `${dist}/plugin-main.cjs`,
+  main: `${dist}/main.cjs`,
   // Written beside and renamed over: a daemon or plugin running from dist/podnet keeps its old
   // file, and nothing ever runs a half-written one.
   output: `${dist}/.podnet.new`,
   disableExperimentalSEAWarning: true,
   useCodeCache: true,
-  assets: { 'cli.cjs': `${dist}/cli.cjs`, 'cli.cache': `${dist}/cli.cache` },
+  assets: Object.fromEntries(['plugin.cjs', 'plugin.cache', 'cli.cjs', 'cli.cache'].map((f) => [f, `${dist}/${f}`])),
   execArgv,
 };
 await writeFile(`${dist}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
@@ -76,6 +78,6 @@ await rm(`${dist}/.podnet.new`);
 await chmod(`${dist}/.podnet.copy`, 0o755);
 await rename(`${dist}/.podnet.copy`, `${dist}/podnet`);
 
-for (const f of ['plugin-main.cjs', 'cli.cjs', 'podnet']) {
+for (const f of ['main.cjs', 'plugin.cjs', 'plugin.cache', 'cli.cjs', 'cli.cache', 'podnet']) {
   console.log(`dist/${f}  ${((await stat(`${dist}/${f}`)).size / 1024).toFixed(0)} KiB`);
 }

@@ -33,3 +33,6 @@ function readStdin(limit: number): string {
   }
   return buffer.subarray(0, length).toString('utf8');
 }
+
+// The build plays it through this bundle before taking its code cache (scripts/code-cache.ts).
+export { rehearsePlugin } from './rehearsal.ts';

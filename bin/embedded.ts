@@ -1,0 +1,28 @@
+// A bundle the executable carries as an asset (docs/adr/0001, 0025): its CommonJS source, compiled
+// as a script of its own with the V8 code cache the build made of it. The build's cache maker
+// (scripts/code-cache.ts) compiles through this module too: V8 takes a cache only for the very
+// source and V8 options it was made with.
+import { Script } from 'node:vm';
+
+export interface CompiledBundle {
+  /** V8 refused the cache (another Node, other options): the bundle was compiled without it. */
+  readonly cacheRefused: boolean;
+  /** The cache of what is compiled so far: after a run, it holds the functions that run called. */
+  cacheData(): Buffer;
+  /** Runs the bundle's top level once and returns its exports; `require` is the caller's (the bundles require Node's built-in modules alone). */
+  run(require: NodeJS.Require): Record<string, unknown>;
+}
+
+export function compileBundle(name: string, source: string, cachedData?: Uint8Array): CompiledBundle {
+  // The wrapper a CommonJS module gets from Node: the bundles are esbuild's cjs output.
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: `podnet-${name}.cjs`, cachedData });
+  return {
+    cacheRefused: cachedData !== undefined && script.cachedDataRejected === true,
+    cacheData: () => script.createCachedData(),
+    run(require) {
+      const module = { exports: {} as Record<string, unknown> };
+      script.runInThisContext()(module.exports, require, module, process.execPath, '/');
+      return module.exports;
+    },
+  };
+}
