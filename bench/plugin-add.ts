@@ -9,14 +9,19 @@
 // rounds. Run as root: npm run bench [-- RUNS] [--busy-disk]
 //   --busy-disk: a process writes 512 MiB files with fsync in the state dir's file system all along,
 //   as kubelet, image pulls and logs keep a node's disk busy (an fsync then waits behind them).
+//   --against FILE: another build's ADD and VERSION in the same alternation, with the same daemon,
+//   to tell two builds apart on a machine whose floor moves between runs.
 // PODNET_BINARY runs another build than dist/podnet.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { podnetBinary } from './lib/podnet.ts';
 
-const runs = Number(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? 40);
+const runs = Number(process.argv.slice(2).find((a, i, all) => !a.startsWith('-') && all[i - 1] !== '--against') ?? 40);
 const busyDisk = process.argv.includes('--busy-disk');
+const againstAt = process.argv.indexOf('--against');
+const against = againstAt > 0 ? process.argv[againstAt + 1] : undefined;
+if (againstAt > 0 && !against) throw new Error('--against needs the path of another build of podnet');
 const target = 1.1;
 const versionTarget = 1.0;
 
@@ -71,13 +76,20 @@ try {
   const podnet: number[] = [];
   const tuning: number[] = [];
   const version: number[] = [];
+  const againstAdd: number[] = [];
+  const againstVersion: number[] = [];
   const versionInput = JSON.stringify({ cniVersion: '1.0.0' });
   for (let i = -3; i < runs; i++) {
     const n = timeOnce(process.execPath, ['-e', '0'], '', {});
     const p = timeOnce(podnetBinary, [], podnetConfig, cniEnv(`bench${i + 3}`));
     const u = timeOnce('/usr/lib/cni/tuning', [], tuningConfig, cniEnv(`bench${i + 3}`));
     const v = timeOnce(podnetBinary, [], versionInput, { CNI_COMMAND: 'VERSION' });
+    const other: [number, number] | undefined = against ? [timeOnce(against, [], podnetConfig, cniEnv(`against${i + 3}`)), timeOnce(against, [], versionInput, { CNI_COMMAND: 'VERSION' })] : undefined;
     if (i < 0) continue; // warm-up: page cache, first daemon writes
+    if (other) {
+      againstAdd.push(other[0]);
+      againstVersion.push(other[1]);
+    }
     node.push(n);
     podnet.push(p);
     tuning.push(u);
@@ -86,7 +98,8 @@ try {
   // Every ADD measured must end up as a record: what was timed is a change that counts.
   for (let i = 0; i < 250 && readdirSync(`${stateDir}/spool`).length > 0; i++) await new Promise((r) => setTimeout(r, 20));
   const recorded = readdirSync(`${stateDir}/records`).length;
-  if (recorded !== runs + 3) throw new Error(`expected ${runs + 3} records; the daemon has ${recorded}`);
+  const expected = (runs + 3) * (against ? 2 : 1);
+  if (recorded !== expected) throw new Error(`expected ${expected} records; the daemon has ${recorded}`);
   const [mn, mp, mu, mv] = [median(node), median(podnet), median(tuning), median(version)];
   const [ratio, versionRatio] = [mp / mn, mv / mn];
   console.log(`runs: ${runs} (alternating, after 3 warm-up rounds), Node ${process.version}${busyDisk ? '; the disk kept busy' : ''}`);
@@ -94,6 +107,12 @@ try {
   console.log(`podnet ADD       median ${mp.toFixed(1)} ms   ${ratio.toFixed(2)} x node -e 0 (target <= ${target})`);
   console.log(`podnet VERSION   median ${mv.toFixed(1)} ms   ${versionRatio.toFixed(2)} x node -e 0 (target <= ${versionTarget})`);
   console.log(`tuning ADD       median ${mu.toFixed(1)} ms   podnet ADD is ${(mp / mu).toFixed(1)} x tuning`);
+  if (against) {
+    const [ma, mav] = [median(againstAdd), median(againstVersion)];
+    console.log(`against ${against}:`);
+    console.log(`  its ADD        median ${ma.toFixed(1)} ms   ${(ma / mn).toFixed(2)} x node -e 0`);
+    console.log(`  its VERSION    median ${mav.toFixed(1)} ms   ${(mav / mn).toFixed(2)} x node -e 0`);
+  }
   const pass = ratio <= target && versionRatio <= versionTarget;
   console.log(pass ? 'PASS' : 'FAIL');
   process.exitCode = pass ? 0 : 1;
