@@ -4,16 +4,18 @@
 import { getRawAsset } from 'node:sea';
 import { compileBundle } from './embedded.ts';
 
-type Bundle = { pluginMain?: () => Promise<void>; cliMain?: (argv: readonly string[]) => Promise<void> };
-
 // An asset as the executable maps it, not a copy.
 const asset = (key: string) => Buffer.from(getRawAsset(key));
 
-function loadBundle(name: 'plugin' | 'cli'): Bundle {
+/** The entry `entry` of bundle `name`, compiled with its cache. */
+function entryOf<Entry>(name: 'plugin' | 'cli', entry: string): Entry {
   const bundle = compileBundle(name, asset(`${name}.cjs`).toString('utf8'), asset(`${name}.cache`));
   // Said, not hidden: each start then compiles the bundle again (the daemon keeps 15 MiB more).
   if (bundle.cacheRefused) process.stderr.write(`podnet: V8 refused the code cache of the ${name} bundle (the executable was built by another Node, or with other options); starting without it\n`);
-  return bundle.run(require) as Bundle;
+  const found = bundle.run(require)[entry];
+  // Loud, not a silent exit 0 that a runtime would take for a DEL done.
+  if (typeof found !== 'function') throw new Error(`the executable's ${name} bundle has no ${entry}: it was built wrong`);
+  return found as Entry;
 }
 
 // The main script is CommonJS (what a single executable runs), so no top-level await. The
@@ -22,8 +24,12 @@ function loadBundle(name: 'plugin' | 'cli'): Bundle {
 // otherwise (bench/plugin-add: VERSION 1.11 to 1.17 x node -e 0 with it, 0.99 to 1.05 without;
 // the bundler makes the import a lazy call, not a module load).
 const launcher = () => import('../src/launcher/main.ts').then((m) => m.launcherMain());
-const main = process.env['CNI_COMMAND'] ? loadBundle('plugin').pluginMain?.() : process.env['PODNET_LAUNCHER'] ? launcher() : loadBundle('cli').cliMain?.(process.argv);
-void main?.catch((err: unknown) => {
+const main = process.env['CNI_COMMAND']
+  ? entryOf<() => Promise<void>>('plugin', 'pluginMain')()
+  : process.env['PODNET_LAUNCHER']
+    ? launcher()
+    : entryOf<(argv: readonly string[]) => Promise<void>>('cli', 'cliMain')(process.argv);
+void main.catch((err: unknown) => {
   process.stderr.write(`podnet: ${String(err)}\n`);
   process.exitCode = 1;
 });

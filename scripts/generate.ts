@@ -7,8 +7,8 @@
 //    already found invalid and small enough (src/protocol/validate.ts), to name every violation;
 //  - src/generated/plugin-validators.js: the first-violation validators of the documents the CNI
 //    plugin checks alone, under the same export names (every other name a function that throws):
-//    the plugin's bundle takes it for both modules above (scripts/build.ts), so the executable's
-//    main script carries kilobytes of schema code rather than a megabyte;
+//    the plugin's bundle takes it for both modules above (scripts/build.ts), so it carries
+//    kilobytes of schema code rather than a megabyte;
 //  - src/generated/schema-types.ts: the TypeScript types of the same documents;
 //  - daemonset/crds.yaml: the CustomResourceDefinitions of Network and PodNetworkConfig (scripts/crds.ts).
 // `npm run generate` writes them; a unit test fails when they are stale.

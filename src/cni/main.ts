@@ -1,5 +1,6 @@
 // The plugin process: real stdin, environment and stdout around runPlugin. This module and what it
-// imports are the whole main script of the executable, so nothing else loads on a pod's creation.
+// imports are the executable's plugin bundle (docs/adr/0025), so nothing else loads on a pod's
+// creation.
 import { readSync, writeSync } from 'node:fs';
 import { maxStdinBytes, runPlugin } from './plugin.ts';
 import { spoolRecorder } from './recorder.ts';

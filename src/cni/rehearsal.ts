@@ -1,4 +1,5 @@
-// A pod's ADD and DEL, played through the plugin's own code at build time (docs/adr/0025). V8
+// A runtime's VERSION and a pod's ADD and DEL, played through the plugin's own code at build time
+// (docs/adr/0025). V8
 // compiles a function on its first call, and the code cache of a script compiled but not run holds
 // its top level alone: each ADD then compiled its config's validator, its record's, the spool's
 // writer, on every pod's creation. The build runs this rehearsal and then takes the cache
@@ -9,7 +10,11 @@ import { spoolRecorder } from './recorder.ts';
 /** The netns the rehearsal names: no such file is opened; the probe is told it is a pod's. */
 const rehearsalNetns = '/var/run/netns/podnet-rehearsal';
 
-/** An ADD and a DEL as a runtime sends them, recorded in `stateDir` (the caller's, and empty). Throws when either fails. */
+/**
+ * A VERSION, an ADD and a DEL as a runtime sends them, recorded in `stateDir` (the caller's, and
+ * empty). Throws when one fails. Not rehearsed: reading stdin and probing a real netns (a few small
+ * functions, compiled at their first call), and CHECK, GC and STATUS, which no pod's creation runs.
+ */
 export async function rehearsePlugin(stateDir: string): Promise<void> {
   const prevResult = {
     cniVersion: '1.1.0',
@@ -18,8 +23,9 @@ export async function rehearsePlugin(stateDir: string): Promise<void> {
     routes: [{ dst: '0.0.0.0/0' }],
     dns: {},
   };
-  // No socket named: an ADD and a DEL never call the daemon.
-  const config = { cniVersion: '1.1.0', name: 'rehearsal', type: 'podnet', stateDir, prevResult };
+  // An ADD and a DEL never call the daemon. Were they to, this socket cannot be (/dev/null is no
+  // folder): a build on a node never reaches the node's daemon.
+  const config = { cniVersion: '1.1.0', name: 'rehearsal', type: 'podnet', stateDir, socketPath: '/dev/null/podnet-rehearsal.sock', prevResult };
   const context = (command: string): PluginContext => ({
     env: {
       CNI_COMMAND: command,
@@ -35,7 +41,7 @@ export async function rehearsePlugin(stateDir: string): Promise<void> {
     isNodeNetworkNamespace: () => false,
     now: () => new Date(),
   });
-  for (const command of ['ADD', 'DEL']) {
+  for (const command of ['VERSION', 'ADD', 'DEL']) {
     const out = await runPlugin(context(command));
     // A rehearsal that takes the error path would cache that path instead: the build stops.
     if (out.exitCode !== 0) throw new Error(`the plugin's rehearsed ${command} failed: ${out.stdout}`);
