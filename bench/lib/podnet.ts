@@ -237,6 +237,19 @@ export async function sandboxes(socketPath: string): Promise<SandboxList> {
   return r.body as SandboxList;
 }
 
+/** The bridge ports of the attachments the daemon made (GET /v1/status): a few hundred bytes, whatever the sandboxes. */
+export interface DaemonPorts {
+  secured: number;
+  open: number;
+}
+
+export async function portsOf(socketPath: string): Promise<DaemonPorts> {
+  const r = await getJson(socketPath, '/v1/status', 10_000);
+  const ports = (r.body as { ports?: DaemonPorts } | undefined)?.ports;
+  if (r.status !== 200 || !ports) throw new Error(`GET /v1/status answered ${r.status} without ports: ${JSON.stringify(r.body)}`);
+  return ports;
+}
+
 export interface PodIdentity {
   netns: string;
   containerId: string;
