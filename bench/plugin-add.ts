@@ -12,9 +12,10 @@
 //   --against FILE: another build's ADD and VERSION in the same alternation, with the same daemon,
 //   to tell two builds apart on a machine whose floor moves between runs.
 // PODNET_BINARY runs another build than dist/podnet.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { keepDiskBusy } from './lib/harness.ts';
 import { podnetBinary } from './lib/podnet.ts';
 
 const runs = Number(process.argv.slice(2).find((a, i, all) => !a.startsWith('-') && all[i - 1] !== '--against') ?? 40);
@@ -58,10 +59,8 @@ const median = (xs: number[]) => {
 
 // The daemon runs as in production: its own process, started before the measurement.
 const daemon = spawn(podnetBinary, ['daemon', '--socket', socketPath, '--state-dir', stateDir], { stdio: 'ignore' });
-// 512 MiB written and synced, again and again, beside the state dir.
-const writeAndSync = `const fs = require('node:fs'); const chunk = Buffer.alloc(1 << 20);
-for (;;) { const fd = fs.openSync(process.argv[1], 'w'); for (let i = 0; i < 512; i++) fs.writeSync(fd, chunk); fs.fsyncSync(fd); fs.closeSync(fd); }`;
-const writer: ChildProcess | undefined = busyDisk ? spawn(process.execPath, ['-e', writeAndSync, `${work}/busy-disk`], { stdio: 'ignore' }) : undefined;
+// Beside the state dir.
+const stopWriter = busyDisk ? keepDiskBusy(work) : undefined;
 for (let i = 0; i < 100 && !existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 20));
 try {
   const cniEnv = (containerId: string): NodeJS.ProcessEnv => ({
@@ -117,10 +116,7 @@ try {
   console.log(pass ? 'PASS' : 'FAIL');
   process.exitCode = pass ? 0 : 1;
 } finally {
-  if (writer) {
-    writer.kill('SIGKILL');
-    await new Promise((r) => writer.once('exit', r));
-  }
+  await stopWriter?.();
   daemon.kill('SIGTERM');
   await new Promise((r) => daemon.once('exit', r));
   execFileSync('ip', ['netns', 'del', netnsName]);

@@ -1,5 +1,6 @@
 // What every benchmark needs around its measurement: a cleanup stack that runs on success, on
 // failure and on Ctrl-C (or SIGTERM/SIGHUP), the statistics printed, and small timing helpers.
+import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { randomBytes } from 'node:crypto';
 
@@ -116,4 +117,19 @@ export async function pool<T>(items: readonly T[], width: number, work: (item: T
     }
   };
   await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
+}
+
+/**
+ * A process that writes 512 MiB files with fsync in `dir`, again and again, as kubelet, image pulls
+ * and logs keep a node's disk busy (an fsync then waits behind them); killed by the function returned.
+ */
+export function keepDiskBusy(dir: string): () => Promise<void> {
+  const writeAndSync = `const fs = require('node:fs'); const chunk = Buffer.alloc(1 << 20);
+for (;;) { const fd = fs.openSync(process.argv[1], 'w'); for (let i = 0; i < 512; i++) fs.writeSync(fd, chunk); fs.fsyncSync(fd); fs.closeSync(fd); }`;
+  const writer = spawn(process.execPath, ['-e', writeAndSync, `${dir}/busy-disk`], { stdio: 'ignore' });
+  const exited = new Promise((r) => writer.once('exit', r));
+  return async () => {
+    writer.kill('SIGKILL');
+    await exited;
+  };
 }

@@ -53,14 +53,15 @@ export interface RunningDaemon {
 }
 
 /**
- * Starts `podnet daemon`; stderr (its JSON log) appends to `logFile`. Stopped at cleanup. With
- * `netns`, it runs in that named netns (`ip netns exec` execs it: the pid is the daemon's still).
+ * Starts `podnet daemon` (of `binary`, podnetBinary unless given); stderr (its JSON log) appends to
+ * `logFile`. Stopped at cleanup. With `netns`, it runs in that named netns (`ip netns exec` execs
+ * it: the pid is the daemon's still).
  */
-export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = [], { netns }: { netns?: string } = {}): RunningDaemon {
+export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = [], { netns, binary = podnetBinary }: { netns?: string; binary?: string } = {}): RunningDaemon {
   const args = ['daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
   if (paths.configDir) args.push('--config-dir', paths.configDir);
   const spawnedAt = now();
-  const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, podnetBinary, ...args, ...extra]] : [podnetBinary, [...args, ...extra]];
+  const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, binary, ...args, ...extra]] : [binary, [...args, ...extra]];
   const proc: ResultPromise = execa(file, argv, {
     reject: false,
     stdin: 'ignore',
@@ -71,7 +72,7 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     env: { NODE_OPTIONS: process.env['PNBENCH_DAEMON_NODE_OPTIONS'] ?? '' },
   });
   const pid = proc.pid;
-  if (pid === undefined) throw new Error(`could not start ${podnetBinary}`);
+  if (pid === undefined) throw new Error(`could not start ${binary}`);
   let done = false;
   void proc.finally(() => (done = true));
 

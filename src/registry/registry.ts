@@ -9,6 +9,7 @@ import type { AttachmentKey, AttachmentRecord, SpoolEntry } from '../protocol/va
 import { ensurePrivateDir, removeFile, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
 import { QuarantineLog, setAside, type Quarantined } from './quarantine.ts';
+import { kernelState } from './boot.ts';
 import { addOfEarlierBoot, listSpool, readSpoolEntry, spoolDir } from './spool.ts';
 import { parseStateDocument, stateDocumentText } from './state-document.ts';
 import type { Logger } from '../log.ts';
@@ -122,8 +123,10 @@ export class Registry {
     const changes = changesFor(this.records, entry);
     if (changes.put.length + changes.removed.length > 0) this.changes++;
     const recordsDir = join(this.stateDir, stateLayout.records);
-    for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), stateDocumentText(r));
-    for (const k of changes.removed) removeFile(join(recordsDir, recordFileName(k)));
+    // Not synced (ADR 26): a record tells of a sandbox, which a machine's crash takes with it, and
+    // the next boot's start drops records/ whatever the crash left there (boot.ts).
+    for (const r of changes.put) writeFileAtomic(join(recordsDir, recordFileName(r)), stateDocumentText(r), kernelState);
+    for (const k of changes.removed) removeFile(join(recordsDir, recordFileName(k)), kernelState);
     applyChanges(this.records, changes);
     return changes;
   }
@@ -145,14 +148,15 @@ export class Registry {
         continue;
       }
       if (addOfEarlierBoot(name, entry)) {
-        removeFile(join(spoolDir(this.stateDir), name));
+        removeFile(join(spoolDir(this.stateDir), name), kernelState);
         this.log.info('dropped a spooled ADD of an earlier boot: its sandbox went with that kernel', { file: name });
         continue;
       }
       const changes = this.commit(entry);
-      // Only once the change is on disk does its spool file go; a crash in between replays it,
-      // which is harmless: every change is idempotent.
-      removeFile(join(spoolDir(this.stateDir), name));
+      // Only once the change is written does its spool file go; a crash in between replays it,
+      // which is harmless: every change is idempotent. Not synced either (ADR 26): what a power
+      // cut brings back is an earlier boot's entry, an ADD dropped and a DEL or GC replayed.
+      removeFile(join(spoolDir(this.stateDir), name), kernelState);
       applied++;
       this.log.info('replayed spooled change', { file: name, op: entry.op, put: changes.put.length, removed: changes.removed.length });
     }
