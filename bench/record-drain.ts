@@ -8,7 +8,8 @@
 //   --busy-disk: another process writes 512 MiB files with fsync beside the state dirs all along,
 //   as kubelet, image pulls and logs keep a node's disk busy (an fsync then waits behind them).
 // PODNET_BINARY runs another build than dist/podnet (its plugin makes the entries of both).
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { execa } from 'execa';
+import { cpSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { keepDiskBusy, median, now, onCleanup, pool, runBenchmark, suffix, until } from './lib/harness.ts';
@@ -29,6 +30,7 @@ await runBenchmark(async () => {
   if (!Number.isInteger(count) || count < 1 || count > 10_000) throw new Error(`N must be an integer from 1 to 10000, not ${count}`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, not ${rounds}`);
   const against = option('--against');
+  if (against !== undefined && realpathSync(against) === realpathSync(podnetBinary)) throw new Error(`--against ${against} is the build measured: give another`);
   const busyDisk = args.includes('--busy-disk');
   const id = suffix();
   const work = mkdtempSync(join(tmpdir(), 'pnbench-drain-'));
@@ -49,7 +51,9 @@ await runBenchmark(async () => {
     for (const binary of builds) {
       const stateDir = join(work, `state-${round}-${builds.indexOf(binary)}`);
       cpSync(spooled, stateDir, { recursive: true });
-      const daemon = startDaemon({ socketPath, stateDir }, daemonLogFile(work, `drain-${id}-${round}.log`), [], { binary });
+      // The copy reaches the disk before the clock runs: a daemon's first fsync would pay for it otherwise.
+      await execa('sync', ['--file-system', stateDir]);
+      const daemon = startDaemon({ socketPath, stateDir }, daemonLogFile(work, `drain-${id}-${round}-${builds.indexOf(binary)}.log`), [], { binary });
       const listedAt = await until(
         `the daemon of ${binary} listing ${count} attachments`,
         async () => {

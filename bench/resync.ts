@@ -23,12 +23,13 @@
 //   daemons Node options (--cpu-prof --cpu-prof-dir=DIR profiles them; the restarted one stops by
 //   SIGTERM and writes its profile); PNBENCH_COLD_TERM=1 stops the cold one by SIGTERM too, for
 //   its profile (the restart then follows a clean stop, not a crash).
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { execa } from 'execa';
 import { now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
 import {
+  appliedLinesSince,
   daemonLogFile,
   deleteLinksAtCleanup,
   getJson,
@@ -154,12 +155,17 @@ await runBenchmark(async () => {
   ) => {
     let last: Progress | undefined;
     let polls = 0;
+    // Once the status has passed the gate, the list alone.
+    let opened = false;
     try {
       return await until(
         what,
         async () => {
           if (daemon.exited()) throw new Error(`the daemon exited; its log: ${daemon.logFile}`);
-          if (gate && polls++ % Math.max(1, Math.round(1000 / pollMs)) !== 0 && !gate(await portsOf(paths.socketPath), now())) return undefined;
+          if (gate && !opened && polls++ % Math.max(1, Math.round(1000 / pollMs)) !== 0) {
+            if (!gate(await portsOf(paths.socketPath), now())) return undefined;
+            opened = true;
+          }
           const list = await sandboxes(paths.socketPath);
           const at = now();
           if (list.documentProblems.length > 0) throw new Error(`the daemon refuses the documents: ${JSON.stringify(list.documentProblems)}`);
@@ -176,7 +182,6 @@ await runBenchmark(async () => {
       throw err;
     }
   };
-  const appliedLines = (logFile: string) => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).length;
 
   // Cold: documents present, nothing applied yet.
   const cold = startDaemon(paths, daemonLogFile(work, `resync-cold-${id}.log`), ['--resync-seconds', '60']);
@@ -195,7 +200,7 @@ await runBenchmark(async () => {
   const coldMemory = cold.memory();
   // Where the cold start's CPU went: the daemon's own thread (forks included) and the processes it ran.
   const coldCpu = cold.cpuTicks();
-  const coldChanges = appliedLines(cold.logFile);
+  const coldChanges = appliedLinesSince(cold.logFile);
 
   // Restart: SIGKILL, then the same daemon again; everything is in place.
   await cold.stop(process.env['PNBENCH_COLD_TERM'] ? 'SIGTERM' : 'SIGKILL');
@@ -208,7 +213,7 @@ await runBenchmark(async () => {
   const idleTo = restart.cpuTicks();
   const idleCpu = (idleTo.self + idleTo.children - idleFrom.self - idleFrom.children) / 100 / 6;
   const restartMemory = restart.memory();
-  const restartChanges = appliedLines(restart.logFile);
+  const restartChanges = appliedLinesSince(restart.logFile);
   const journal = join(paths.stateDir, 'journal');
   const journaled = readdirSync(journal).filter((n) => !n.startsWith('.'));
   await restart.stop('SIGTERM');

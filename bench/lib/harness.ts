@@ -127,7 +127,11 @@ export function keepDiskBusy(dir: string): () => Promise<void> {
   const writeAndSync = `const fs = require('node:fs'); const chunk = Buffer.alloc(1 << 20);
 for (;;) { const fd = fs.openSync(process.argv[1], 'w'); for (let i = 0; i < 512; i++) fs.writeSync(fd, chunk); fs.fsyncSync(fd); fs.closeSync(fd); }`;
   const writer = spawn(process.execPath, ['-e', writeAndSync, `${dir}/busy-disk`], { stdio: 'ignore' });
-  const exited = new Promise((r) => writer.once('exit', r));
+  // A writer that could not start ends the benchmark, as one that dies does not: the runs say which disk they had.
+  const exited = new Promise<void>((resolve, reject) => {
+    writer.once('exit', () => resolve());
+    writer.once('error', reject);
+  });
   return async () => {
     writer.kill('SIGKILL');
     await exited;

@@ -2,7 +2,7 @@
 // own, its socket read over HTTP, sandboxes recorded through the plugin as a runtime would, and
 // the network namespaces and links of the run. Every command is an argv array.
 import { execa, type ResultPromise } from 'execa';
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, dirname, join } from 'node:path';
 import { podnetBinary as builtBinary } from '../../e2e/lib/env.ts';
@@ -140,7 +140,7 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
       ).then((at) => {
         // The pid is the daemon itself: the executable runs the CLI in its own process, no wrapper.
         const exe = realpathSync(`/proc/${pid}/exe`);
-        if (exe !== realpathSync(podnetBinary)) throw new Error(`pid ${pid} runs ${exe}, not ${podnetBinary}`);
+        if (exe !== realpathSync(binary)) throw new Error(`pid ${pid} runs ${exe}, not ${binary}`);
         return at;
       });
     },
@@ -236,6 +236,19 @@ export async function sandboxes(socketPath: string): Promise<SandboxList> {
   const r = await getJson(socketPath, '/v1/sandboxes', 10_000);
   if (r.status !== 200) throw new Error(`GET /v1/sandboxes answered ${r.status}: ${JSON.stringify(r.body)}`);
   return r.body as SandboxList;
+}
+
+/** The changes a daemon's log tells of ("applied" lines, one per sandbox a pass changed) past byte `offset`. */
+export function appliedLinesSince(logFile: string, offset = 0): number {
+  const fd = openSync(logFile, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const text = Buffer.alloc(Math.max(0, size - offset));
+    readSync(fd, text, 0, text.length, offset);
+    return text.toString('utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).length;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The bridge ports of the attachments the daemon made (GET /v1/status): a few hundred bytes, whatever the sandboxes. */

@@ -7,7 +7,7 @@
 // Synchronous on purpose. The CNI plugin is a one-shot process whose every thread-pool round trip
 // is paid on a pod's creation (nine of them made an async write cost 3-5 ms there, against about
 // 1.5 ms for these calls; bench/plugin-add); the daemon applies changes one at a time anyway, and
-// blocks its loop for the length of two fsyncs per change.
+// most of what it writes is not synced (kernel state, records: docs/adr/0006, docs/adr/0026).
 import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { PodnetError } from '../errors.ts';
@@ -81,7 +81,7 @@ export interface WriteOptions {
   /**
    * Whether the data and the directory entry reach the disk before this returns (default). False
    * for kernel-mirroring state: applied/, ipam/, journal/ and host-objects.json (docs/adr/0006),
-   * and a spooled ADD (docs/adr/0024).
+   * a spooled ADD (docs/adr/0024), and records/ with the removal of an ADD taken in (docs/adr/0026).
    */
   sync?: boolean;
 }

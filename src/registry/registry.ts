@@ -1,5 +1,6 @@
 // The daemon's registry of attachments: a map in memory mirrored by one file per record under
-// <stateDir>/records. Every change is on disk before it is acknowledged. Changes are serialized,
+// <stateDir>/records. Every change is written before it is acknowledged (renamed into place, not
+// synced: a new boot drops records/, ADR 26). Changes are serialized,
 // and each one first replays the spool (the plugins' inbox), so a change that reaches the daemon
 // over the socket never overtakes one the plugins recorded before it.
 import { access, constants, readdir, readFile, stat, unlink } from 'node:fs/promises';
@@ -79,7 +80,7 @@ export class Registry {
     return (await listSpool(this.stateDir)).length;
   }
 
-  /** Applies one change after everything spooled before it; resolves once it is on disk. */
+  /** Applies one change after everything spooled before it; resolves once it is written. */
   apply(entry: SpoolEntry): Promise<FoldOutcome> {
     const refused = entryRefusal(entry);
     if (refused) return Promise.reject(new PodnetError('INVALID_REQUEST', refused));
@@ -154,9 +155,11 @@ export class Registry {
       }
       const changes = this.commit(entry);
       // Only once the change is written does its spool file go; a crash in between replays it,
-      // which is harmless: every change is idempotent. Not synced either (ADR 26): what a power
-      // cut brings back is an earlier boot's entry, an ADD dropped and a DEL or GC replayed.
-      removeFile(join(spoolDir(this.stateDir), name), kernelState);
+      // which is harmless: every change is idempotent. An ADD's goes without sync (ADR 26): one a
+      // power cut brings back is an earlier boot's, dropped. A DEL's or GC's is synced: where a
+      // boot id is unknown, an earlier boot's entry may sort after this boot's, and a GC replayed
+      // there would take back the records of this boot's running pods.
+      removeFile(join(spoolDir(this.stateDir), name), entry.op === 'add' ? kernelState : {});
       applied++;
       this.log.info('replayed spooled change', { file: name, op: entry.op, put: changes.put.length, removed: changes.removed.length });
     }

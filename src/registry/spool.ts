@@ -2,8 +2,8 @@
 // DEL, GC) is one file in <stateDir>/spool, written atomically before the plugin reports success;
 // the daemon applies them in order and removes each once applied. An ADD's entry is not synced
 // (docs/adr/0024): it tells of a sandbox, which lives and dies with the kernel, as the entry's
-// page does; the ADD of an earlier boot is not applied. A DEL or GC is synced: it takes back a
-// record that outlives the boot.
+// page does; the ADD of an earlier boot is not applied. A DEL or GC is synced, and so is the
+// daemon's removal of it once applied (docs/adr/0026).
 //
 // Order: a name holds the boot id, the system-wide monotonic clock and the pid. Within a boot the
 // monotonic clock orders every writer on the node and never steps back (the wall clock does, at
