@@ -9,8 +9,7 @@
 // Each round changes net1's MTU in fleet, then in solo, and times each from the patch request:
 //  - applied: until every selected sandbox's daemon reports the new spec applied whole
 //    (GET /v1/sandboxes, what `podnet explain` shows: applied state is committed after its
-//    commands ran; a node's list is read once its log tells of a change for each sandbox, or
-//    each second, not at every look);
+//    commands ran);
 //  - told: until the config's status says every pod ready at the new generation.
 // and counts, from each node's metrics, what the change cost the API server: writes of the
 // config's status per node (target at most one), its other writes, and the watch events it received.
@@ -22,7 +21,7 @@
 // a token bound to a node's pod.
 // Run as root, after `npm run build`: npm run bench:kube-scale [-- NODES PODS ROUNDS]
 import { execa } from 'execa';
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +29,7 @@ import { group } from '../e2e/lib/kube.ts';
 import { podnetCluster } from './lib/kube.ts';
 import type { PodNetworkConfigStatus } from '../src/protocol/validate.ts';
 import { countArgument, median, now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
-import { appliedLinesSince, daemonLogFile, makeNetns, recordSandbox, sandboxes, startDaemon, type RunningDaemon, type SandboxList } from './lib/podnet.ts';
+import { daemonLogFile, makeNetns, recordSandbox, sandboxes, startDaemon, type RunningDaemon } from './lib/podnet.ts';
 import { relay } from './lib/relay.ts';
 
 const nodeCount = countArgument(2, 10, 'NODES');
@@ -164,41 +163,18 @@ await runBenchmark(async () => {
     await api.post(`/apis/${group}/namespaces/${namespace}/podnetworkconfigs`, { apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'net1' }, spec: spec(mtus[0]!) });
   }
 
-  /**
-   * Whether every sandbox of `group` reports `mtu` applied whole; the first problem seen otherwise.
-   * A node seen done is not asked again, and one not done yet is asked for its list only once its
-   * log has told of a change for each of its sandboxes since `from` (an "applied" line each, past
-   * that log offset), or when a second has gone by since it was last asked: ten nodes' lists read
-   * every 50 ms (1.8 MB of JSON, written by the daemons and parsed here, on the machine's 2 cores)
-   * were a load that a single node's change did not carry, and slowed the change it timed.
-   */
-  const appliedWatch = (group: readonly Node[], mtu: number, from: ReadonlyMap<Node, number>) => {
-    const done = new Set<Node>();
-    const askedAt = new Map<Node, number>();
-    return async (): Promise<true | string> => {
-      const due = group.filter((node) => {
-        if (done.has(node)) return false;
-        const askedLately = now() - (askedAt.get(node) ?? -Infinity) < 1000;
-        return !askedLately || appliedLinesSince(node.daemon!.logFile, from.get(node) ?? 0) >= podsPerNode;
-      });
-      // Every node due asked at once: a busy node's late answer does not delay the look at the others.
-      const lists = await Promise.all(due.map((node) => (askedAt.set(node, now()), sandboxes(node.socketPath))));
-      let problem: string | undefined;
-      for (const [i, list] of lists.entries()) {
-        const node = due[i]!;
-        const seen = verdictOf(node, list, mtu);
-        if (seen === true) done.add(node);
-        else problem ??= seen;
+  /** Whether every sandbox of `group` reports `mtu` applied whole; the first problem seen otherwise. */
+  const appliedEverywhere = async (group: readonly Node[], mtu: number): Promise<true | string> => {
+    // Every node asked at once: a busy node's late answer does not delay the look at the others.
+    const lists = await Promise.all(group.map((node) => sandboxes(node.socketPath)));
+    for (const [i, list] of lists.entries()) {
+      const node = group[i]!;
+      if (list.items.length < podsPerNode) return `${node.name}: ${list.items.length} of ${podsPerNode} sandboxes reported`;
+      for (const r of list.items) {
+        if (r.lastError) return `${node.name} ${r.name}: ${r.lastError}`;
+        const had = (r.applied as { configs?: { spec: ReturnType<typeof spec> }[] } | undefined)?.configs?.[0]?.spec;
+        if (had?.interfaces[0]?.mtu !== mtu) return `${node.name} ${r.name}: mtu ${had?.interfaces[0]?.mtu} applied`;
       }
-      return done.size === group.length ? true : (problem ?? `${group.length - done.size} of ${group.length} nodes not done`);
-    };
-  };
-  const verdictOf = (node: Node, list: SandboxList, mtu: number): true | string => {
-    if (list.items.length < podsPerNode) return `${node.name}: ${list.items.length} of ${podsPerNode} sandboxes reported`;
-    for (const r of list.items) {
-      if (r.lastError) return `${node.name} ${r.name}: ${r.lastError}`;
-      const had = (r.applied as { configs?: { spec: ReturnType<typeof spec> }[] } | undefined)?.configs?.[0]?.spec;
-      if (had?.interfaces[0]?.mtu !== mtu) return `${node.name} ${r.name}: mtu ${had?.interfaces[0]?.mtu} applied`;
     }
     return true;
   };
@@ -207,14 +183,11 @@ await runBenchmark(async () => {
     const object = await api.get<{ metadata: { generation: number }; status?: PodNetworkConfigStatus }>(configPath(namespace));
     return object.status?.observedGeneration === object.metadata.generation && object.status.ready === `${pods}/${pods}` ? object : undefined;
   };
-  /** The log offset of each node now: its "applied" lines after it tell of a change made from here. */
-  const logOffsets = () => new Map(nodes.map((node) => [node, statSync(node.daemon!.logFile).size]));
-  const converged = async (group: readonly Node[], mtu: number, timeoutMs: number, from: ReadonlyMap<Node, number> = new Map()) => {
+  const converged = async (group: readonly Node[], mtu: number, timeoutMs: number) => {
     let last = '';
-    const appliedEverywhere = appliedWatch(group, mtu, from);
     const at = await until(`${group.length} nodes applying mtu ${mtu}`, async () => {
       // A daemon busy with its first pass may answer late: that is not yet, not a failure.
-      const verdict = await appliedEverywhere().catch((err: Error) => err.message);
+      const verdict = await appliedEverywhere(group, mtu).catch((err: Error) => err.message);
       if (verdict === true) return now();
       last = verdict;
       return undefined;
@@ -246,10 +219,9 @@ await runBenchmark(async () => {
   /** One change of one config: its times and what each node of `group` spent on it. */
   const change = async (group: readonly Node[], mtu: number) => {
     const before = await Promise.all(nodes.map(costOf));
-    const from = logOffsets();
     const start = now();
     await api.merge(configPath(group[0]!.namespace), { spec: { interfaces: [{ name: 'net1', mtu }] } });
-    const done = await converged(group, mtu, 120_000, from);
+    const done = await converged(group, mtu, 120_000);
     // Writes a node makes late still count: a second write for one change would show here.
     await sleep(2000);
     const after = await Promise.all(nodes.map(costOf));

@@ -23,13 +23,12 @@
 //   daemons Node options (--cpu-prof --cpu-prof-dir=DIR profiles them; the restarted one stops by
 //   SIGTERM and writes its profile); PNBENCH_COLD_TERM=1 stops the cold one by SIGTERM too, for
 //   its profile (the restart then follows a clean stop, not a crash).
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { execa } from 'execa';
 import { now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
 import {
-  appliedLinesSince,
   daemonLogFile,
   deleteLinksAtCleanup,
   getJson,
@@ -182,6 +181,7 @@ await runBenchmark(async () => {
       throw err;
     }
   };
+  const appliedLines = (logFile: string) => readFileSync(logFile, 'utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).length;
 
   // Cold: documents present, nothing applied yet.
   const cold = startDaemon(paths, daemonLogFile(work, `resync-cold-${id}.log`), ['--resync-seconds', '60']);
@@ -200,7 +200,7 @@ await runBenchmark(async () => {
   const coldMemory = cold.memory();
   // Where the cold start's CPU went: the daemon's own thread (forks included) and the processes it ran.
   const coldCpu = cold.cpuTicks();
-  const coldChanges = appliedLinesSince(cold.logFile);
+  const coldChanges = appliedLines(cold.logFile);
 
   // Restart: SIGKILL, then the same daemon again; everything is in place.
   await cold.stop(process.env['PNBENCH_COLD_TERM'] ? 'SIGTERM' : 'SIGKILL');
@@ -213,7 +213,7 @@ await runBenchmark(async () => {
   const idleTo = restart.cpuTicks();
   const idleCpu = (idleTo.self + idleTo.children - idleFrom.self - idleFrom.children) / 100 / 6;
   const restartMemory = restart.memory();
-  const restartChanges = appliedLinesSince(restart.logFile);
+  const restartChanges = appliedLines(restart.logFile);
   const journal = join(paths.stateDir, 'journal');
   const journaled = readdirSync(journal).filter((n) => !n.startsWith('.'));
   await restart.stop('SIGTERM');

@@ -2,7 +2,7 @@
 // own, its socket read over HTTP, sandboxes recorded through the plugin as a runtime would, and
 // the network namespaces and links of the run. Every command is an argv array.
 import { execa, type ResultPromise } from 'execa';
-import { closeSync, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, dirname, join } from 'node:path';
 import { podnetBinary as builtBinary } from '../../e2e/lib/env.ts';
@@ -236,19 +236,6 @@ export async function sandboxes(socketPath: string): Promise<SandboxList> {
   const r = await getJson(socketPath, '/v1/sandboxes', 10_000);
   if (r.status !== 200) throw new Error(`GET /v1/sandboxes answered ${r.status}: ${JSON.stringify(r.body)}`);
   return r.body as SandboxList;
-}
-
-/** The changes a daemon's log tells of ("applied" lines, one per sandbox a pass changed) past byte `offset`. */
-export function appliedLinesSince(logFile: string, offset = 0): number {
-  const fd = openSync(logFile, 'r');
-  try {
-    const size = fstatSync(fd).size;
-    const text = Buffer.alloc(Math.max(0, size - offset));
-    readSync(fd, text, 0, text.length, offset);
-    return text.toString('utf8').split('\n').filter((l) => l.includes('"msg":"applied"')).length;
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** The bridge ports of the attachments the daemon made (GET /v1/status): a few hundred bytes, whatever the sandboxes. */
