@@ -187,10 +187,10 @@ await runBenchmark(async () => {
   const cold = startDaemon(paths, daemonLogFile(work, `resync-cold-${id}.log`), ['--resync-seconds', '60']);
   const coldReady = await cold.ready();
   let allAttachedAt: number | undefined;
-  // Every sandbox attached has its bridge port secured: the list is read from then on.
+  // Every sandbox attached has its bridge port, secured or open: the list is read from then on.
   const coldDone = await watchUntil(cold, 'every sandbox converged (cold start)', (p) => p.converged === count, {
     gate: (ports, at) => {
-      if (ports.secured >= count) allAttachedAt ??= at;
+      if (ports.secured + ports.open >= count) allAttachedAt ??= at;
       return allAttachedAt !== undefined;
     },
     onProgress: (p, at) => {
