@@ -15,14 +15,12 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { keepDiskBusy } from './lib/harness.ts';
+import { keepDiskBusy, optionValue } from './lib/harness.ts';
 import { podnetBinary } from './lib/podnet.ts';
 
 const runs = Number(process.argv.slice(2).find((a, i, all) => !a.startsWith('-') && all[i - 1] !== '--against') ?? 40);
 const busyDisk = process.argv.includes('--busy-disk');
-const againstAt = process.argv.indexOf('--against');
-const against = againstAt > 0 ? process.argv[againstAt + 1] : undefined;
-if (againstAt > 0 && !against) throw new Error('--against needs the path of another build of podnet');
+const against = optionValue('--against');
 const target = 1.1;
 const versionTarget = 1.0;
 

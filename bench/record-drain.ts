@@ -12,24 +12,16 @@ import { execa } from 'execa';
 import { cpSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { keepDiskBusy, median, now, onCleanup, pool, runBenchmark, suffix, until } from './lib/harness.ts';
+import { keepDiskBusy, median, now, onCleanup, optionValue, pool, runBenchmark, suffix, until } from './lib/harness.ts';
 import { daemonLogFile, getJson, makeNetns, podnetBinary, recordSandbox, startDaemon } from './lib/podnet.ts';
-
-const option = (name: string) => {
-  const at = process.argv.indexOf(name);
-  if (at < 0) return undefined;
-  const value = process.argv[at + 1];
-  if (value === undefined || value.startsWith('--')) throw new Error(`${name} needs a value`);
-  return value;
-};
 
 await runBenchmark(async () => {
   const args = process.argv.slice(2);
   const count = Number(args.find((a, i) => !a.startsWith('-') && !['--rounds', '--against'].includes(args[i - 1] ?? '')) ?? 200);
-  const rounds = Number(option('--rounds') ?? 5);
+  const rounds = Number(optionValue('--rounds') ?? 5);
   if (!Number.isInteger(count) || count < 1 || count > 10_000) throw new Error(`N must be an integer from 1 to 10000, not ${count}`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, not ${rounds}`);
-  const against = option('--against');
+  const against = optionValue('--against');
   if (against !== undefined && realpathSync(against) === realpathSync(podnetBinary)) throw new Error(`--against ${against} is the build measured: give another`);
   const busyDisk = args.includes('--busy-disk');
   const id = suffix();
@@ -48,12 +40,12 @@ await runBenchmark(async () => {
   const builds = against ? [podnetBinary, against] : [podnetBinary];
   const seconds = new Map<string, number[]>(builds.map((b) => [b, []]));
   for (let round = 0; round < rounds; round++) {
-    for (const binary of builds) {
-      const stateDir = join(work, `state-${round}-${builds.indexOf(binary)}`);
+    for (const [b, binary] of builds.entries()) {
+      const stateDir = join(work, `state-${round}-${b}`);
       cpSync(spooled, stateDir, { recursive: true });
       // The copy reaches the disk before the clock runs: a daemon's first fsync would pay for it otherwise.
       await execa('sync', ['--file-system', stateDir]);
-      const daemon = startDaemon({ socketPath, stateDir }, daemonLogFile(work, `drain-${id}-${round}-${builds.indexOf(binary)}.log`), [], { binary });
+      const daemon = startDaemon({ socketPath, stateDir }, daemonLogFile(work, `drain-${id}-${round}-${b}.log`), [], { binary });
       const listedAt = await until(
         `the daemon of ${binary} listing ${count} attachments`,
         async () => {

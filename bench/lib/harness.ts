@@ -62,6 +62,15 @@ export function countArgument(index: number, fallback: number, what: string): nu
   return n;
 }
 
+/** The value after `--name` on the command line; none when the option is not given; throws when it has no value. */
+export function optionValue(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  if (at < 0) return undefined;
+  const value = process.argv[at + 1];
+  if (value === undefined || value.startsWith('--')) throw new Error(`${name} needs a value`);
+  return value;
+}
+
 export const suffix = (): string => randomBytes(3).toString('hex');
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

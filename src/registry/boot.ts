@@ -34,8 +34,9 @@ export const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayo
  * it, then records this boot. State without a boot record is kept (an older podnet synced every
  * write, and wrote none). Whether anything was dropped. The records of that boot's sandboxes go
  * too (records/, ADR 24; written without sync since ADR 26): each sandbox went with its kernel,
- * and nothing else would remove a record the runtime sends no DEL for. The delegated records stay: their plugins'
- * DEL frees what outlives the boot (a host-local address on disk), once their sandbox is gone.
+ * and nothing else would remove a record the runtime sends no DEL for. The delegated records
+ * stay: their plugins' DEL frees what outlives the boot (a host-local address on disk), once
+ * their sandbox is gone.
  */
 export function dropStateOfEarlierBoot(stateDir: string, bootId = currentBootId()): boolean {
   if (bootId === 'unknown') return false;
