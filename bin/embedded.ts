@@ -8,11 +8,16 @@ import { Script } from 'node:vm';
 
 /**
  * The Node options of every run of the executable (plugin, CLI, daemon), and so of the build's
- * cache making. It matters to the daemon: V8 grows its young generation up to 16 MiB a half by
- * default (the daemon's peak memory at a cold start over 200 pods: 151 MiB against 138 with 4),
- * and its objects are short-lived and small.
+ * cache making and of its --build-sea. Both matter to the long-lived processes, the daemon and
+ * its launcher, whose objects are short-lived and small:
+ *  - V8 grows its young generation up to 16 MiB a half by default (the daemon's peak memory at a
+ *    cold start over 200 pods: 151 MiB against 138 with 4);
+ *  - after a full collection V8 sets the next at up to 4 times what lived, by how fast it
+ *    collects, so a cold pass's garbage piled up for seconds; at 1.25 times (and at least 8 MiB
+ *    more), the cold start over 500 pods peaked at 143 to 151 MiB against 154 to 157, for 0.1 to
+ *    0.2 s more of the daemon's CPU (bench/resync, 2026-11-25).
  */
-export const executableNodeOptions = ['--max-semi-space-size=4'];
+export const executableNodeOptions = ['--max-semi-space-size=4', '--heap-growing-percent=25'];
 
 export interface CompiledBundle {
   /** V8 refused the cache (another Node, other options): the bundle was compiled without it. */

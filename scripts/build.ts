@@ -76,7 +76,9 @@ const seaConfig = {
   execArgv,
 };
 await writeFile(`${work}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
-execFileSync(process.execPath, ['--build-sea', `${work}/sea-config.json`], { stdio: ['ignore', 'ignore', 'inherit'], env: buildEnv });
+// With the executable's options too: the main script's code cache is made here, and V8 refuses
+// one made under other flags.
+execFileSync(process.execPath, [...execArgv, '--build-sea', `${work}/sea-config.json`], { stdio: ['ignore', 'ignore', 'inherit'], env: buildEnv });
 // Copied once more before it is renamed into place: the file as --build-sea writes it sits in the
 // page cache so that every run maps about 35 MiB more of it (79 MiB resident for a plugin VERSION
 // against 44 for the same bytes copied), which is no cost of podnet's and made every memory

@@ -21,9 +21,7 @@ import { networkNamespaceCheck } from '../netns/probe.ts';
 import { startToolsWith } from '../netns/runner.ts';
 import { executableLauncher } from '../launcher/launcher.ts';
 import type { PodnetEntry } from '../install/conflist.ts';
-import { KubeApi } from '../kube/api.ts';
-import { KubeSource } from '../sources/kube.ts';
-import { StatusPublisher } from '../kube/publisher.ts';
+import type { StatusPublisher } from '../kube/publisher.ts';
 import { PodnetError } from '../errors.ts';
 import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 import type { NodeLimits } from '../model/desired.ts';
@@ -109,6 +107,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     }
     const reported = metrics ? { metrics } : {};
     if (opts.kube) {
+      const { KubeApi, KubeSource, StatusPublisher } = await import('../kube/mode.ts');
       const api = KubeApi.load(opts.kube.kubeconfig);
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, ...reported });
       source = kubeSource;
