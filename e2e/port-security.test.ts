@@ -12,9 +12,9 @@ import { rename, writeFile } from 'node:fs/promises';
 import { daemonSandbox } from './lib/daemon.ts';
 import { linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { addressesIn, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 import { hostInterfaceName } from '../src/model/host-links.ts';
-import { portSecurityTable } from '../src/model/port-security.ts';
+import { portSecurityTable, releasePortLine } from '../src/model/port-security.ts';
 
 const skip = missingPrerequisite(['/bin/busybox', '/usr/sbin/nft']);
 
@@ -321,4 +321,62 @@ t.test('on a Network with staticMacs, a pod gets the MAC it asks, and another po
   await cli.apply('b.yaml', ownConfig('pod-b', 'macs', other));
   await hasNet1(b, other);
   t.pass('with a MAC nobody has, pod-b attaches with it');
+});
+
+t.test('a port security table flushed away, then given back its sets alone by a port\'s release, is made whole again: a spoof is dropped again', { skip }, async (t) => {
+  // A node of the test's own (a netns with its own daemon): its table is no other podnet's, and
+  // the test may flush it as an operator's `nft flush ruleset` (a firewall service restarting) would.
+  const node = await makeNetns(t, 'pne2e-node-');
+  const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  const [a, c] = (await Promise.all(['pod-a', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
+  const cli = podnetCli(daemon);
+  await cli.apply(
+    'ps.yaml',
+    `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: secured }
+spec:
+  type: bridge
+  bridge: { name: ${bridge}, portSecurity: true }
+  ipam: { ranges: [{ subnet: "198.18.126.0/24" }] }
+  namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
+---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: secured, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
+`,
+  );
+  for (const pod of [a, c]) await until(`${pod.name} has net1 with an address`, async () => ((await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined));
+  const onNode = (...args: string[]) => execa('ip', ['netns', 'exec', node.name, ...args], { reject: false });
+  const aPort = hostInterfaceName(a.att.containerId, 'net1');
+  const [aMac, cIp] = [await macOf(a, 'net1'), await addressOf(c, 'net1')];
+  // A MAC no pod has: what a spoofing pod sends with.
+  const spoofed = '02:00:5e:10:20:30';
+  /** Whether a, sending with the spoofed MAC, reaches c, and whether the bridge learned that MAC on a's port. */
+  const spoof = async () => {
+    await inPod(a, 'ip', 'link', 'set', 'dev', 'net1', 'address', spoofed);
+    const reached = await pings(a, cIp);
+    const fdb = JSON.parse((await onNode('bridge', '-j', 'fdb', 'show', 'br', bridge)).stdout || '[]') as { mac: string; ifname: string }[];
+    await inPod(a, 'ip', 'link', 'set', 'dev', 'net1', 'address', aMac);
+    await onNode('bridge', 'fdb', 'del', spoofed, 'dev', aPort, 'master');
+    return { reached, learned: fdb.some((e) => e.mac === spoofed && e.ifname === aPort) };
+  };
+  t.ok(await pings(a, cIp), 'a reaches c with its own MAC');
+  t.same(await spoof(), { reached: false, learned: false }, 'with another MAC, a reaches no one and the bridge learns nothing');
+
+  // The operator's flush, then the state a port's release left behind it: table and sets, no chains.
+  t.equal((await onNode('nft', 'flush', 'ruleset')).exitCode, 0);
+  const released = await onNode('nft', releasePortLine('pnvgone0000000', { mac: '02:00:5e:00:00:01', addresses: [] }));
+  t.equal(released.exitCode, 0, released.stderr);
+  t.equal((await onNode('nft', 'list', 'chain', ...portSecurityTable.split(' '), 'prerouting')).exitCode, 1, 'the table is there without its chains');
+
+  await until('the table has its chains again, and a\'s port its entries', async () => {
+    const listed = await onNode('nft', 'list', 'table', ...portSecurityTable.split(' '));
+    return listed.stdout.includes('chain prerouting') && listed.stdout.includes(aPort) ? true : undefined;
+  });
+  t.ok(await pings(a, cIp), 'a still reaches c with its own MAC');
+  t.same(await spoof(), { reached: false, learned: false }, 'and with another MAC reaches no one again, nor teaches the bridge');
 });

@@ -3,6 +3,7 @@ import t from 'tap';
 import { execa } from 'execa';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { netnsRunner } from '../src/netns/runner.ts';
+import { portSecurityRuleset, portSecurityTable, releasePortLine, securedPortsOf, securePortLine } from '../src/model/port-security.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
@@ -55,4 +56,22 @@ t.test("a batch in a pod's netns ends with a read of what it made, in its own pr
   t.equal(failing.done, 1, 'a failing line: the lines before it counted');
   t.match(failing.error?.message, /ip link set none0 up in netns .*: .*(Cannot find device|No such device)/, 'the failing line named');
   t.notOk(failing.read, 'and no read');
+});
+
+t.test('podnet\'s port security table, as nft lists it, reads whole with its ports; given back its sets alone, it does not', { skip: missingPrerequisite(['/usr/sbin/nft']) }, async (t) => {
+  // In a netns of the test's own: the host's table may be another podnet's.
+  const ns = await makeNetns(t);
+  const where = { netns: ns.path };
+  t.equal(await netnsRunner.readNftTable(where, portSecurityTable), undefined, 'no table: undefined');
+  const port = 'pnvrt000000000';
+  const secured = { mac: '02:00:5e:00:00:07', addresses: ['198.18.83.7', '2001:db8::7'] };
+  t.same(await netnsRunner.batch(where, 'nft', [...portSecurityRuleset(), securePortLine(port, secured)]), { done: portSecurityRuleset().length + 1 });
+  t.same(securedPortsOf(await netnsRunner.readNftTable(where, portSecurityTable)), new Set([port]), 'the ruleset and a secured port: whole, with the port');
+  await execa('ip', ['netns', 'exec', ns.name, 'nft', 'flush', 'chain', ...portSecurityTable.split(' '), 'v4']);
+  t.equal(securedPortsOf(await netnsRunner.readNftTable(where, portSecurityTable)), undefined, 'a chain flushed: not whole');
+  await execa('ip', ['netns', 'exec', ns.name, 'nft', 'flush', 'ruleset']);
+  t.same(await netnsRunner.batch(where, 'nft', [releasePortLine(port, secured)]), { done: 1 }, 'a release puts the table and its sets back');
+  const left = await netnsRunner.readNftTable(where, portSecurityTable);
+  t.ok(left, 'the table is there');
+  t.equal(securedPortsOf(left), undefined, 'without its chains: not whole');
 });

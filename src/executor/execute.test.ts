@@ -21,7 +21,7 @@ function recordingIp(failOn?: string) {
   const ip: NetnsRunner = {
     query: async () => [],
     readSysctls: async () => new Map(),
-    readNftNames: async () => undefined,
+    readNftTable: async () => undefined,
     batch: async (where: Where, tool: Tool, lines: readonly string[]) => {
       batches.push({ where: name(where), ...(tool === 'ip' ? {} : { tool }), lines: [...lines] });
       const failed = failOn === undefined ? -1 : lines.indexOf(failOn);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { linkLocalOf, podMacOf, releasePortLine, sameSecuredPort, securePortLine } from './port-security.ts';
+import { linkLocalOf, podMacOf, portSecurityRuleset, releasePortLine, sameSecuredPort, securedPortsOf, securePortLine } from './port-security.ts';
 
 t.test('the link-local address of a MAC is the one the kernel derives (EUI-64)', async (t) => {
   // As `ip -6 addr` shows them for these MACs under addrgenmode eui64.
@@ -28,4 +28,25 @@ t.test('a release adds the entries first and then deletes them, in one line: nft
   t.ok(sameSecuredPort(secured, { mac: '02:00:00:00:00:01', addresses: ['198.18.0.2'] }));
   t.notOk(sameSecuredPort(secured, { mac: '02:00:00:00:00:01', addresses: [] }));
   t.notOk(sameSecuredPort(secured, undefined));
+});
+
+t.test('a table secures its ports only when whole: every chain of the ruleset there with the ruleset\'s rules', async (t) => {
+  // The ruleset's chains and rule counts, read from its lines as nft would list them once put.
+  const rules = new Map<string, number>();
+  for (const line of portSecurityRuleset()) {
+    const words = line.split(' ');
+    if (words[1] === 'chain' && words[0] === 'add') rules.set(words[4]!, rules.get(words[4]!) ?? 0);
+    if (words[1] === 'rule') rules.set(words[4]!, (rules.get(words[4]!) ?? 0) + 1);
+  }
+  t.ok(rules.size >= 7 && rules.get('prerouting') === 1 && [...rules.values()].every((n) => n > 0), 'the ruleset has its seven chains, each with rules');
+  const names = new Map([['ports', new Set(['pnva'])]]);
+  t.same(securedPortsOf({ rules, names }), new Set(['pnva']), 'whole: its ports');
+  t.same(securedPortsOf({ rules, names: new Map() }), new Set(), 'whole, no port yet');
+  t.equal(securedPortsOf(undefined), undefined, 'no table');
+  t.equal(securedPortsOf({ rules: new Map(), names }), undefined, 'sets alone, no chain: what a release leaves on a table flushed away');
+  const without = new Map(rules);
+  without.delete('na');
+  t.equal(securedPortsOf({ rules: without, names }), undefined, 'a chain missing');
+  t.equal(securedPortsOf({ rules: new Map([...rules, ['v4', 0]]), names }), undefined, 'a chain flushed');
+  t.equal(securedPortsOf({ rules: new Map([...rules, ['port', rules.get('port')! + 1]]), names }), undefined, 'a rule someone added');
 });

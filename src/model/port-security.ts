@@ -87,6 +87,36 @@ export function portSecurityRuleset(): string[] {
   ];
 }
 
+/** podnet's table as nft lists it: the rules in each of its chains, and the names in each of its sets of single names. */
+export interface ObservedTable {
+  rules: ReadonlyMap<string, number>;
+  names: ReadonlyMap<string, ReadonlySet<string>>;
+}
+
+/** How many rules the ruleset puts in each chain, by chain. */
+function rulesPerChain(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of portSecurityRuleset()) {
+    const chain = /^add chain \S+ \S+ (\S+)/.exec(line)?.[1];
+    if (chain && !counts.has(chain)) counts.set(chain, 0);
+    const ruled = /^add rule \S+ \S+ (\S+) /.exec(line)?.[1];
+    if (ruled) counts.set(ruled, (counts.get(ruled) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/**
+ * The ports `table` secures; undefined when it is not there or not whole: a chain missing, or
+ * holding other than the ruleset's rules. A port's release or securing puts the table and its
+ * sets where they are gone (an operator's `nft flush ruleset`), not its chains: that table drops
+ * nothing. Undefined makes the next pass put the ruleset again, and every secured port its entries.
+ */
+export function securedPortsOf(table: ObservedTable | undefined): Set<string> | undefined {
+  if (!table) return undefined;
+  for (const [chain, count] of rulesPerChain()) if (table.rules.get(chain) !== count) return undefined;
+  return new Set(table.names.get('ports') ?? []);
+}
+
 /**
  * The table and its sets, as `add`s that change nothing where they are: put before a port's
  * entries are added or deleted, so that neither fails on a table someone flushed away (nft fails

@@ -3,7 +3,7 @@
 import { PodnetError } from '../errors.ts';
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import { host, type Where } from '../model/step.ts';
-import { portSecurityTable } from '../model/port-security.ts';
+import { portSecurityTable, securedPortsOf } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import type { NetnsRunner, ReadAfter } from './runner.ts';
 
@@ -152,7 +152,7 @@ export interface NetnsObserver {
   qdiscs(): Promise<Map<string, { root?: string; ingress: boolean }>>;
   /** The values of sysctls by path under /proc/sys; a path that does not exist is left out. */
   sysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
-  /** The host ports in podnet's port security table (model/port-security.ts); undefined when the table is not there. */
+  /** The host ports in podnet's port security table (model/port-security.ts); undefined when the table is not there or not whole. */
   securedPorts(): Promise<Set<string> | undefined>;
 }
 
@@ -163,6 +163,6 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     routing: (where, family) => observeRouting(run, where, family),
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
-    securedPorts: () => run.readNftNames(host, portSecurityTable, 'ports'),
+    securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
   };
 }

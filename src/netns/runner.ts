@@ -5,6 +5,7 @@
 // that admits no whitespace.
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
+import type { ObservedTable } from '../model/port-security.ts';
 import { joinBatches, joinsOthers } from './join.ts';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import { findExecutable, startProcess, type ProcessExit, type StartedProcess } from '../process.ts';
@@ -57,8 +58,8 @@ export interface NetnsRunner {
   start(where: Where, tool: Tool, readAfter?: ReadAfter): StartedBatch;
   /** The values of sysctls by path (net/ipv4/ip_forward), whitespace collapsed; a path that does not exist is left out. */
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
-  /** The elements of an nftables set of single names (`bridge podnet`, `ports`); undefined when its table is not there. */
-  readNftNames(where: Where, table: string, set: string): Promise<Set<string> | undefined>;
+  /** An nftables table (`bridge podnet`): its chains' rule counts and its sets' single names; undefined when it is not there. */
+  readNftTable(where: Where, table: string): Promise<ObservedTable | undefined>;
 }
 
 /**
@@ -164,6 +165,23 @@ function hostBatchProcess(file: string, args: readonly string[]): StartedProcess
 }
 
 /** What podnet says when nft is not on the node: what it is for, and the two ways out. */
+/**
+ * A table as `nft -j list table` prints it: {"nftables": [{"metainfo": ...}, {"table": ...},
+ * {"set": {"name", "elem": ["pnv...", ...]}}, {"chain": {"name"}}, {"rule": {"chain"}}, ...]}; a set
+ * has no elem when empty, and the elements of a set of several keys are objects, left out here.
+ */
+export function nftTableOf(json: string): ObservedTable {
+  type Entry = { set?: { name?: unknown; elem?: unknown[] }; chain?: { name?: unknown }; rule?: { chain?: unknown } };
+  const rules = new Map<string, number>();
+  const names = new Map<string, Set<string>>();
+  for (const e of (JSON.parse(json) as { nftables?: Entry[] }).nftables ?? []) {
+    if (typeof e.chain?.name === 'string' && !rules.has(e.chain.name)) rules.set(e.chain.name, 0);
+    if (typeof e.rule?.chain === 'string') rules.set(e.rule.chain, (rules.get(e.rule.chain) ?? 0) + 1);
+    if (typeof e.set?.name === 'string') names.set(e.set.name, new Set((e.set.elem ?? []).filter((n): n is string => typeof n === 'string')));
+  }
+  return { rules, names };
+}
+
 function nftMissing(): PodnetError {
   return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network');
 }
@@ -294,17 +312,15 @@ export const netnsRunner: NetnsRunner = {
     };
   },
 
-  async readNftNames(where, table, set) {
+  async readNftTable(where, table) {
     if (!nftInstalled()) throw nftMissing();
-    const [file, list] = argv(where, 'nft', ['-j', 'list', 'set', ...table.split(' '), set]);
+    const [file, list] = argv(where, 'nft', ['-j', 'list', 'table', ...table.split(' ')]);
     const result = await exec(file, list);
     if (result.code !== 0) {
       if (/No such file or directory/.test(result.stderr)) return undefined;
-      throw new PodnetError('IO_FAILURE', `nft list set ${table} ${set} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
+      throw new PodnetError('IO_FAILURE', `nft list table ${table} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
     }
-    // {"nftables": [{"metainfo": ...}, {"set": {..., "elem": ["pnv...", ...]}}]}; no elem when empty.
-    const entries = (JSON.parse(result.stdout) as { nftables?: { set?: { elem?: unknown[] } }[] }).nftables ?? [];
-    return new Set(entries.flatMap((e) => e.set?.elem ?? []).filter((n): n is string => typeof n === 'string'));
+    return nftTableOf(result.stdout);
   },
 
   async readSysctls(where, paths) {

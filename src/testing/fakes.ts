@@ -7,6 +7,7 @@ import type { PluginTarget, ValidAttachment } from '../delegate/plugin.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
 import type { AppliedState, Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
+import type { ObservedTable } from '../model/port-security.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
@@ -77,7 +78,7 @@ export class RecordingRunner implements NetnsRunner {
     throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
   }
 
-  async readNftNames(): Promise<Set<string> | undefined> {
+  async readNftTable(): Promise<ObservedTable | undefined> {
     throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
   }
 }
