@@ -164,7 +164,6 @@ function hostBatchProcess(file: string, args: readonly string[]): StartedProcess
   return taken;
 }
 
-/** What podnet says when nft is not on the node: what it is for, and the two ways out. */
 /**
  * A table as `nft -j list table` prints it: {"nftables": [{"metainfo": ...}, {"table": ...},
  * {"set": {"name", "elem": ["pnv...", ...]}}, {"chain": {"name"}}, {"rule": {"chain"}}, ...]}; a set
@@ -182,6 +181,7 @@ export function nftTableOf(json: string): ObservedTable {
   return { rules, names };
 }
 
+/** What podnet says when nft is not on the node: what it is for, and the two ways out. */
 function nftMissing(): PodnetError {
   return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network');
 }
