@@ -430,6 +430,26 @@ t.test('the steps a pass tells the metrics include the port security table it ma
   t.same(steps, [run.lines().length], 'every step it ran is counted, the nft ones too');
 });
 
+t.test('a port security table that nft took but that does not read whole afterwards is said; one that reads whole is not', async (t) => {
+  const said = 'the port security table was put but does not read whole; secured ports may be filtered by nothing';
+  const broken = await setup(t, [onBlue]);
+  broken.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  await broken.reconciler.schedule();
+  t.ok(broken.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
+  t.ok(broken.warnings.includes(said), 'read again, it is still not whole: said');
+
+  const whole = await setup(t, [onBlue]);
+  whole.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  // The table reads whole once nft has taken the ruleset, as on a node.
+  whole.run.failing = (line) => {
+    if (line.startsWith('add table')) whole.observe.securedPortNames = new Set();
+    return false;
+  };
+  await whole.reconciler.schedule();
+  t.ok(whole.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
+  t.notOk(whole.warnings.includes(said), 'read again, it is whole: nothing said');
+});
+
 t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {
   const told: string[] = [];
   const metrics: PassMetrics = {
