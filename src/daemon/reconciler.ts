@@ -618,14 +618,10 @@ export class Reconciler {
     const { steps, created, table } = planBridges(work.flatMap((w) => w.desired.attachments), hostView.links, hostView.securedPorts);
     if (steps.length === 0 && table.length === 0) return hostView;
     this.hostChanged = true;
-    let tablePut = false;
-    if (table.length > 0) {
-      // Made again whole when missing, nothing to undo: a failure leaves the secured ports' passes
-      // to fail, saying why; the bridges and every other pod go on.
-      const made = await this.batch(host, 'nft', table);
-      if (made.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
-      else tablePut = true;
-    }
+    // Made again whole when missing, nothing to undo: a failure leaves the secured ports' passes
+    // to fail, saying why; the bridges and every other pod go on.
+    const made = table.length > 0 ? await this.batch(host, 'nft', table) : undefined;
+    if (made?.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
     if (steps.length > 0) {
       const result = await this.execute(hostJournalKey, steps, (pass) => this.opts.applied.setBridges([...this.opts.applied.bridges(), ...created], pass));
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
@@ -634,7 +630,7 @@ export class Reconciler {
     // nft took the ruleset, and yet the table does not read whole (a chain of that name that is not
     // podnet's, an nft that lists the rules otherwise): said, as the ports' entries then go into
     // sets that may filter nothing, and every pass puts the table again.
-    if (tablePut && after.securedPorts === undefined) this.opts.log.warn('the port security table was put but does not read whole; secured ports may be filtered by nothing', { table: portSecurityTable });
+    if (made && !made.error && after.securedPorts === undefined) this.opts.log.warn('the port security table was put but does not read whole; secured ports may be filtered by nothing', { table: portSecurityTable });
     return after;
   }
 

@@ -93,8 +93,8 @@ export interface ObservedTable {
   names: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
-/** How many rules the ruleset puts in each chain, by chain. */
-function rulesPerChain(): Map<string, number> {
+/** How many rules the ruleset puts in each chain, by chain: counted once, not at every read of a table. */
+const rulesPerChain: ReadonlyMap<string, number> = (() => {
   const counts = new Map<string, number>();
   for (const line of portSecurityRuleset()) {
     const chain = /^add chain \S+ \S+ (\S+)/.exec(line)?.[1];
@@ -103,7 +103,7 @@ function rulesPerChain(): Map<string, number> {
     if (ruled) counts.set(ruled, (counts.get(ruled) ?? 0) + 1);
   }
   return counts;
-}
+})();
 
 /**
  * The ports `table` secures; undefined when it is not there or not whole: a chain missing, or
@@ -113,7 +113,7 @@ function rulesPerChain(): Map<string, number> {
  */
 export function securedPortsOf(table: ObservedTable | undefined): Set<string> | undefined {
   if (!table) return undefined;
-  for (const [chain, count] of rulesPerChain()) if (table.rules.get(chain) !== count) return undefined;
+  for (const [chain, count] of rulesPerChain) if (table.rules.get(chain) !== count) return undefined;
   return new Set(table.names.get('ports') ?? []);
 }
 
