@@ -7,9 +7,9 @@
 import { Script } from 'node:vm';
 
 /**
- * The Node options of every run of the executable (plugin, CLI, daemon), and so of the build's
- * cache making and of its --build-sea. Both matter to the long-lived processes, the daemon and
- * its launcher, whose objects are short-lived and small:
+ * The Node options of every run of the executable (plugin, CLI, daemon, and its launcher, which
+ * adds its own: src/launcher/launcher.ts), and so of the build's cache making and of its
+ * --build-sea. Both matter to the long-lived processes, whose objects are short-lived and small:
  *  - V8 grows its young generation up to 16 MiB a half by default (the daemon's peak memory at a
  *    cold start over 200 pods: 151 MiB against 138 with 4);
  *  - after a full collection V8 sets the next at up to 4 times what lived, by how fast it

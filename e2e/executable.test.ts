@@ -1,9 +1,14 @@
 // The built executable as it starts: the command line and the plugin each compiled from the code
-// cache the build made of its bundle (ADR 25).
+// cache the build made of its bundle (ADR 25), the daemon's launcher with its own Node options, and
+// none from the environment (ADR 27).
 import t from 'tap';
 import { execa } from 'execa';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { executableNodeOptions } from '../bin/embedded.ts';
+import { launcherCommand, launcherNodeOptions } from '../src/launcher/launcher.ts';
+import type { LauncherAnswer, LauncherRequest } from '../src/launcher/protocol.ts';
 import { podnetBinary } from './lib/env.ts';
 
 t.test('the command line starts from its code cache, saying nothing of it', { skip: existsSync(podnetBinary) ? false : `needs ${podnetBinary}: run npm run build` }, async (t) => {
@@ -37,4 +42,35 @@ console.log(JSON.stringify({ refused: bundle.cacheRefused, before: cache.length,
   // A few bytes either way are V8's own bookkeeping; a cache of the compile alone is a third the size.
   t.ok(Math.abs(after - before) < before / 100, `the rehearsal compiles nothing the cache lacks (${before} bytes, then ${after})`);
   t.ok(readFileSync(new URL('plugin.cjs', dist)).length > 0);
+});
+
+t.test('no Node options come from the environment: a NODE_OPTIONS the container runtime carries changes nothing of a pod\'s ADD or of the command line (ADR 27)', { skip: existsSync(podnetBinary) ? false : `needs ${podnetBinary}: run npm run build` }, async (t) => {
+  // A preload that cannot be found: Node fails at start if it takes it, before any of podnet runs.
+  const env = { NODE_OPTIONS: `--require /nonexistent/podnet-e2e-${process.pid}.js --max-old-space-size=1` };
+  const plugin = await execa(podnetBinary, [], { env: { ...env, CNI_COMMAND: 'VERSION' }, extendEnv: false, input: '{"cniVersion":"1.0.0"}', reject: false });
+  t.equal(plugin.exitCode, 0, 'the plugin answers');
+  t.match(JSON.parse(plugin.stdout), { cniVersion: '1.0.0' });
+  t.equal(plugin.stderr, '', 'and says nothing of the preload');
+  const cli = await execa(podnetBinary, ['--version'], { env, reject: false });
+  t.equal(cli.exitCode, 0, 'the command line runs');
+  t.equal(cli.stderr, '');
+});
+
+t.test('the daemon\'s launcher starts with its own Node options, from its code cache, and serves', { skip: existsSync(podnetBinary) ? false : `needs ${podnetBinary}: run npm run build` }, async (t) => {
+  // Started as the daemon starts it (ADR 22, 27), with its stderr, which is the daemon's log, kept.
+  const [file, ...args] = launcherCommand(podnetBinary);
+  const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { PODNET_LAUNCHER: '1', PATH: process.env['PATH'] ?? '' } });
+  t.teardown(() => void child.kill('SIGKILL'));
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const answer = new Promise<LauncherAnswer>((resolve) => child.once('message', (a: LauncherAnswer) => resolve(a)));
+  const request: LauncherRequest = { op: 'start', id: 1, file: 'printf', args: ['%s', 'launched'], env: { PATH: process.env['PATH'] ?? '' }, maxStdoutBytes: 1024, maxStderrBytes: 1024 };
+  child.send(request);
+  t.match(await answer, { id: 1, exit: { code: 0, stdout: 'launched' } }, 'a tool it starts runs and its output comes back');
+  t.ok(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').includes(`--node-options=${launcherNodeOptions.join(' ')}`), 'with its own options on its command line');
+  // It ends with its channel, as when the daemon goes; its stderr read to the end.
+  const ended = Promise.all([once(child, 'exit'), once(child.stderr!, 'end')]);
+  child.disconnect();
+  await ended;
+  t.equal(stderr, '', 'and no word of a refused code cache: its options are none V8 checks a cache against');
 });

@@ -9,6 +9,7 @@ import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile } from 'no
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { executableNodeOptions } from '../bin/embedded.ts';
+import { launcherCommand } from '../src/launcher/launcher.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dist = `${root}dist`;
@@ -74,6 +75,10 @@ const seaConfig = {
   useCodeCache: true,
   assets: Object.fromEntries(bundles.flatMap((b) => [`${b}.cjs`, `${b}.cache`]).map((f) => [f, `${work}/${f}`])),
   execArgv,
+  // Node options come from a `--node-options=` argument alone, never from NODE_OPTIONS (ADR 27):
+  // the plugin runs with the container runtime's environment, and a --require or a V8 flag set
+  // there for something else would run in every pod's ADD. The daemon gives its launcher its own.
+  execArgvExtension: 'cli',
 };
 await writeFile(`${work}/sea-config.json`, JSON.stringify(seaConfig, null, 2));
 // With the executable's options too: the main script's code cache is made here, and V8 refuses
@@ -91,6 +96,15 @@ await chmod(`${work}/podnet`, 0o755);
 for (const [args, env, input] of [[['--version'], {}, ''], [[], { CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}']] as const) {
   const run = spawnSync(`${work}/podnet`, args, { env, input, encoding: 'utf8' });
   if (run.status !== 0 || run.stderr !== '') throw new Error(`the built executable, run with ${JSON.stringify({ args, env })}, exited ${run.status} and said: ${run.stderr}`);
+}
+
+// The launcher, started as the daemon starts it but with no daemon to serve, says that alone: its
+// own options (ADR 27) must not be flags V8 checks the main script's code cache against, or every
+// daemon's launcher would compile it again and warn on the daemon's log.
+const [launcherFile, ...launcherArgs] = launcherCommand(`${work}/podnet`);
+const launcherRun = spawnSync(launcherFile, launcherArgs, { env: { PODNET_LAUNCHER: '1' }, encoding: 'utf8' });
+if (launcherRun.status !== 2 || !/^podnet: PODNET_LAUNCHER is set, but there is no daemon to launch for [^\n]*\n$/.test(launcherRun.stderr)) {
+  throw new Error(`the built executable's launcher, run without a daemon, exited ${launcherRun.status} and said: ${launcherRun.stderr}`);
 }
 
 // Renamed over: a daemon or plugin running from dist/podnet keeps its old file, and nothing ever

@@ -58,7 +58,11 @@ export interface RunningDaemon {
  * it: the pid is the daemon's still).
  */
 export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = [], { netns, binary = podnetBinary }: { netns?: string; binary?: string } = {}): RunningDaemon {
-  const args = ['daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
+  // PNBENCH_DAEMON_NODE_OPTIONS: the daemon's own Node options, not the bench's (--cpu-prof, written
+  // when a daemon stops by SIGTERM; --heapsnapshot-signal=SIGUSR2), on its command line: the
+  // executable takes none from NODE_OPTIONS (ADR 27).
+  const nodeOptions = process.env['PNBENCH_DAEMON_NODE_OPTIONS'];
+  const args = [...(nodeOptions ? [`--node-options=${nodeOptions}`] : []), 'daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
   if (paths.configDir) args.push('--config-dir', paths.configDir);
   const spawnedAt = now();
   const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, binary, ...args, ...extra]] : [binary, [...args, ...extra]];
@@ -67,9 +71,6 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: { file: logFile, append: true },
-    // PNBENCH_DAEMON_NODE_OPTIONS: the daemon's own Node options, not the bench's (--cpu-prof, written
-    // when a daemon stops by SIGTERM; --heapsnapshot-signal=SIGUSR2).
-    env: { NODE_OPTIONS: process.env['PNBENCH_DAEMON_NODE_OPTIONS'] ?? '' },
   });
   const pid = proc.pid;
   if (pid === undefined) throw new Error(`could not start ${binary}`);

@@ -430,13 +430,15 @@ t.test('the steps a pass tells the metrics include the port security table it ma
   t.same(steps, [run.lines().length], 'every step it ran is counted, the nft ones too');
 });
 
-t.test('a port security table that nft took but that does not read whole afterwards is said; one that reads whole is not', async (t) => {
+t.test('a port security table that nft took but that does not read whole afterwards is said, and no port is made in it; one that reads whole is not', async (t) => {
   const said = 'the port security table was put but does not read whole; secured ports may be filtered by nothing';
   const broken = await setup(t, [onBlue]);
   broken.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
   await broken.reconciler.schedule();
   t.ok(broken.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
   t.ok(broken.warnings.includes(said), 'read again, it is still not whole: said');
+  t.notOk(broken.run.lines().some((l) => l.includes('type veth') || l.includes('add element')), 'and no port is made in a table that would filter nothing');
+  t.match(broken.reconciler.list().items[0]?.problems, [{ field: 'spec.bridge.portSecurity', reason: /is not whole on the host/ }], 'the pod is told why its interface waits');
 
   const whole = await setup(t, [onBlue]);
   whole.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
@@ -448,6 +450,7 @@ t.test('a port security table that nft took but that does not read whole afterwa
   await whole.reconciler.schedule();
   t.ok(whole.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
   t.notOk(whole.warnings.includes(said), 'read again, it is whole: nothing said');
+  t.ok(whole.run.lines().some((l) => l.includes('type veth')), 'and the pod gets its interface');
 });
 
 t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {

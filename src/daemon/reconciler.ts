@@ -468,7 +468,8 @@ export class Reconciler {
     for (const a of attachments) {
       if (a.link.kind === 'bridge' && !links.has(a.link.bridge)) links.set(a.link.bridge, { name: a.link.bridge, mtu: a.mtu ?? 1500, up: true, kind: 'bridge', addresses: a.link.bridgeAddresses });
     }
-    const asIfMade = hostViewOf(links, hostView.qdiscs, hostView, hostView.securedPorts);
+    // The port security table too, when the pass would put it: empty, its ports' entries to come.
+    const asIfMade = hostViewOf(links, hostView.qdiscs, hostView, bridges.table.length > 0 ? new Set<string>() : hostView.securedPorts);
     const view = (s: Step) => ({ where: s.where === 'host' ? 'host' : s.where.netns, tool: s.tool, line: s.line });
     const items = await mapLimited(work, sandboxConcurrency, async (w): Promise<DiffResponse['items'][number]> => {
       const applied = this.opts.applied.get(w.record.containerId);

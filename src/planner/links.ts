@@ -6,7 +6,7 @@ import { originKey } from '../model/desired.ts';
 import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
-import { linkLocalOf, podMacOf, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
+import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -80,6 +80,14 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // Without its bridge (the pass could not make it) the next pass tries again.
         if (!observed.host.has(want.link.bridge)) {
           part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
+          if (mine) part.next.push(mine);
+          continue;
+        }
+        // A port security table that does not read whole (nft could not put it, or a chain of its
+        // name is someone else's) filters nothing: the port's entries would count it as secured
+        // while frames from any MAC pass. The interface waits for a pass that puts the table.
+        if (want.link.portSecurity && observed.securedPorts === undefined) {
+          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge.portSecurity', `podnet's port security table (${portSecurityTable}) is not whole on the host, and a port in it would filter nothing`));
           if (mine) part.next.push(mine);
           continue;
         }
@@ -258,10 +266,16 @@ function portSteps(
   const addresses = want.addresses.map((a) => a.slice(0, a.indexOf('/')));
   // A link whose MAC a config changed keeps the link-local address of the one it came up with.
   const secured: SecuredPort = { mac: tuned ?? mac, addresses: tuned && tuned !== mac ? [...addresses, linkLocalOf(mac)] : addresses };
-  if (sameSecuredPort(had, secured) && ctx.observed.securedPorts?.has(want.hostIf)) return secured;
+  if (sameSecuredPort(had, secured)) {
+    if (ctx.observed.securedPorts?.has(want.hostIf)) return secured;
+    // Its entries gone from a table put again (flushed by hand): put back, and never taken out by
+    // an undo of this pass, which would leave the port it had open.
+    steps.push({ where: host, tool: 'nft', line: securePortLine(want.hostIf, secured) });
+    return secured;
+  }
   // One nft batch, one transaction: the old entries out and the new in at once. Taken back, the
   // new entries go and the old come back: a port that was secured never ends up open.
-  if (had && !sameSecuredPort(had, secured)) steps.push({ ...releasePort(want.hostIf, had), undo: { where: host, action: 'port-secure', port: want.hostIf, secured: had } });
+  if (had) steps.push({ ...releasePort(want.hostIf, had), undo: { where: host, action: 'port-secure', port: want.hostIf, secured: had } });
   steps.push({ where: host, tool: 'nft', line: securePortLine(want.hostIf, secured), undo: { where: host, action: 'port-release', port: want.hostIf, secured } });
   return secured;
 }

@@ -409,7 +409,8 @@ const tableAndSets = `${portSecurityRuleset().filter((l) => l.startsWith('add ta
 t.test('port security: the port admits its pod\'s MAC and addresses before the veth exists, and follows what the pod is', async (t) => {
   const secure = { ...blue, link: { ...blue.link, portSecurity: true } as ResolvedAttachment['link'], addresses: ['198.18.80.2/24', '2001:db8:80::2/64'] };
   const secured = { mac: podMac, addresses: ['198.18.80.2', '2001:db8:80::2'] };
-  const fresh = plan(input({ attachments: [secure] }, { observed: withBridge }));
+  const withTable = { ...withBridge, securedPorts: new Set<string>() };
+  const fresh = plan(input({ attachments: [secure] }, { observed: withTable }));
   t.same(lines(fresh).slice(0, 2), [
     ['host', 'nft', `${tableAndSets}add element bridge podnet macs { pnv0123456789 . ${podMac} }; add element bridge podnet ndll { pnv0123456789 . 0x023f8e07a515 }; add element bridge podnet addr4 { pnv0123456789 . ${podMac} . 198.18.80.2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . 2001:db8:80::2 }; add element bridge podnet addr6 { pnv0123456789 . ${podMac} . fe80::3f:8eff:fe07:a515 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0x20010db8008000000000000000000002 }; add element bridge podnet nd6 { pnv0123456789 . ${podMac} . 0xfe80000000000000003f8efffe07a515 }; add element bridge podnet ports { pnv0123456789 }`],
     ['host', 'ip', `link add name pnv0123456789 mtu 1400 master pn-blue up type veth peer name net1 address ${podMac} mtu 1400 netns /run/netns/pod-a`],
@@ -423,7 +424,16 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
   const inPlace = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, mac: podMac, addresses: secure.addresses })]), host: attachedObserved.host, securedPorts: new Set(['pnv0123456789']) });
   t.same(plan(input({ attachments: [secure] }, { observed: inPlace, applied })).steps, [], 'in place: nothing to do');
   const tableGone = { ...inPlace, securedPorts: new Set<string>() };
-  t.same(plan(input({ attachments: [secure] }, { observed: tableGone, applied })).steps.map((s) => s.tool), ['nft'], 'entries gone from the table (flushed by hand): put back');
+  const putBack = plan(input({ attachments: [secure] }, { observed: tableGone, applied }));
+  t.same(putBack.steps.map((s) => s.tool), ['nft'], 'entries gone from the table (flushed by hand): put back');
+  t.equal(putBack.steps[0]?.undo, undefined, 'and not taken out again if the pass fails: that would open a port that was secured');
+
+  const notWhole = plan(input({ attachments: [secure] }, { observed: withBridge }));
+  t.same(notWhole.steps, [], 'a table that does not read whole (nft could not put it): no veth, no entries');
+  t.match(notWhole.problems, [{ document: 'Network blue', field: 'spec.bridge.portSecurity', reason: /port security table \(bridge podnet\) is not whole on the host/ }], 'and the pod is told why');
+  const notWholeApplied = plan(input({ attachments: [secure] }, { observed: { ...inPlace, securedPorts: undefined }, applied }));
+  t.same(notWholeApplied.steps, [], 'an attachment made before is left as it is');
+  t.same(notWholeApplied.next.attachments, applied.attachments, 'and kept recorded');
 
   const moved = plan(input({ attachments: [{ ...secure, addresses: ['198.18.80.9/24'] }] }, { observed: inPlace, applied }));
   t.same(moved.steps.map((s) => s.tool).slice(0, 2), ['nft', 'nft'], 'a new address: the old entries out and the new in, one batch, before the address changes');
@@ -440,7 +450,7 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
   t.same(tuned.next.attachments[0]?.portSecurity?.mac, '02:00:00:00:00:ab', "a MAC a config asks is the one the port admits");
   t.same(tuned.next.attachments[0]?.mac, podMac, 'and the one podnet gave it is kept, for when the config goes');
 
-  const madeTuned = plan(input({ attachments: [secure], tuning: [{ interface: 'net1', settings: { mac: '02:00:00:00:00:ab' } }] }, { observed: withBridge }));
+  const madeTuned = plan(input({ attachments: [secure], tuning: [{ interface: 'net1', settings: { mac: '02:00:00:00:00:ab' } }] }, { observed: withTable }));
   t.match(madeTuned.steps.find((s) => s.line.startsWith('link add'))?.line, /peer name net1 address 02:00:00:00:00:ab /, 'made with the MAC a config asks: its link-local address is that MAC\'s');
   t.same(madeTuned.next.tuning, [{ interface: 'net1', original: { mac: podMac } }], 'and its original is the MAC podnet gives, put back when the config goes');
 
