@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { executableNodeOptions } from '../bin/embedded.ts';
-import { launcherCommand, launcherNodeOptions } from '../src/launcher/launcher.ts';
+import { launcherCommand } from '../src/launcher/launcher.ts';
 import type { LauncherAnswer, LauncherRequest } from '../src/launcher/protocol.ts';
 import { podnetBinary } from './lib/env.ts';
 
@@ -57,20 +57,29 @@ t.test('no Node options come from the environment: a NODE_OPTIONS the container 
 });
 
 t.test('the daemon\'s launcher starts with its own Node options, from its code cache, and serves', { skip: existsSync(podnetBinary) ? false : `needs ${podnetBinary}: run npm run build` }, async (t) => {
-  // Started as the daemon starts it (ADR 22, 27), with its stderr, which is the daemon's log, kept.
-  const [file, ...args] = launcherCommand(podnetBinary);
-  const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { PODNET_LAUNCHER: '1', PATH: process.env['PATH'] ?? '' } });
-  t.teardown(() => void child.kill('SIGKILL'));
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const answer = new Promise<LauncherAnswer>((resolve) => child.once('message', (a: LauncherAnswer) => resolve(a)));
-  const request: LauncherRequest = { op: 'start', id: 1, file: 'printf', args: ['%s', 'launched'], env: { PATH: process.env['PATH'] ?? '' }, maxStdoutBytes: 1024, maxStderrBytes: 1024 };
-  child.send(request);
-  t.match(await answer, { id: 1, exit: { code: 0, stdout: 'launched' } }, 'a tool it starts runs and its output comes back');
-  t.ok(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0').includes(`--node-options=${launcherNodeOptions.join(' ')}`), 'with its own options on its command line');
-  // It ends with its channel, as when the daemon goes; its stderr read to the end.
-  const ended = Promise.all([once(child, 'exit'), once(child.stderr!, 'end')]);
-  child.disconnect();
-  await ended;
-  t.equal(stderr, '', 'and no word of a refused code cache: its options are none V8 checks a cache against');
+  // Started as the daemon starts it (ADR 22, 27), with its stderr, which is the daemon's log, kept;
+  // and beside it, for what the options change, one started without them.
+  const launch = async (command: readonly string[]) => {
+    const [file, ...args] = command;
+    const child = spawn(file!, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { PODNET_LAUNCHER: '1', PATH: process.env['PATH'] ?? '' } });
+    t.teardown(() => void child.kill('SIGKILL'));
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const answer = new Promise<LauncherAnswer>((resolve) => child.once('message', (a: LauncherAnswer) => resolve(a)));
+    const request: LauncherRequest = { op: 'start', id: 1, file: 'printf', args: ['%s', 'launched'], env: { PATH: process.env['PATH'] ?? '' }, maxStdoutBytes: 1024, maxStderrBytes: 1024 };
+    child.send(request);
+    const answered = await answer;
+    const threads = Number(/^Threads:\s+(\d+)$/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]);
+    // It ends with its channel, as when the daemon goes; its stderr read to the end.
+    const ended = Promise.all([once(child, 'exit'), once(child.stderr!, 'end')]);
+    child.disconnect();
+    await ended;
+    return { answered, threads, stderr };
+  };
+  const own = await launch(launcherCommand(podnetBinary));
+  t.match(own.answered, { id: 1, exit: { code: 0, stdout: 'launched' } }, 'a tool it starts runs and its output comes back');
+  t.equal(own.stderr, '', 'and no word of a refused code cache: its options are none V8 checks a cache against');
+  const plain = await launch([podnetBinary]);
+  // --v8-pool-size=1: one V8 worker thread instead of Node's four.
+  t.ok(own.threads < plain.threads, `its options are taken: ${own.threads} threads, against ${plain.threads} without them`);
 });

@@ -2,6 +2,7 @@
 // own, its socket read over HTTP, sandboxes recorded through the plugin as a runtime would, and
 // the network namespaces and links of the run. Every command is an argv array.
 import { execa, type ResultPromise } from 'execa';
+import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { basename, dirname, join } from 'node:path';
@@ -52,6 +53,17 @@ export interface RunningDaemon {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
+const takesArgument = new Map<string, boolean>();
+/** Whether `binary` takes Node options as a `--node-options=` argument (ADR 27): a build from before sees an unknown option. */
+function takesNodeOptionsArgument(binary: string): boolean {
+  let takes = takesArgument.get(binary);
+  if (takes === undefined) {
+    takes = spawnSync(binary, ['--node-options=', 'version'], { stdio: 'ignore' }).status === 0;
+    takesArgument.set(binary, takes);
+  }
+  return takes;
+}
+
 /**
  * Starts `podnet daemon` (of `binary`, podnetBinary unless given); stderr (its JSON log) appends to
  * `logFile`. Stopped at cleanup. With `netns`, it runs in that named netns (`ip netns exec` execs
@@ -59,10 +71,11 @@ export interface RunningDaemon {
  */
 export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly string[] = [], { netns, binary = podnetBinary }: { netns?: string; binary?: string } = {}): RunningDaemon {
   // PNBENCH_DAEMON_NODE_OPTIONS: the daemon's own Node options, not the bench's (--cpu-prof, written
-  // when a daemon stops by SIGTERM; --heapsnapshot-signal=SIGUSR2), on its command line: the
-  // executable takes none from NODE_OPTIONS (ADR 27).
-  const nodeOptions = process.env['PNBENCH_DAEMON_NODE_OPTIONS'];
-  const args = [...(nodeOptions ? [`--node-options=${nodeOptions}`] : []), 'daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
+  // when a daemon stops by SIGTERM; --heapsnapshot-signal=SIGUSR2): on its command line (ADR 27),
+  // or for a build from before, which took them from NODE_OPTIONS alone, there.
+  const nodeOptions = process.env['PNBENCH_DAEMON_NODE_OPTIONS'] ?? '';
+  const onCommandLine = takesNodeOptionsArgument(binary);
+  const args = [...(onCommandLine && nodeOptions ? [`--node-options=${nodeOptions}`] : []), 'daemon', '--socket', paths.socketPath, '--state-dir', paths.stateDir];
   if (paths.configDir) args.push('--config-dir', paths.configDir);
   const spawnedAt = now();
   const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, binary, ...args, ...extra]] : [binary, [...args, ...extra]];
@@ -71,6 +84,7 @@ export function startDaemon(paths: DaemonPaths, logFile: string, extra: readonly
     stdin: 'ignore',
     stdout: 'ignore',
     stderr: { file: logFile, append: true },
+    ...(onCommandLine ? {} : { env: { NODE_OPTIONS: nodeOptions } }),
   });
   const pid = proc.pid;
   if (pid === undefined) throw new Error(`could not start ${binary}`);

@@ -422,23 +422,31 @@ t.test('a quota place a pod lost with its whole config is given back: the pod it
 t.test('the steps a pass tells the metrics include the port security table it makes with nft', async (t) => {
   const steps: number[] = [];
   const metrics: PassMetrics = { passEnded: (pass) => void steps.push(pass.steps), sandboxFailed: () => undefined, attachmentsChanged: () => undefined };
-  const { docs, run, reconciler } = await setup(t, [onBlue], metrics);
+  const { docs, run, observe, reconciler } = await setup(t, [onBlue], metrics);
   docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  // The table reads whole once nft has taken the ruleset, as on a node.
+  run.failing = (line) => {
+    if (line.startsWith('add table')) observe.securedPortNames = new Set();
+    return false;
+  };
   await reconciler.schedule();
   const table = run.ran.filter((b) => b.tool === 'nft' && b.where === 'host' && b.lines.some((l) => l.includes('table')));
   t.ok(table.length > 0, 'the pass made the port security table');
+  t.ok(run.lines().some((l) => l.includes('add element bridge podnet ports')), 'and the port\'s entries');
   t.same(steps, [run.lines().length], 'every step it ran is counted, the nft ones too');
 });
 
 t.test('a port security table that nft took but that does not read whole afterwards is said, and no port is made in it; one that reads whole is not', async (t) => {
-  const said = 'the port security table was put but does not read whole; secured ports may be filtered by nothing';
+  const said = 'the port security table was put but does not read whole; no port is secured in it';
   const broken = await setup(t, [onBlue]);
   broken.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
   await broken.reconciler.schedule();
   t.ok(broken.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
   t.ok(broken.warnings.includes(said), 'read again, it is still not whole: said');
   t.notOk(broken.run.lines().some((l) => l.includes('type veth') || l.includes('add element')), 'and no port is made in a table that would filter nothing');
-  t.match(broken.reconciler.list().items[0]?.problems, [{ field: 'spec.bridge.portSecurity', reason: /is not whole on the host/ }], 'the pod is told why its interface waits');
+  const waiting = broken.reconciler.list().items[0];
+  t.match(waiting?.problems, [{ document: 'Network blue', field: 'spec.bridge.portSecurity', reason: 'port security cannot secure the port of net1 on this node: bridge podnet was put but does not read whole' }], 'the pod is told why its interface waits');
+  t.match(waiting?.lastError, /^port security cannot secure the port of net1/, 'and fails, to be tried again with its backoff');
 
   const whole = await setup(t, [onBlue]);
   whole.docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
@@ -451,6 +459,33 @@ t.test('a port security table that nft took but that does not read whole afterwa
   t.ok(whole.run.ran.some((b) => b.tool === 'nft' && b.lines.some((l) => l.startsWith('add table'))), 'the pass put the table');
   t.notOk(whole.warnings.includes(said), 'read again, it is whole: nothing said');
   t.ok(whole.run.lines().some((l) => l.includes('type veth')), 'and the pod gets its interface');
+  t.equal(whole.reconciler.list().items[0]?.lastError, undefined);
+});
+
+t.test('without nft on the node, a pod with a secured port fails saying so, and gets the rest of its config', async (t) => {
+  const { docs, run, observe, clock, reconciler } = await setup(t, [onBlue]);
+  docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  const missing = 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network';
+  observe.securedPortsFailure = new PodnetError('NOT_AVAILABLE', missing);
+  run.failing = (line) => line.startsWith('add table');
+  await reconciler.schedule();
+  const report = reconciler.list().items[0];
+  t.match(report?.lastError, `nft could not put bridge podnet: nft add table bridge podnet in host: RTNETLINK answers: Operation not permitted`, 'the put\'s failure, the last word of this pass');
+  t.notOk(run.lines().some((l) => l.includes('type veth')), 'no veth for the port');
+  t.ok(run.lines().some((l) => l.includes('link set dev eth0 mtu 1400')), 'the config\'s MTU on eth0 applied all the same');
+
+  t.same(clock.timers.map((x) => x.at - clock.now()), [505], 'tried again after its backoff');
+
+  // nft installed: at the retry the read and the put succeed, and the interface is made.
+  observe.securedPortsFailure = undefined;
+  run.failing = (line) => {
+    if (line.startsWith('add table')) observe.securedPortNames = new Set();
+    return false;
+  };
+  clock.advance(505);
+  await reconciler.schedule();
+  t.equal(reconciler.list().items[0]?.lastError, undefined, 'once nft is there, the pod no longer fails');
+  t.ok(run.lines().some((l) => l.includes('type veth')), 'and gets its interface');
 });
 
 t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {

@@ -110,6 +110,8 @@ interface SandboxTrack {
   retryAt: number;
   /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
   deferred: boolean;
+  /** What the node lacked for its last plan (Plan.unavailable): the pass then failed with it. */
+  unavailable?: string;
   /**
    * Its netns as its last pass left it: read back after that pass changed it, or the view the
    * pass planned from when it changed nothing there. A pass that is not a resync plans from this
@@ -620,7 +622,7 @@ export class Reconciler {
     if (steps.length === 0 && table.length === 0) return hostView;
     this.hostChanged = true;
     // Made again whole when missing, nothing to undo: a failure leaves the secured ports' passes
-    // to fail, saying why; the bridges and every other pod go on.
+    // to fail, saying why (planLinks); the bridges and every other pod go on.
     const made = table.length > 0 ? await this.batch(host, 'nft', table) : undefined;
     if (made?.error) this.opts.log.warn('could not make the port security table; pods with secured ports wait for it', { error: made.error.message });
     if (steps.length > 0) {
@@ -628,11 +630,13 @@ export class Reconciler {
       if (result.error) this.opts.log.warn('could not make the bridges this pass needs; what it took was undone', { error: result.error.message });
     }
     const after = await this.observeHost(work);
+    if (!made || after.securedPorts !== undefined) return after;
     // nft took the ruleset, and yet the table does not read whole (a chain of that name that is not
-    // podnet's, an nft that lists the rules otherwise): said, as the ports' entries then go into
-    // sets that may filter nothing, and every pass puts the table again.
-    if (made && !made.error && after.securedPorts === undefined) this.opts.log.warn('the port security table was put but does not read whole; secured ports may be filtered by nothing', { table: portSecurityTable });
-    return after;
+    // podnet's, an nft that lists the rules otherwise): said, as no port is secured in it, and
+    // every pass puts the table again.
+    if (!made.error && after.portSecurityUnavailable === undefined) this.opts.log.warn('the port security table was put but does not read whole; no port is secured in it', { table: portSecurityTable });
+    const why = made.error ? `nft could not put ${portSecurityTable}: ${made.error.message}` : (after.portSecurityUnavailable ?? `${portSecurityTable} was put but does not read whole`);
+    return { ...after, portSecurityUnavailable: why };
   }
 
   /**
@@ -725,8 +729,10 @@ export class Reconciler {
         this.hostChanged = true;
         track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass);
       }
-      // The rest applied; a plugin that failed is tried again with the sandbox's backoff.
+      // The rest applied; a plugin that failed, or a port that waits for the port security table,
+      // is tried again with the sandbox's backoff.
       if (delegation.failed) throw delegation.failed;
+      if (track.unavailable !== undefined) throw new PodnetError('NOT_AVAILABLE', track.unavailable);
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;
@@ -758,6 +764,7 @@ export class Reconciler {
     const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) });
     report.problems = [...work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;
+    track.unavailable = planned.unavailable;
     track.planProblems = planned.problems;
     const next = withConfigs(planned.next, work.wanted.whole ?? []);
     if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;

@@ -1,6 +1,7 @@
 // The views a pass plans from (docs/adr/0007): a sandbox's netns and the host as read, what a
 // read covered, and whether a kept view still holds for the next pass. Reads go through the
 // injected NetnsObserver; everything else here is pure.
+import { toPodnetError } from '../errors.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import { host } from '../model/step.ts';
 import { isEmptyApplied, type AppliedState, type Family, type Observed, type ObservedLink, type Resolved } from '../model/state.ts';
@@ -47,7 +48,14 @@ export function covers(sight: PodSight, needs: PodNeeds): boolean {
 
 /** What a plan sees: a sandbox's netns and the host. */
 export function observedWith(pod: PodView, host: HostView): Observed {
-  return { ...pod, host: host.podnetLinks, hostLinkNames: host.names, qdiscs: host.qdiscs, ...(host.securedPorts ? { securedPorts: host.securedPorts } : {}) };
+  return {
+    ...pod,
+    host: host.podnetLinks,
+    hostLinkNames: host.names,
+    qdiscs: host.qdiscs,
+    ...(host.securedPorts ? { securedPorts: host.securedPorts } : {}),
+    ...(host.portSecurityUnavailable !== undefined ? { portSecurityUnavailable: host.portSecurityUnavailable } : {}),
+  };
 }
 
 /** The host as one pass sees it, sorted once for every sandbox: its links, podnet's among them, their names, the qdiscs on podnet's links. */
@@ -63,6 +71,8 @@ export interface HostView {
   secured: boolean;
   /** The ports in it; undefined when it is not there, or was not read. */
   securedPorts?: ReadonlySet<string>;
+  /** Why it is not there: its read failed (no nft on the node); after a pass tried to put it, why that did not make it whole. */
+  portSecurityUnavailable?: string;
 }
 
 /** What a host read covers beyond the links: the qdiscs (`shaped`), the port security table (`secured`). */
@@ -76,20 +86,35 @@ export function hostViewOf(
   qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>,
   reads: HostReads,
   securedPorts?: ReadonlySet<string>,
+  portSecurityUnavailable?: string,
 ): HostView {
-  return { links, ...reads, podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))), names: new Set(links.keys()), qdiscs, ...(securedPorts ? { securedPorts } : {}) };
+  return {
+    links,
+    ...reads,
+    podnetLinks: new Map([...links].filter(([name]) => hasPodnetPrefix(name))),
+    names: new Set(links.keys()),
+    qdiscs,
+    ...(securedPorts ? { securedPorts } : {}),
+    ...(!securedPorts && portSecurityUnavailable !== undefined ? { portSecurityUnavailable } : {}),
+  };
 }
 
 /** The host's links and what `reads` asks beyond them, read at once. */
 export async function readHost(observe: NetnsObserver, reads: HostReads): Promise<HostView> {
+  let unread: string | undefined;
   const [links, qdiscs, securedPorts] = await Promise.all([
     observe.links(host),
     reads.shaped ? observe.qdiscs() : new Map<string, { root?: string; ingress: boolean }>(),
-    // A table that cannot be read (no nft on the node) is taken as not there: the passes that
-    // would secure a port fail then, saying why, and no other pod's pass does.
-    reads.secured ? observe.securedPorts().catch(() => undefined) : undefined,
+    // A table that cannot be read (no nft on the node) is taken as not there, and why is kept:
+    // the passes that would secure a port fail then, saying it, and no other pod's pass does.
+    reads.secured
+      ? observe.securedPorts().catch((err: unknown) => {
+          unread = toPodnetError(err).message;
+          return undefined;
+        })
+      : undefined,
   ]);
-  return hostViewOf(links, qdiscs, reads, securedPorts);
+  return hostViewOf(links, qdiscs, reads, securedPorts, unread);
 }
 
 /** Whether a view read what `reads` asks. */

@@ -39,14 +39,21 @@ t.test('a table secures its ports only when whole: every chain of the ruleset th
     if (words[1] === 'rule') rules.set(words[4]!, (rules.get(words[4]!) ?? 0) + 1);
   }
   t.ok(rules.size >= 7 && rules.get('prerouting') === 1 && [...rules.values()].every((n) => n > 0), 'the ruleset has its seven chains, each with rules');
+  // Its one base chain, as nft lists its hook.
+  const hooks = new Map([['prerouting', 'filter prerouting -300 accept']]);
   const names = new Map([['ports', new Set(['pnva'])]]);
-  t.same(securedPortsOf({ rules, names }), new Set(['pnva']), 'whole: its ports');
-  t.same(securedPortsOf({ rules, names: new Map() }), new Set(), 'whole, no port yet');
+  const whole = { rules, names, hooks, dormant: false };
+  t.same(securedPortsOf(whole), new Set(['pnva']), 'whole: its ports');
+  t.same(securedPortsOf({ ...whole, names: new Map() }), new Set(), 'whole, no port yet');
   t.equal(securedPortsOf(undefined), undefined, 'no table');
-  t.equal(securedPortsOf({ rules: new Map(), names }), undefined, 'sets alone, no chain: what a release leaves on a table flushed away');
+  t.equal(securedPortsOf({ ...whole, rules: new Map(), hooks: new Map() }), undefined, 'sets alone, no chain: what a release leaves on a table flushed away');
   const without = new Map(rules);
   without.delete('na');
-  t.equal(securedPortsOf({ rules: without, names }), undefined, 'a chain missing');
-  t.equal(securedPortsOf({ rules: new Map([...rules, ['v4', 0]]), names }), undefined, 'a chain flushed');
-  t.equal(securedPortsOf({ rules: new Map([...rules, ['port', rules.get('port')! + 1]]), names }), undefined, 'a rule someone added');
+  t.equal(securedPortsOf({ ...whole, rules: without }), undefined, 'a chain missing');
+  t.equal(securedPortsOf({ ...whole, rules: new Map([...rules, ['v4', 0]]) }), undefined, 'a chain flushed');
+  t.equal(securedPortsOf({ ...whole, rules: new Map([...rules, ['port', rules.get('port')! + 1]]) }), undefined, 'a rule someone added');
+  t.equal(securedPortsOf({ ...whole, dormant: true }), undefined, 'the table set dormant: no chain of it sees a frame');
+  t.equal(securedPortsOf({ ...whole, hooks: new Map() }), undefined, 'a prerouting chain of someone else\'s, hooked nowhere');
+  t.equal(securedPortsOf({ ...whole, hooks: new Map([['prerouting', 'filter prerouting 300 accept']]) }), undefined, 'hooked at another priority');
+  t.equal(securedPortsOf({ ...whole, hooks: new Map([...hooks, ['port', 'filter prerouting -300 accept']]) }), undefined, 'a chain rules jump to, hooked as well');
 });

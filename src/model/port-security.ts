@@ -91,29 +91,44 @@ export function portSecurityRuleset(): string[] {
 export interface ObservedTable {
   rules: ReadonlyMap<string, number>;
   names: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Each base chain's hook, as `type hook priority policy` ("filter prerouting -300 accept"), by chain. */
+  hooks: ReadonlyMap<string, string>;
+  /** Set dormant (`flags dormant`): none of its chains sees a frame. */
+  dormant: boolean;
 }
 
-/** How many rules the ruleset puts in each chain, by chain: counted once, not at every read of a table. */
-const rulesPerChain: ReadonlyMap<string, number> = (() => {
+/**
+ * How many rules the ruleset puts in each chain, and the hook of each (empty for a chain that a
+ * rule jumps to), by chain: taken from its lines once, not at every read of a table.
+ */
+const { rulesPerChain, hookPerChain } = (() => {
   const counts = new Map<string, number>();
+  const hooks = new Map<string, string>();
   for (const line of portSecurityRuleset()) {
     const chain = /^add chain \S+ \S+ (\S+)/.exec(line)?.[1];
-    if (chain && !counts.has(chain)) counts.set(chain, 0);
+    if (chain && !counts.has(chain)) {
+      counts.set(chain, 0);
+      const hook = /\{ type (\S+) hook (\S+) priority (-?\d+); policy (\w+); \}$/.exec(line);
+      hooks.set(chain, hook ? hook.slice(1).join(' ') : '');
+    }
     const ruled = /^add rule \S+ \S+ (\S+) /.exec(line)?.[1];
     if (ruled) counts.set(ruled, (counts.get(ruled) ?? 0) + 1);
   }
-  return counts;
+  return { rulesPerChain: counts as ReadonlyMap<string, number>, hookPerChain: hooks as ReadonlyMap<string, string> };
 })();
 
 /**
- * The ports `table` secures; undefined when it is not there or not whole: a chain missing, or
- * holding other than the ruleset's rules. A port's release or securing puts the table and its
+ * The ports `table` secures; undefined when it is not there or not whole: a chain missing,
+ * holding other than the ruleset's rules or hooked otherwise, or the table dormant. A port's release or securing puts the table and its
  * sets where they are gone (an operator's `nft flush ruleset`), not its chains: that table drops
  * nothing. Undefined makes the next pass put the ruleset again, and every secured port its entries.
  */
 export function securedPortsOf(table: ObservedTable | undefined): Set<string> | undefined {
-  if (!table) return undefined;
+  if (!table || table.dormant) return undefined;
   for (const [chain, count] of rulesPerChain) if (table.rules.get(chain) !== count) return undefined;
+  // A chain of the name that is not hooked as the ruleset hooks it (someone else's, made first)
+  // sees no frame, whatever it holds.
+  for (const [chain, hook] of hookPerChain) if ((table.hooks.get(chain) ?? '') !== hook) return undefined;
   return new Set(table.names.get('ports') ?? []);
 }
 

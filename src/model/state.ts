@@ -65,6 +65,8 @@ export interface Observed {
   qdiscs: ReadonlyMap<string, { root?: string; ingress: boolean }>;
   /** The host ports in podnet's port security table; undefined when the table is not there (or was not read: nothing secured, none wanted). */
   securedPorts?: ReadonlySet<string>;
+  /** Why the table cannot secure a port now, when a pass tried to put it: its read or put failed (no nft), or it does not read whole. */
+  portSecurityUnavailable?: string;
 }
 
 export type LinkSpec =

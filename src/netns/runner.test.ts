@@ -31,5 +31,10 @@ t.test('a table as nft -j lists it: each chain\'s rules counted, each set\'s sin
   t.same(table.names.get('ports'), new Set(['pnva', 'pnvb']));
   t.same(table.names.get('macs'), new Set(), 'a concatenation is no name');
   t.same(table.names.get('addr4'), new Set(), 'an empty set has no elem');
-  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map() }, 'a table with nothing in it');
+  t.same(table.hooks, new Map([['prerouting', 'filter prerouting -300 accept']]), 'the base chain\'s hook; a chain rules jump to has none');
+  t.equal(table.dormant, false);
+  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map(), hooks: new Map(), dormant: false }, 'a table with nothing in it');
+  for (const flags of ['dormant', ['dormant']]) {
+    t.equal(nftTableOf(JSON.stringify({ nftables: [{ table: { family: 'bridge', name: 'podnet', flags } }] })).dormant, true, `dormant, its flags as ${JSON.stringify(flags)}`);
+  }
 });

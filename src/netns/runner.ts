@@ -170,15 +170,28 @@ function hostBatchProcess(file: string, args: readonly string[]): StartedProcess
  * has no elem when empty, and the elements of a set of several keys are objects, left out here.
  */
 export function nftTableOf(json: string): ObservedTable {
-  type Entry = { set?: { name?: unknown; elem?: unknown[] }; chain?: { name?: unknown }; rule?: { chain?: unknown } };
+  type Entry = {
+    table?: { flags?: unknown };
+    set?: { name?: unknown; elem?: unknown[] };
+    chain?: { name?: unknown; type?: unknown; hook?: unknown; prio?: unknown; policy?: unknown };
+    rule?: { chain?: unknown };
+  };
   const rules = new Map<string, number>();
   const names = new Map<string, Set<string>>();
+  const hooks = new Map<string, string>();
+  let dormant = false;
   for (const e of (JSON.parse(json) as { nftables?: Entry[] }).nftables ?? []) {
-    if (typeof e.chain?.name === 'string' && !rules.has(e.chain.name)) rules.set(e.chain.name, 0);
+    // A string or a list of them, by nft's version.
+    if (e.table && [e.table.flags].flat().includes('dormant')) dormant = true;
+    const chain = e.chain;
+    if (typeof chain?.name === 'string' && !rules.has(chain.name)) {
+      rules.set(chain.name, 0);
+      if (chain.hook !== undefined) hooks.set(chain.name, [chain.type, chain.hook, chain.prio, chain.policy].join(' '));
+    }
     if (typeof e.rule?.chain === 'string') rules.set(e.rule.chain, (rules.get(e.rule.chain) ?? 0) + 1);
     if (typeof e.set?.name === 'string') names.set(e.set.name, new Set((e.set.elem ?? []).filter((n): n is string => typeof n === 'string')));
   }
-  return { rules, names };
+  return { rules, names, hooks, dormant };
 }
 
 /** What podnet says when nft is not on the node: what it is for, and the two ways out. */
@@ -320,7 +333,14 @@ export const netnsRunner: NetnsRunner = {
       if (/No such file or directory/.test(result.stderr)) return undefined;
       throw new PodnetError('IO_FAILURE', `nft list table ${table} in ${describeWhere(where)} failed: ${result.stderr.trim()}`);
     }
-    return nftTableOf(result.stdout);
+    // Said as what it is, not as JSON that does not parse.
+    if (result.stdoutCut) throw new PodnetError('IO_FAILURE', `nft list table ${table} in ${describeWhere(where)}: printed more than ${toolOutput.maxStdoutBytes} bytes`);
+    try {
+      return nftTableOf(result.stdout);
+    } catch (err) {
+      // nft 1.0.6 lists a dormant table's flags as JSON cut short.
+      throw new PodnetError('IO_FAILURE', `nft -j list table ${table} in ${describeWhere(where)} printed what is not JSON (${(err as Error).message})`);
+    }
   },
 
   async readSysctls(where, paths) {

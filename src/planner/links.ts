@@ -40,8 +40,8 @@ function hostDependency(spec: LinkSpec): string | undefined {
   return spec.kind === 'macvlan' || spec.kind === 'vlan' ? spec.parent : spec.kind === 'vxlan' ? spec.device : undefined;
 }
 
-export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string> } {
-  const part = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
+export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string>; unavailable?: string } {
+  const part: Part<AppliedAttachment> & { creates: Set<string>; unavailable?: string } = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
   const { observed, applied, desired, pod } = ctx;
 
   // Take back attachments no longer wanted: deleting one end of a veth deletes both. A host link
@@ -83,11 +83,13 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
           if (mine) part.next.push(mine);
           continue;
         }
-        // A port security table that does not read whole (nft could not put it, or a chain of its
+        // A port security table that is not there whole (nft could not put it, or a chain of its
         // name is someone else's) filters nothing: the port's entries would count it as secured
-        // while frames from any MAC pass. The interface waits for a pass that puts the table.
+        // while frames from any MAC pass. The interface waits, and the sandbox fails with why.
         if (want.link.portSecurity && observed.securedPorts === undefined) {
-          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge.portSecurity', `podnet's port security table (${portSecurityTable}) is not whole on the host, and a port in it would filter nothing`));
+          const why = `port security cannot secure the port of ${want.interface} on this node: ${observed.portSecurityUnavailable ?? `podnet's table (${portSecurityTable}) is not whole`}`;
+          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge.portSecurity', why));
+          part.unavailable ??= why;
           if (mine) part.next.push(mine);
           continue;
         }

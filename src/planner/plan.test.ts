@@ -430,10 +430,14 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
 
   const notWhole = plan(input({ attachments: [secure] }, { observed: withBridge }));
   t.same(notWhole.steps, [], 'a table that does not read whole (nft could not put it): no veth, no entries');
-  t.match(notWhole.problems, [{ document: 'Network blue', field: 'spec.bridge.portSecurity', reason: /port security table \(bridge podnet\) is not whole on the host/ }], 'and the pod is told why');
+  t.match(notWhole.problems, [{ document: 'Network blue', field: 'spec.bridge.portSecurity', reason: "port security cannot secure the port of net1 on this node: podnet's table (bridge podnet) is not whole" }], 'and the pod is told why');
+  t.equal(notWhole.unavailable, notWhole.problems[0]?.reason, 'which the sandbox fails with');
+  const noNft = plan(input({ attachments: [secure] }, { observed: { ...withBridge, portSecurityUnavailable: 'nft (Debian package nftables) is not installed on this node' } }));
+  t.equal(noNft.unavailable, 'port security cannot secure the port of net1 on this node: nft (Debian package nftables) is not installed on this node', 'why the table is not there, when the pass knows');
   const notWholeApplied = plan(input({ attachments: [secure] }, { observed: { ...inPlace, securedPorts: undefined }, applied }));
   t.same(notWholeApplied.steps, [], 'an attachment made before is left as it is');
   t.same(notWholeApplied.next.attachments, applied.attachments, 'and kept recorded');
+  t.equal(plan(input({ attachments: [secure] }, { observed: inPlace, applied })).unavailable, undefined, 'a whole table lacks nothing');
 
   const moved = plan(input({ attachments: [{ ...secure, addresses: ['198.18.80.9/24'] }] }, { observed: inPlace, applied }));
   t.same(moved.steps.map((s) => s.tool).slice(0, 2), ['nft', 'nft'], 'a new address: the old entries out and the new in, one batch, before the address changes');

@@ -26,6 +26,8 @@ export interface Plan {
   steps: Step[];
   /** Part of the desired state waits for a next pass (it needs an interface this pass makes). */
   deferred: boolean;
+  /** What the node lacks for part of the desired state (port security): the rest is applied, and the sandbox fails with this and is retried. */
+  unavailable?: string;
   /** What podnet will have applied once every step succeeded. */
   next: AppliedState;
   problems: Problem[];
@@ -51,6 +53,7 @@ export function plan(input: PlanInput): Plan {
   return {
     steps: [...[...parts].reverse().flatMap((p) => p.takeBack), ...parts.flatMap((p) => p.apply)],
     deferred: parts.some((p) => p.deferred),
+    ...(links.unavailable !== undefined ? { unavailable: links.unavailable } : {}),
     problems: parts.flatMap((p) => p.problems),
     next: {
       containerId: input.containerId,

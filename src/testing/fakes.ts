@@ -125,8 +125,11 @@ export class FakeObserver implements NetnsObserver {
 
   /** The ports in podnet's port security table; undefined: no table. */
   securedPortNames: Set<string> | undefined;
+  /** Why the table cannot be read (no nft on the node), when a test says so. */
+  securedPortsFailure: Error | undefined;
 
   async securedPorts(): Promise<Set<string> | undefined> {
+    if (this.securedPortsFailure) throw this.securedPortsFailure;
     return this.securedPortNames && new Set(this.securedPortNames);
   }
 }
