@@ -463,7 +463,7 @@ t.test('a port security table that nft took but that does not read whole afterwa
 });
 
 t.test('without nft on the node, a pod with a secured port fails saying so, and gets the rest of its config', async (t) => {
-  const { docs, run, observe, clock, reconciler } = await setup(t, [onBlue]);
+  const { docs, run, observe, clock, reconciler, warnings } = await setup(t, [onBlue]);
   docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
   const missing = 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network';
   observe.securedPortsFailure = new PodnetError('NOT_AVAILABLE', missing);
@@ -473,6 +473,7 @@ t.test('without nft on the node, a pod with a secured port fails saying so, and 
   t.match(report?.lastError, `nft could not put bridge podnet: nft add table bridge podnet in host: RTNETLINK answers: Operation not permitted`, 'the put\'s failure, the last word of this pass');
   t.notOk(run.lines().some((l) => l.includes('type veth')), 'no veth for the port');
   t.ok(run.lines().some((l) => l.includes('link set dev eth0 mtu 1400')), 'the config\'s MTU on eth0 applied all the same');
+  t.ok(warnings.includes('reconcile failed; the rest of its config was applied'), 'and the log says so, not that it was undone');
 
   t.same(clock.timers.map((x) => x.at - clock.now()), [505], 'tried again after its backoff');
 

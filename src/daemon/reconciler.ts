@@ -112,6 +112,8 @@ interface SandboxTrack {
   deferred: boolean;
   /** What the node lacked for its last plan (Plan.unavailable): the pass then failed with it. */
   unavailable?: string;
+  /** Whether its last pass's steps stand: it applied them all, whether it then failed for want of a plugin or of port security or not. */
+  committed: boolean;
   /**
    * Its netns as its last pass left it: read back after that pass changed it, or the view the
    * pass planned from when it changed nothing there. A pass that is not a resync plans from this
@@ -575,7 +577,8 @@ export class Reconciler {
   private async readBackChanged(due: readonly SandboxWork[]): Promise<void> {
     const changed = due.filter((w) => {
       const report = this.reports.get(w.record.containerId);
-      return report !== undefined && report.lastError === undefined && report.lastSteps.length > 0 && this.tracks.get(w.record.containerId)?.sight === undefined;
+      const track = this.tracks.get(w.record.containerId);
+      return report !== undefined && report.lastSteps.length > 0 && track?.committed === true && track.sight === undefined;
     });
     await mapLimited(changed, sandboxConcurrency, async (w) => {
       const track = this.tracks.get(w.record.containerId);
@@ -696,7 +699,7 @@ export class Reconciler {
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
     const previous = this.tracks.get(record.containerId);
-    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false };
+    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false };
     this.tracks.set(record.containerId, track);
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
@@ -729,6 +732,7 @@ export class Reconciler {
         this.hostChanged = true;
         track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.observeHost([work]), pass);
       }
+      track.committed = true;
       // The rest applied; a plugin that failed, or a port that waits for the port security table,
       // is tried again with the sandbox's backoff.
       if (delegation.failed) throw delegation.failed;
@@ -739,7 +743,8 @@ export class Reconciler {
       this.metrics.sandboxFailed(e.code);
       track.failures = (previous?.failures ?? 0) + 1;
       track.retryAt = this.opts.clock() + retryWaitMs(track.failures);
-      log.warn('reconcile failed; what this pass took was undone', { pod, error: e.message, retryInMs: track.retryAt - this.opts.clock() });
+      const outcome = track.committed ? 'the rest of its config was applied' : 'what this pass took was undone';
+      log.warn(`reconcile failed; ${outcome}`, { pod, error: e.message, retryInMs: track.retryAt - this.opts.clock() });
     }
   }
 

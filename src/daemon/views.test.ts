@@ -1,6 +1,8 @@
 import t from 'tap';
 import { emptyApplied, type ObservedLink, type Resolved } from '../model/state.ts';
-import { asksThePlanner, covers, hostViewOf, podNeeds, type PodSight } from './views.ts';
+import { PodnetError } from '../errors.ts';
+import { FakeObserver } from '../testing/fakes.ts';
+import { asksThePlanner, covers, hostViewOf, podNeeds, readHost, type PodSight } from './views.ts';
 
 const nothing: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
 const link = (name: string): ObservedLink => ({ name, mtu: 1500, up: true, addresses: [] });
@@ -38,4 +40,18 @@ t.test('of the host\'s links, a plan may touch only podnet\'s (prefix pn); it se
   const view = hostViewOf(new Map([['eth0', link('eth0')], ['cni0', link('cni0')], ['pnv1234', link('pnv1234')], ['pn-blue', link('pn-blue')]]), new Map(), { shaped: false, secured: false });
   t.same([...view.podnetLinks.keys()].sort(), ['pn-blue', 'pnv1234']);
   t.same([...view.names].sort(), ['cni0', 'eth0', 'pn-blue', 'pnv1234']);
+});
+
+t.test('a port security table that cannot be read is taken as not there, and why is kept for the pods that would secure a port', async (t) => {
+  const observe = new FakeObserver();
+  observe.securedPortsFailure = new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node');
+  const view = await readHost(observe, { shaped: false, secured: true });
+  t.equal(view.securedPorts, undefined);
+  t.equal(view.portSecurityUnavailable, 'nft (Debian package nftables) is not installed on this node');
+  observe.securedPortsFailure = undefined;
+  observe.securedPortNames = new Set(['pnva']);
+  const read = await readHost(observe, { shaped: false, secured: true });
+  t.same(read.securedPorts, new Set(['pnva']), 'read: its ports');
+  t.equal(read.portSecurityUnavailable, undefined, 'and no reason');
+  t.equal((await readHost(observe, { shaped: false, secured: false })).securedPorts, undefined, 'not asked: not read');
 });

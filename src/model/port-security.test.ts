@@ -42,7 +42,7 @@ t.test('a table secures its ports only when whole: every chain of the ruleset th
   // Its one base chain, as nft lists its hook.
   const hooks = new Map([['prerouting', 'filter prerouting -300 accept']]);
   const names = new Map([['ports', new Set(['pnva'])]]);
-  const whole = { rules, names, hooks, dormant: false };
+  const whole = { rules, names, hooks, flagged: false };
   t.same(securedPortsOf(whole), new Set(['pnva']), 'whole: its ports');
   t.same(securedPortsOf({ ...whole, names: new Map() }), new Set(), 'whole, no port yet');
   t.equal(securedPortsOf(undefined), undefined, 'no table');
@@ -52,7 +52,7 @@ t.test('a table secures its ports only when whole: every chain of the ruleset th
   t.equal(securedPortsOf({ ...whole, rules: without }), undefined, 'a chain missing');
   t.equal(securedPortsOf({ ...whole, rules: new Map([...rules, ['v4', 0]]) }), undefined, 'a chain flushed');
   t.equal(securedPortsOf({ ...whole, rules: new Map([...rules, ['port', rules.get('port')! + 1]]) }), undefined, 'a rule someone added');
-  t.equal(securedPortsOf({ ...whole, dormant: true }), undefined, 'the table set dormant: no chain of it sees a frame');
+  t.equal(securedPortsOf({ ...whole, flagged: true }), undefined, 'the table given flags (dormant: no chain of it sees a frame)');
   t.equal(securedPortsOf({ ...whole, hooks: new Map() }), undefined, 'a prerouting chain of someone else\'s, hooked nowhere');
   t.equal(securedPortsOf({ ...whole, hooks: new Map([['prerouting', 'filter prerouting 300 accept']]) }), undefined, 'hooked at another priority');
   t.equal(securedPortsOf({ ...whole, hooks: new Map([...hooks, ['port', 'filter prerouting -300 accept']]) }), undefined, 'a chain rules jump to, hooked as well');

@@ -93,8 +93,12 @@ export interface ObservedTable {
   names: ReadonlyMap<string, ReadonlySet<string>>;
   /** Each base chain's hook, as `type hook priority policy` ("filter prerouting -300 accept"), by chain. */
   hooks: ReadonlyMap<string, string>;
-  /** Set dormant (`flags dormant`): none of its chains sees a frame. */
-  dormant: boolean;
+  /**
+   * Whether it has flags: podnet sets none. `flags dormant` leaves every chain of it blind, and
+   * nft 1.0.6 prints a dormant table's flags from freed memory (a name of the table's, its own
+   * release name, or JSON cut short), so any flags at all count.
+   */
+  flagged: boolean;
 }
 
 /**
@@ -119,12 +123,12 @@ const { rulesPerChain, hookPerChain } = (() => {
 
 /**
  * The ports `table` secures; undefined when it is not there or not whole: a chain missing,
- * holding other than the ruleset's rules or hooked otherwise, or the table dormant. A port's release or securing puts the table and its
+ * holding other than the ruleset's rules or hooked otherwise, or the table given flags (dormant). A port's release or securing puts the table and its
  * sets where they are gone (an operator's `nft flush ruleset`), not its chains: that table drops
  * nothing. Undefined makes the next pass put the ruleset again, and every secured port its entries.
  */
 export function securedPortsOf(table: ObservedTable | undefined): Set<string> | undefined {
-  if (!table || table.dormant) return undefined;
+  if (!table || table.flagged) return undefined;
   for (const [chain, count] of rulesPerChain) if (table.rules.get(chain) !== count) return undefined;
   // A chain of the name that is not hooked as the ruleset hooks it (someone else's, made first)
   // sees no frame, whatever it holds.

@@ -32,9 +32,10 @@ t.test('a table as nft -j lists it: each chain\'s rules counted, each set\'s sin
   t.same(table.names.get('macs'), new Set(), 'a concatenation is no name');
   t.same(table.names.get('addr4'), new Set(), 'an empty set has no elem');
   t.same(table.hooks, new Map([['prerouting', 'filter prerouting -300 accept']]), 'the base chain\'s hook; a chain rules jump to has none');
-  t.equal(table.dormant, false);
-  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map(), hooks: new Map(), dormant: false }, 'a table with nothing in it');
-  for (const flags of ['dormant', ['dormant']]) {
-    t.equal(nftTableOf(JSON.stringify({ nftables: [{ table: { family: 'bridge', name: 'podnet', flags } }] })).dormant, true, `dormant, its flags as ${JSON.stringify(flags)}`);
+  t.equal(table.flagged, false);
+  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map(), hooks: new Map(), flagged: false }, 'a table with nothing in it');
+  // As a later nft prints dormant, and as nft 1.0.6 may (from freed memory: seen "bridge", "ifname", its release name).
+  for (const flags of ['dormant', ['dormant'], 'bridge', 'Lester Gooch #5']) {
+    t.equal(nftTableOf(JSON.stringify({ nftables: [{ table: { family: 'bridge', name: 'podnet', flags } }] })).flagged, true, `flags ${JSON.stringify(flags)}: flagged`);
   }
 });

@@ -179,10 +179,10 @@ export function nftTableOf(json: string): ObservedTable {
   const rules = new Map<string, number>();
   const names = new Map<string, Set<string>>();
   const hooks = new Map<string, string>();
-  let dormant = false;
+  let flagged = false;
   for (const e of (JSON.parse(json) as { nftables?: Entry[] }).nftables ?? []) {
-    // A string or a list of them, by nft's version.
-    if (e.table && [e.table.flags].flat().includes('dormant')) dormant = true;
+    // Whatever they say (ObservedTable.flagged).
+    if (e.table && 'flags' in e.table) flagged = true;
     const chain = e.chain;
     if (typeof chain?.name === 'string' && !rules.has(chain.name)) {
       rules.set(chain.name, 0);
@@ -191,7 +191,7 @@ export function nftTableOf(json: string): ObservedTable {
     if (typeof e.rule?.chain === 'string') rules.set(e.rule.chain, (rules.get(e.rule.chain) ?? 0) + 1);
     if (typeof e.set?.name === 'string') names.set(e.set.name, new Set((e.set.elem ?? []).filter((n): n is string => typeof n === 'string')));
   }
-  return { rules, names, hooks, dormant };
+  return { rules, names, hooks, flagged };
 }
 
 /** What podnet says when nft is not on the node: what it is for, and the two ways out. */
@@ -338,7 +338,7 @@ export const netnsRunner: NetnsRunner = {
     try {
       return nftTableOf(result.stdout);
     } catch (err) {
-      // nft 1.0.6 lists a dormant table's flags as JSON cut short.
+      // nft 1.0.6 may list a dormant table's flags as JSON cut short.
       throw new PodnetError('IO_FAILURE', `nft -j list table ${table} in ${describeWhere(where)} printed what is not JSON (${(err as Error).message})`);
     }
   },

@@ -437,6 +437,7 @@ t.test('port security: the port admits its pod\'s MAC and addresses before the v
   const notWholeApplied = plan(input({ attachments: [secure] }, { observed: { ...inPlace, securedPorts: undefined }, applied }));
   t.same(notWholeApplied.steps, [], 'an attachment made before is left as it is');
   t.same(notWholeApplied.next.attachments, applied.attachments, 'and kept recorded');
+  t.match(notWholeApplied.unavailable, /^port security cannot secure the port of net1/, 'and its sandbox fails all the same: podnet cannot tell its port is filtered');
   t.equal(plan(input({ attachments: [secure] }, { observed: inPlace, applied })).unavailable, undefined, 'a whole table lacks nothing');
 
   const moved = plan(input({ attachments: [{ ...secure, addresses: ['198.18.80.9/24'] }] }, { observed: inPlace, applied }));
