@@ -384,3 +384,52 @@ spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
   t.ok(await pings(a, cIp), 'a still reaches c with its own MAC');
   t.same(await spoof(), { reached: false, learned: false }, 'and with another MAC reaches no one again, nor teaches the bridge');
 });
+
+t.test('a chain of someone else\'s in podnet\'s table, hooked nowhere, is never counted as filtering: no secured port is made, the pods and podnet status say why; once it is gone, all is made and a spoof is dropped', { skip }, async (t) => {
+  // A node of the test's own, whose table the test may take over as root on a node could.
+  const node = await makeNetns(t, 'pne2e-node-');
+  const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
+  await daemon.start();
+  const bridge = uniqueName('pnbr');
+  const [a, c] = (await Promise.all(['pod-a', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
+  const cli = podnetCli(daemon);
+  await cli.apply('ps.yaml', `${bridgeNetwork('secured', bridge, '198.18.127.0/24')}---
+apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: secured, namespace: default }
+spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
+`);
+  for (const pod of [a, c]) await until(`${pod.name} has net1 with an address`, async () => ((await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined));
+  const onNode = (...args: string[]) => execa('ip', ['netns', 'exec', node.name, ...args], { reject: false });
+  const table = portSecurityTable.split(' ');
+  const status = async () => JSON.parse((await cli.podnet('status', '-o', 'json', '--socket', daemon.socketPath)).stdout) as { ports?: { secured: number; unverified?: number } };
+
+  // Taken over while the daemon is down: a table of the name with a prerouting chain hooked
+  // nowhere, which sees no frame, and which podnet's ruleset cannot be put over.
+  await daemon.stop();
+  t.equal((await onNode('nft', 'delete', 'table', ...table)).exitCode, 0);
+  t.equal((await onNode('nft', 'add', 'table', ...table)).exitCode, 0);
+  t.equal((await onNode('nft', 'add', 'chain', ...table, 'prerouting')).exitCode, 0);
+  await daemon.start();
+  const b = await startPod(t, daemon, 'pod-b');
+
+  const said = await until('pod-b says why it has no net1', async () => {
+    const out = (await cli.explain('pod-b')).stdout;
+    return /port security cannot secure the port of net1 on this node: nft could not put bridge podnet/.test(out) ? out : undefined;
+  });
+  t.match(said, /spec\.bridge\.portSecurity/, 'at the Network\'s field');
+  t.notOk(await linkOf(b.ns.name, 'net1'), 'and gets no interface whose port would filter nothing');
+  await until('podnet status counts a\'s and c\'s ports as not verified', async () => ((await status()).ports?.unverified === 2 ? true : undefined));
+  t.match((await cli.podnet('status', '--socket', daemon.socketPath)).stdout, /2 of the secured not verified: podnet's port security table is not whole on this node/, 'and says so in words');
+
+  // The chain gone: the next try puts podnet's table whole, and every pod gets its port.
+  t.equal((await onNode('nft', 'delete', 'table', ...table)).exitCode, 0);
+  await until('pod-b has net1 with an address', async () => ((await addressesIn(b.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined), 20_000);
+  await until('podnet status counts every port verified again', async () => ((await status()).ports?.unverified === 0 ? true : undefined));
+  const cIp = await addressOf(c, 'net1');
+  const bMac = await macOf(b, 'net1');
+  t.ok(await pings(b, cIp), 'b reaches c with its own MAC');
+  await inPod(b, 'ip', 'link', 'set', 'dev', 'net1', 'address', '02:00:5e:10:20:31');
+  t.notOk(await pings(b, cIp), 'and with another MAC reaches no one');
+  await inPod(b, 'ip', 'link', 'set', 'dev', 'net1', 'address', bMac);
+});

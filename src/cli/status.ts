@@ -26,6 +26,7 @@ export function statusText(status: DaemonStatus): string {
     `attachments:   ${status.attachments}`,
     `spool pending: ${status.spoolPending}`,
     ...(status.ports ? [`bridge ports:  ${status.ports.secured} secured, ${status.ports.open} with port security off`] : []),
+    ...(status.ports?.unverified ? [`  ${status.ports.unverified} of the secured not verified: podnet's port security table is not whole on this node (podnet pods says why)`] : []),
     `quarantined:   ${status.quarantined.length === 0 ? 'none' : status.quarantined.length}`,
     ...status.quarantined.map((q) => `  ${q.file}: ${q.reason}`),
   ];

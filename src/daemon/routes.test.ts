@@ -99,7 +99,12 @@ t.test('status counts the bridge ports of the attachments podnet made, secured a
   const { parts } = daemon({
     sandboxes: () => ({ documentProblems: [], items: [report(attachment('pnv1', true), attachment('pnv2', false)), report(attachment('pnv3', true)), report(attachment(undefined, false)), {}] }) as unknown as SandboxList,
   });
-  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1 } }, 'a macvlan-like attachment (no host end) is no port; a sandbox with nothing applied has none');
+  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 0 } }, 'a macvlan-like attachment (no host end) is no port; a sandbox with nothing applied has none');
+
+  const waiting = { ...report(attachment('pnv4', true)), problems: [{ document: 'Network blue', field: 'spec.bridge.portSecurity', reason: 'port security cannot secure the port of net1 on this node: nft could not put bridge podnet' }] };
+  const other = { ...report(attachment('pnv5', true)), problems: [{ document: 'Network red', field: 'spec.bridge.portSecurity', reason: 'port security cannot secure the port of net2 on this node' }] };
+  const unverified = daemon({ sandboxes: () => ({ documentProblems: [], items: [waiting, other, report(attachment('pnv6', true))] }) as unknown as SandboxList });
+  t.match((await getStatus(unverified.parts)).body, { ports: { secured: 3, open: 0, unverified: 1 } }, 'a secured port whose pod\'s last pass found the table not whole is not verified; another Network\'s problem is not its');
 });
 
 t.test('a PUT record is listed and read back; a DELETE removes it, a second removes nothing', async (t) => {

@@ -88,13 +88,20 @@ export async function readiness({ registry }: DaemonParts): Promise<Answer> {
   return { status: 200, body: { status: 'ready' } };
 }
 
-/** The bridge ports of the attachments podnet made: those with a host end, secured or not. */
-function portsOf(list: SandboxList): { secured: number; open: number } {
-  const ports = { secured: 0, open: 0 };
+/**
+ * The bridge ports of the attachments podnet made: those with a host end, secured or not; and of
+ * the secured, those whose pod's last pass could not use the port security table (planLinks says
+ * so at the Network's spec.bridge.portSecurity).
+ */
+function portsOf(list: SandboxList): { secured: number; open: number; unverified: number } {
+  const ports = { secured: 0, open: 0, unverified: 0 };
   for (const report of list.items) {
+    const waiting = new Set(report.problems?.filter((p) => p.field === 'spec.bridge.portSecurity').map((p) => p.document));
     for (const a of (report.applied as AppliedState | undefined)?.attachments ?? []) {
-      if (a.portSecurity) ports.secured++;
-      else if (a.hostIf) ports.open++;
+      if (a.portSecurity) {
+        ports.secured++;
+        if (waiting.has(`Network ${a.network}`)) ports.unverified++;
+      } else if (a.hostIf) ports.open++;
     }
   }
   return ports;

@@ -227,6 +227,10 @@ export interface DaemonStatus {
   ports?: {
     secured: number;
     open: number;
+    /**
+     * Of the secured, those whose pod's last pass found podnet's port security table not whole on the node (not there, not put, or changed by someone): podnet cannot tell they are filtered. Each such pod's error says why.
+     */
+    unverified?: number;
   };
   /**
    * Files found corrupt and set aside, with why.
