@@ -323,34 +323,33 @@ t.test('on a Network with staticMacs, a pod gets the MAC it asks, and another po
   t.pass('with a MAC nobody has, pod-b attaches with it');
 });
 
-t.test('a port security table flushed away, then given back its sets alone by a port\'s release, is made whole again: a spoof is dropped again', { skip }, async (t) => {
-  // A node of the test's own (a netns with its own daemon): its table is no other podnet's, and
-  // the test may flush it as an operator's `nft flush ruleset` (a firewall service restarting) would.
+/**
+ * A node of the test's own (a netns with its own daemon, whose port security table is no other
+ * podnet's), with pods a and c on a secured Network, each with net1 and its address.
+ */
+async function securedNode(t: Test, subnet: string) {
   const node = await makeNetns(t, 'pne2e-node-');
   const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
   await daemon.start();
   const bridge = uniqueName('pnbr');
   const [a, c] = (await Promise.all(['pod-a', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
   const cli = podnetCli(daemon);
-  await cli.apply(
-    'ps.yaml',
-    `apiVersion: podnetwork.opdev.io/v1alpha1
-kind: Network
-metadata: { name: secured }
-spec:
-  type: bridge
-  bridge: { name: ${bridge}, portSecurity: true }
-  ipam: { ranges: [{ subnet: "198.18.126.0/24" }] }
-  namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: default } }
----
+  await cli.apply('ps.yaml', `${bridgeNetwork('secured', bridge, subnet)}---
 apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: secured, namespace: default }
 spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
-`,
-  );
-  for (const pod of [a, c]) await until(`${pod.name} has net1 with an address`, async () => ((await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined));
+`);
+  for (const pod of [a, c]) await hasAddressOn(pod);
   const onNode = (...args: string[]) => execa('ip', ['netns', 'exec', node.name, ...args], { reject: false });
+  return { daemon, bridge, a, c, cli, onNode };
+}
+
+const hasAddressOn = (pod: Pod, timeoutMs?: number) => until(`${pod.name} has net1 with an address`, async () => ((await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined), timeoutMs);
+
+t.test('a port security table flushed away, then given back its sets alone by a port\'s release, is made whole again: a spoof is dropped again', { skip }, async (t) => {
+  // The test may flush its node's table as an operator's `nft flush ruleset` (a firewall service restarting) would.
+  const { daemon, bridge, a, c, onNode } = await securedNode(t, '198.18.126.0/24');
   const aPort = hostInterfaceName(a.att.containerId, 'net1');
   const [aMac, cIp] = [await macOf(a, 'net1'), await addressOf(c, 'net1')];
   // A MAC no pod has: what a spoofing pod sends with.
@@ -386,21 +385,8 @@ spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
 });
 
 t.test('a chain of someone else\'s in podnet\'s table, hooked nowhere, is never counted as filtering: no secured port is made, the pods and podnet status say why; once it is gone, all is made and a spoof is dropped', { skip }, async (t) => {
-  // A node of the test's own, whose table the test may take over as root on a node could.
-  const node = await makeNetns(t, 'pne2e-node-');
-  const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
-  await daemon.start();
-  const bridge = uniqueName('pnbr');
-  const [a, c] = (await Promise.all(['pod-a', 'pod-c'].map((name) => startPod(t, daemon, name)))) as [Pod, Pod];
-  const cli = podnetCli(daemon);
-  await cli.apply('ps.yaml', `${bridgeNetwork('secured', bridge, '198.18.127.0/24')}---
-apiVersion: podnetwork.opdev.io/v1alpha1
-kind: PodNetworkConfig
-metadata: { name: secured, namespace: default }
-spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
-`);
-  for (const pod of [a, c]) await until(`${pod.name} has net1 with an address`, async () => ((await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined));
-  const onNode = (...args: string[]) => execa('ip', ['netns', 'exec', node.name, ...args], { reject: false });
+  // The test takes its node's table over, as root on a node could.
+  const { daemon, c, cli, onNode } = await securedNode(t, '198.18.127.0/24');
   const table = portSecurityTable.split(' ');
   const status = async () => JSON.parse((await cli.podnet('status', '-o', 'json', '--socket', daemon.socketPath)).stdout) as { ports?: { secured: number; unverified?: number } };
 
@@ -424,7 +410,7 @@ spec: { podSelector: {}, attachments: [{ network: secured, interface: net1 }] }
 
   // The chain gone: the next try puts podnet's table whole, and every pod gets its port.
   t.equal((await onNode('nft', 'delete', 'table', ...table)).exitCode, 0);
-  await until('pod-b has net1 with an address', async () => ((await addressesIn(b.ns.name)).find((l) => l.ifname === 'net1')?.addresses.length ? true : undefined), 20_000);
+  await hasAddressOn(b, 20_000);
   await until('podnet status counts every port verified again', async () => ((await status()).ports?.unverified === 0 ? true : undefined));
   const cIp = await addressOf(c, 'net1');
   const bMac = await macOf(b, 'net1');
