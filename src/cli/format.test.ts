@@ -106,5 +106,5 @@ t.test('statusText names each file set aside and why', async (t) => {
   t.match(text, /quarantined: +1\n {2}1-2-broken@eth0\.json: not JSON\n/);
   t.match(statusText({ version: '0.1.0', attachments: 0, spoolPending: 3, quarantined: [] }), /spool pending: 3\nquarantined: +none\n/);
   t.match(statusText({ version: '0.1.0', attachments: 3, spoolPending: 0, ports: { secured: 2, open: 1 }, quarantined: [] }), /spool pending: 0\nbridge ports: +2 secured, 1 with port security off\nquarantined/);
-  t.match(statusText({ version: '0.1.0', attachments: 3, spoolPending: 0, ports: { secured: 2, open: 0, unverified: 2 }, quarantined: [] }), /bridge ports: +2 secured, 0 with port security off\n {2}2 of the secured not verified: podnet's port security table is not whole on this node \(podnet pods says why\)\n/, 'secured ports podnet cannot tell are filtered are said');
+  t.match(statusText({ version: '0.1.0', attachments: 3, spoolPending: 0, ports: { secured: 2, open: 0, unverified: 2 }, quarantined: [] }), /bridge ports: +2 secured, 0 with port security off\n {2}2 of the secured not filtered as far as podnet can tell: its port security table could not be read, was not whole or lacked their entries \(podnet explain POD says why a pod failed\)\n/, 'secured ports podnet cannot tell are filtered are said');
 });

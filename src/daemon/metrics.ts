@@ -10,7 +10,7 @@ import { PodnetError, type ErrorCode } from '../errors.ts';
 /** What a pass reports when it ends. */
 export interface PassMetrics {
   passEnded(pass: { seconds: number; steps: number; resync: boolean }): void;
-  /** A sandbox whose reconcile failed in a pass (its steps were taken back), by the error's code. */
+  /** A sandbox whose reconcile failed in a pass (its steps taken back; or, failed for want of a plugin or of port security, the rest applied), by the error's code. */
   sandboxFailed(code: ErrorCode): void;
   /** Attachments that a pass made or removed, by Network. */
   attachmentsChanged(network: string, change: 'attached' | 'detached'): void;

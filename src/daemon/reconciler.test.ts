@@ -489,6 +489,28 @@ t.test('without nft on the node, a pod with a secured port fails saying so, and 
   t.ok(run.lines().some((l) => l.includes('type veth')), 'and gets its interface');
 });
 
+t.test('a pod that waits for the port security table is tried again at each resync, before its backoff is over; the ports the table filters are told as the last pass read them', async (t) => {
+  const { docs, run, observe, reconciler } = await setup(t, [onBlue]);
+  docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
+  observe.securedPortsFailure = new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node');
+  run.failing = (line) => line.startsWith('add table');
+  await reconciler.schedule();
+  t.ok(reconciler.list().items[0]?.lastError, 'it fails');
+  t.equal(reconciler.securedPortsSeen(), undefined, 'no table seen');
+  observe.securedPortsFailure = undefined;
+  run.failing = (line) => {
+    if (line.startsWith('add table')) observe.securedPortNames = new Set();
+    if (line.includes('add element bridge podnet ports')) observe.securedPortNames = new Set([...(observe.securedPortNames ?? []), 'pnv-blue-port']);
+    return false;
+  };
+  await reconciler.schedule();
+  t.notOk(run.lines().some((l) => l.includes('type veth')), 'a request pass leaves it to its backoff');
+  await reconciler.schedule('resync');
+  t.ok(run.lines().some((l) => l.includes('type veth')), 'the resync takes it: its port is made');
+  t.equal(reconciler.list().items[0]?.lastError, undefined);
+  t.same(reconciler.securedPortsSeen(), new Set(['pnv-blue-port']), 'and the table, read at the pass\'s end, has its entries');
+});
+
 t.test('each pass tells the metrics its time and steps, the attachments it made and removed, and the sandboxes that failed', async (t) => {
   const told: string[] = [];
   const metrics: PassMetrics = {

@@ -165,6 +165,11 @@ export class Reconciler {
    * starts from this instead of reading the host again; a resync reads it anew and repairs drift.
    */
   private hostCache: HostView | undefined;
+  /**
+   * The ports podnet's port security table filters as the last pass that ended read the host (its
+   * hostCache, kept while the next pass runs); undefined when that read found no whole table, or failed.
+   */
+  private portsFiltered: ReadonlySet<string> | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
   /** The documents the last pass read: what the socket's list judges. */
@@ -179,6 +184,11 @@ export class Reconciler {
   constructor(opts: ReconcilerOptions) {
     this.opts = opts;
     this.metrics = opts.metrics ?? noMetrics;
+  }
+
+  /** The ports the port security table filters as the last pass left the host: see portsFiltered. */
+  securedPortsSeen(): ReadonlySet<string> | undefined {
+    return this.portsFiltered;
   }
 
   /** Every sandbox's report, for `podnet explain`. */
@@ -547,6 +557,7 @@ export class Reconciler {
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
     this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
+    this.portsFiltered = this.hostCache?.securedPorts;
     this.hostChanged = false;
     this.scheduleRetry();
   }
@@ -592,7 +603,9 @@ export class Reconciler {
   private isDue(work: SandboxWork, resync: boolean, now: number): boolean {
     const track = this.tracks.get(work.record.containerId);
     if (!track || track.deferred || track.desired !== work.desiredJson) return true;
-    if (track.failures > 0) return now >= track.retryAt;
+    // One that waits for the port security table, at each resync too: the resync reads the host,
+    // where the table may be whole again (nft installed, a chain in its way gone).
+    if (track.failures > 0) return now >= track.retryAt || (resync && track.unavailable !== undefined);
     return resync;
   }
 
@@ -714,6 +727,8 @@ export class Reconciler {
         report.lastSteps = [];
         // Its configs may still give it delegated attachments: which generation it has is kept.
         if (!delegation.failed) this.keepConfigs(record, report, work.wanted.whole ?? []);
+        // What its other plugins made stands.
+        track.committed = true;
         if (delegation.failed) throw delegation.failed;
         return;
       }
@@ -743,7 +758,7 @@ export class Reconciler {
       this.metrics.sandboxFailed(e.code);
       track.failures = (previous?.failures ?? 0) + 1;
       track.retryAt = this.opts.clock() + retryWaitMs(track.failures);
-      const outcome = track.committed ? 'the rest of its config was applied' : 'what this pass took was undone';
+      const outcome = track.committed ? 'the rest of its config was applied' : undoFailed.has(e) ? 'taking back what this pass took failed too' : 'what this pass took was undone';
       log.warn(`reconcile failed; ${outcome}`, { pod, error: e.message, retryInMs: track.retryAt - this.opts.clock() });
     }
   }

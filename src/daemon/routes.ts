@@ -33,6 +33,8 @@ export interface DaemonParts {
   configDir?: string;
   /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
   sandboxes?: () => SandboxList;
+  /** The ports podnet's port security table filters, as the last pass read it (undefined: no whole table seen), for `podnet status`. */
+  securedPortsSeen?: () => ReadonlySet<string> | undefined;
   /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
   diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
 }
@@ -90,30 +92,29 @@ export async function readiness({ registry }: DaemonParts): Promise<Answer> {
 
 /**
  * The bridge ports of the attachments podnet made: those with a host end, secured or not; and of
- * the secured, those whose pod's last pass could not use the port security table (planLinks says
- * so at the Network's spec.bridge.portSecurity).
+ * the secured, those the port security table did not filter when the last pass read the host
+ * (`seen`): all of them when it was not whole, or not there.
  */
-function portsOf(list: SandboxList): { secured: number; open: number; unverified: number } {
+function portsOf(list: SandboxList, seen: ReadonlySet<string> | undefined): { secured: number; open: number; unverified: number } {
   const ports = { secured: 0, open: 0, unverified: 0 };
   for (const report of list.items) {
-    const waiting = new Set(report.problems?.filter((p) => p.field === 'spec.bridge.portSecurity').map((p) => p.document));
     for (const a of (report.applied as AppliedState | undefined)?.attachments ?? []) {
       if (a.portSecurity) {
         ports.secured++;
-        if (waiting.has(`Network ${a.network}`)) ports.unverified++;
+        if (!a.hostIf || !seen?.has(a.hostIf)) ports.unverified++;
       } else if (a.hostIf) ports.open++;
     }
   }
   return ports;
 }
 
-export async function getStatus({ registry, version, configDir, sandboxes }: DaemonParts): Promise<Answer> {
+export async function getStatus({ registry, version, configDir, sandboxes, securedPortsSeen }: DaemonParts): Promise<Answer> {
   const status: DaemonStatus = {
     version,
     ...(configDir ? { configDir } : {}),
     attachments: registry.size,
     spoolPending: await registry.spoolPending(),
-    ...(sandboxes ? { ports: portsOf(sandboxes()) } : {}),
+    ...(sandboxes ? { ports: portsOf(sandboxes(), securedPortsSeen?.()) } : {}),
     quarantined: [...registry.quarantined()],
   };
   return { status: 200, body: status };

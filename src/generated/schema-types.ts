@@ -228,7 +228,7 @@ export interface DaemonStatus {
     secured: number;
     open: number;
     /**
-     * Of the secured, those whose pod's last pass found podnet's port security table not whole on the node (not there, not put, or changed by someone): podnet cannot tell they are filtered. Each such pod's error says why.
+     * Of the secured, those podnet's port security table did not filter when the daemon last read the host: all of them when the table could not be read or was not whole (not there, not put, changed by someone), or a port whose entries were gone. podnet explain POD says why for a pod whose pass then failed.
      */
     unverified?: number;
   };
