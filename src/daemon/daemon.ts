@@ -126,7 +126,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       version: opts.version,
       log,
       ...(opts.configDir ? { configDir: resolve(opts.configDir) } : {}),
-      ...(following ? { sandboxes: () => following.list(), securedPortsSeen: () => following.securedPortsSeen(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
+      ...(following ? { sandboxes: () => following.list(), portSecuritySeen: () => following.portSecuritySeen(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
     });
   } catch (err) {
     await metricsServer?.close();

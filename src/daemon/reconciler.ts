@@ -34,7 +34,7 @@ import { coalesce } from './coalesce.ts';
 import { mapLimited } from './map-limited.ts';
 import { inStages } from './stages.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from './metrics.ts';
-import { asksThePlanner, covers, hostViewOf, linksAlone, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, sightOfLinks, type HostReads, type HostView, type PodNeeds, type PodSight } from './views.ts';
+import { asksThePlanner, covers, hostViewOf, linksAlone, observedWith, podNeeds, readHost, readPod, readsEnough, recordsKey, sightOfLinks, type HostReads, type HostView, type PodNeeds, type PodSight, type TableSeen } from './views.ts';
 
 /** What the last pass made of one sandbox: what `podnet explain` shows (SandboxReport on the wire), and what status is published from. */
 interface SandboxOutcome {
@@ -110,8 +110,10 @@ interface SandboxTrack {
   retryAt: number;
   /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
   deferred: boolean;
-  /** What the node lacked for its last plan (Plan.unavailable): the pass then failed with it. */
+  /** What the node lacked for its last plan (Plan.unavailable): the pass then fails with it, after the rest. */
   unavailable?: string;
+  /** Its last pass failed for that alone: it waits for the port security table. */
+  waitsForTable: boolean;
   /** Whether its last pass's steps stand: it applied them all, whether it then failed for want of a plugin or of port security or not. */
   committed: boolean;
   /**
@@ -165,11 +167,8 @@ export class Reconciler {
    * starts from this instead of reading the host again; a resync reads it anew and repairs drift.
    */
   private hostCache: HostView | undefined;
-  /**
-   * The ports podnet's port security table filters as the last pass that ended read the host (its
-   * hostCache, kept while the next pass runs); undefined when that read found no whole table, or failed.
-   */
-  private portsFiltered: ReadonlySet<string> | undefined;
+  /** The port security table as a pass last read the host (seeTable); undefined until one has. */
+  private tableSeen: TableSeen | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
   /** The documents the last pass read: what the socket's list judges. */
@@ -186,10 +185,12 @@ export class Reconciler {
     this.metrics = opts.metrics ?? noMetrics;
   }
 
-  /** The ports the port security table filters as the last pass left the host: see portsFiltered. */
-  securedPortsSeen(): ReadonlySet<string> | undefined {
-    return this.portsFiltered;
+  /** The port security table as a pass last read the host, for `podnet status`; undefined until one has. */
+  portSecuritySeen(): TableSeen | undefined {
+    return this.tableSeen;
   }
+
+
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {
@@ -557,7 +558,6 @@ export class Reconciler {
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.collectBridges(hostView);
     this.hostCache = this.hostChanged ? await this.observeHost(work).catch(() => undefined) : hostView;
-    this.portsFiltered = this.hostCache?.securedPorts;
     this.hostChanged = false;
     this.scheduleRetry();
   }
@@ -603,9 +603,10 @@ export class Reconciler {
   private isDue(work: SandboxWork, resync: boolean, now: number): boolean {
     const track = this.tracks.get(work.record.containerId);
     if (!track || track.deferred || track.desired !== work.desiredJson) return true;
-    // One that waits for the port security table, at each resync too: the resync reads the host,
-    // where the table may be whole again (nft installed, a chain in its way gone).
-    if (track.failures > 0) return now >= track.retryAt || (resync && track.unavailable !== undefined);
+    // One that waits for the port security table, at each resync too, to be tried soon after the
+    // table can be put whole again (nft installed, a chain in its way gone): any pass that finds it
+    // not whole puts it again.
+    if (track.failures > 0) return now >= track.retryAt || (resync && track.waitsForTable);
     return resync;
   }
 
@@ -680,8 +681,20 @@ export class Reconciler {
     };
   }
 
-  private observeHost(work: readonly SandboxWork[]): Promise<HostView> {
-    return readHost(this.opts.observe, this.hostReads(work));
+  /** The host as it is now; a read that covers the port security table is kept for `podnet status` (tableSeen), a failed one too. */
+  private async observeHost(work: readonly SandboxWork[]): Promise<HostView> {
+    const reads = this.hostReads(work);
+    if (!reads.secured) return readHost(this.opts.observe, reads);
+    // The secured ports made before the read starts: those it can tell filtered or not.
+    const judged = new Set(this.opts.applied.all().flatMap((s) => s.attachments.flatMap((a) => (a.portSecurity && a.hostIf ? [a.hostIf] : []))));
+    try {
+      const view = await readHost(this.opts.observe, reads);
+      this.tableSeen = { ...(view.securedPorts ? { filtered: view.securedPorts } : {}), judged };
+      return view;
+    } catch (err) {
+      this.tableSeen = { judged };
+      throw err;
+    }
   }
 
   private readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
@@ -712,7 +725,7 @@ export class Reconciler {
     this.reports.set(record.containerId, report);
     const pod = `${identity.namespace}/${identity.name}`;
     const previous = this.tracks.get(record.containerId);
-    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false };
+    const track: SandboxTrack = { desired: work.desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
     this.tracks.set(record.containerId, track);
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
@@ -751,7 +764,10 @@ export class Reconciler {
       // The rest applied; a plugin that failed, or a port that waits for the port security table,
       // is tried again with the sandbox's backoff.
       if (delegation.failed) throw delegation.failed;
-      if (track.unavailable !== undefined) throw new PodnetError('NOT_AVAILABLE', track.unavailable);
+      if (track.unavailable !== undefined) {
+        track.waitsForTable = true;
+        throw new PodnetError('NOT_AVAILABLE', track.unavailable);
+      }
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       report.lastError = e.message;

@@ -1,5 +1,6 @@
 import t from 'tap';
-import type { SandboxList } from '../protocol/validate.ts';
+import type { TableSeen } from './views.ts';
+import type { DaemonStatus, SandboxList } from '../protocol/validate.ts';
 import { attachmentRoute, routes } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
 import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
@@ -58,7 +59,7 @@ class MemoryRegistry implements AttachmentRegistry {
   }
 }
 
-const daemon = (reconciler: Pick<DaemonParts, 'sandboxes' | 'securedPortsSeen' | 'diff'> = {}) => {
+const daemon = (reconciler: Pick<DaemonParts, 'sandboxes' | 'portSecuritySeen' | 'diff'> = {}) => {
   const registry = new MemoryRegistry();
   return { registry, parts: { registry, version: '0.1.0-test', ...reconciler } satisfies DaemonParts };
 };
@@ -97,13 +98,18 @@ t.test('status counts the bridge ports of the attachments podnet made, secured a
   const attachment = (hostIf: string | undefined, secured: boolean) => ({ interface: 'net1', network: 'blue', addresses: [], ...(hostIf ? { hostIf } : {}), ...(secured ? { portSecurity: { mac: '02:00:00:00:00:01', addresses: [] } } : {}) });
   const report = (...attachments: object[]) => ({ applied: { attachments } });
   const sandboxes = () => ({ documentProblems: [], items: [report(attachment('pnv1', true), attachment('pnv2', false)), report(attachment('pnv3', true)), report(attachment(undefined, false)), {}] }) as unknown as SandboxList;
-  let seen: ReadonlySet<string> | undefined = new Set(['pnv1', 'pnv3']);
-  const { parts } = daemon({ sandboxes, securedPortsSeen: () => seen });
-  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 0 } }, 'a macvlan-like attachment (no host end) is no port; a sandbox with nothing applied has none');
-  seen = new Set(['pnv1']);
+  let seen: TableSeen | undefined;
+  const { parts } = daemon({ sandboxes, portSecuritySeen: () => seen });
+  t.strictSame(((await getStatus(parts)).body as DaemonStatus).ports, { secured: 2, open: 1 }, 'a macvlan-like attachment (no host end) is no port; a sandbox with nothing applied has none; before any read of the table, nothing is said of filtering');
+  const judged = new Set(['pnv1', 'pnv3']);
+  seen = { filtered: new Set(['pnv1', 'pnv3']), judged };
+  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 0 } }, 'both in the table as last read');
+  seen = { filtered: new Set(['pnv1']), judged };
   t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 1 } }, 'a secured port whose entries the table lacks is not verified');
-  seen = undefined;
+  seen = { judged };
   t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 2 } }, 'none, when the table was not whole or could not be read');
+  seen = { judged: new Set(['pnv1']) };
+  t.match((await getStatus(parts)).body, { ports: { secured: 2, open: 1, unverified: 1 } }, 'a port made after that read is not judged by it');
 });
 
 t.test('a PUT record is listed and read back; a DELETE removes it, a second removes nothing', async (t) => {

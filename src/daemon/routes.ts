@@ -21,6 +21,7 @@ import {
 } from '../protocol/validate.ts';
 import type { Registry } from '../registry/registry.ts';
 import type { AppliedState } from '../model/state.ts';
+import type { TableSeen } from './views.ts';
 
 /** What the routes use of the registry. */
 export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quarantined' | 'writableProblem' | 'spoolPending' | 'apply' | 'drainSpool'>;
@@ -33,8 +34,8 @@ export interface DaemonParts {
   configDir?: string;
   /** What the reconciler knows of each sandbox (standalone mode), for `podnet explain`. */
   sandboxes?: () => SandboxList;
-  /** The ports podnet's port security table filters, as the last pass read it (undefined: no whole table seen), for `podnet status`. */
-  securedPortsSeen?: () => ReadonlySet<string> | undefined;
+  /** podnet's port security table as a pass last read the host (undefined: none has yet), for `podnet status`. */
+  portSecuritySeen?: () => TableSeen | undefined;
   /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
   diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
 }
@@ -92,29 +93,30 @@ export async function readiness({ registry }: DaemonParts): Promise<Answer> {
 
 /**
  * The bridge ports of the attachments podnet made: those with a host end, secured or not; and of
- * the secured, those the port security table did not filter when the last pass read the host
- * (`seen`): all of them when it was not whole, or not there.
+ * the secured that the last read of the port security table could judge (`seen`), those it did
+ * not filter: all of them when the table was not whole, or could not be read. None is told before
+ * a pass has read the table.
  */
-function portsOf(list: SandboxList, seen: ReadonlySet<string> | undefined): { secured: number; open: number; unverified: number } {
-  const ports = { secured: 0, open: 0, unverified: 0 };
+function portsOf(list: SandboxList, seen: TableSeen | undefined): NonNullable<DaemonStatus['ports']> {
+  let [secured, open, unverified] = [0, 0, 0];
   for (const report of list.items) {
     for (const a of (report.applied as AppliedState | undefined)?.attachments ?? []) {
       if (a.portSecurity) {
-        ports.secured++;
-        if (!a.hostIf || !seen?.has(a.hostIf)) ports.unverified++;
-      } else if (a.hostIf) ports.open++;
+        secured++;
+        if (a.hostIf && seen?.judged.has(a.hostIf) && !seen.filtered?.has(a.hostIf)) unverified++;
+      } else if (a.hostIf) open++;
     }
   }
-  return ports;
+  return { secured, open, ...(seen ? { unverified } : {}) };
 }
 
-export async function getStatus({ registry, version, configDir, sandboxes, securedPortsSeen }: DaemonParts): Promise<Answer> {
+export async function getStatus({ registry, version, configDir, sandboxes, portSecuritySeen }: DaemonParts): Promise<Answer> {
   const status: DaemonStatus = {
     version,
     ...(configDir ? { configDir } : {}),
     attachments: registry.size,
     spoolPending: await registry.spoolPending(),
-    ...(sandboxes ? { ports: portsOf(sandboxes(), securedPortsSeen?.()) } : {}),
+    ...(sandboxes ? { ports: portsOf(sandboxes(), portSecuritySeen?.()) } : {}),
     quarantined: [...registry.quarantined()],
   };
   return { status: 200, body: status };

@@ -75,6 +75,16 @@ export interface HostView {
   portSecurityUnavailable?: string;
 }
 
+/**
+ * podnet's port security table as a pass's latest read of the host found it: the ports it filtered
+ * (none when it was not whole, or the read failed), and the secured ports podnet had made by then,
+ * the ones that read can judge.
+ */
+export interface TableSeen {
+  filtered?: ReadonlySet<string>;
+  judged: ReadonlySet<string>;
+}
+
 /** What a host read covers beyond the links: the qdiscs (`shaped`), the port security table (`secured`). */
 export interface HostReads {
   shaped: boolean;

@@ -228,7 +228,7 @@ export interface DaemonStatus {
     secured: number;
     open: number;
     /**
-     * Of the secured, those podnet's port security table did not filter when the daemon last read the host: all of them when the table could not be read or was not whole (not there, not put, changed by someone), or a port whose entries were gone. podnet explain POD says why for a pod whose pass then failed.
+     * Of the secured ports made before the daemon last read its port security table, those the table did not filter: all of them when it could not be read or was not whole (not there, not put, changed by someone), or a port whose entries were gone. Absent until a pass has read the table. podnet explain POD says why for a pod whose pass then failed.
      */
     unverified?: number;
   };
