@@ -88,11 +88,12 @@ try {
       timeOnce('/usr/lib/cni/tuning', [], tuningConfig, cniEnv(`against${i + 3}`));
       return [add, timeOnce(against, [], versionInput, { CNI_COMMAND: 'VERSION' })];
     };
-    const theirsFirst = i % 2 !== 0 ? theirs() : undefined;
+    const theirsFirst = i % 2 !== 0;
+    const early = theirsFirst ? theirs() : undefined;
     const p = timeOnce(podnetBinary, [], podnetConfig, cniEnv(`bench${i + 3}`));
     const u = timeOnce('/usr/lib/cni/tuning', [], tuningConfig, cniEnv(`bench${i + 3}`));
     const v = timeOnce(podnetBinary, [], versionInput, { CNI_COMMAND: 'VERSION' });
-    const other = theirsFirst ?? (i % 2 === 0 ? theirs() : undefined);
+    const other = theirsFirst ? early : theirs();
     if (i < 0) continue; // warm-up: page cache, first daemon writes
     if (other) {
       againstAdd.push(other[0]);

@@ -167,7 +167,7 @@ export class Reconciler {
    * starts from this instead of reading the host again; a resync reads it anew and repairs drift.
    */
   private hostCache: HostView | undefined;
-  /** The port security table as a pass last read the host (seeTable); undefined until one has. */
+  /** The port security table as a pass last read the host (observeHost); undefined until one has. */
   private tableSeen: TableSeen | undefined;
   /** Whether this pass changed a host link (its view is then stale for the next one). */
   private hostChanged = false;
@@ -189,8 +189,6 @@ export class Reconciler {
   portSecuritySeen(): TableSeen | undefined {
     return this.tableSeen;
   }
-
-
 
   /** Every sandbox's report, for `podnet explain`. */
   list(): SandboxList {

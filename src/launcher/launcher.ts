@@ -129,7 +129,7 @@ export function launcher(command: readonly [string, ...string[]]): Launcher {
  * core, took its peak from 29 MiB of anonymous memory to 24 in bench/resync at 500 sandboxes, at
  * the same CPU. Neither is a flag V8 checks a code cache against: the main script keeps its cache.
  */
-export const launcherNodeOptions = ['--max-semi-space-size=1', '--v8-pool-size=1'];
+const launcherNodeOptions = ['--max-semi-space-size=1', '--v8-pool-size=1'];
 
 /** The command of the executable's launcher, run as `executable` (see executableLauncher). */
 export function launcherCommand(executable: string): [string, ...string[]] {
