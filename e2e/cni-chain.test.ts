@@ -4,7 +4,7 @@ import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { dir } from 'tmp-promise';
-import { supportedVersions } from '../src/cni/version.ts';
+import { supportedVersions } from '../src/protocol/cni-version.ts';
 import { currentBootId } from '../src/registry/boot.ts';
 import { spoolFileName } from '../src/registry/spool.ts';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { errorCodes, PodnetError } from './errors.ts';
-import { parseCniArgs, podIdentityFromArgs } from './cni/args.ts';
+import { parseCniArgs, podIdentityFromArgs } from './protocol/cni-args.ts';
 import { runPlugin, type PluginContext } from './cni/plugin.ts';
 import type { Recorder } from './cni/recorder.ts';
 import { routeTable, type AttachmentRegistry, type DaemonParts } from './daemon/routes.ts';

@@ -6,7 +6,7 @@
 import { execa } from 'execa';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseCniArgs } from '../../src/cni/args.ts';
+import { parseCniArgs } from '../../src/protocol/cni-args.ts';
 
 export interface PluginConf {
   type: string;

@@ -2,9 +2,10 @@ import { Command } from 'commander';
 import { PodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
 import type { SandboxList } from '../protocol/validate.ts';
-import type { AppliedState, LinkSpec, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
+import type { AppliedState, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
-import { resultFor, type DelegatedConfig } from '../model/cni-config.ts';
+import { resultFor } from '../model/cni-config.ts';
+import { hostBridgeOf, linkKindOf, networkKinds } from '../model/kinds/index.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 
 type Report = SandboxList['items'][number];
@@ -31,23 +32,6 @@ function settingsText(settings: object): string {
   return Object.entries(settings).map(([k, v]) => `${k} ${String(v)}`).join(', ');
 }
 
-function linkText(link: LinkSpec): string {
-  switch (link.kind) {
-    case 'bridge':
-      return `bridge ${link.bridge}, port security ${link.portSecurity ? 'on' : 'off'}`;
-    case 'macvlan':
-      return `macvlan on ${link.parent}, mode ${link.mode}`;
-    case 'vlan':
-      return `vlan ${link.id} on ${link.parent}`;
-    case 'vxlan':
-      return `vxlan ${link.vni}${link.remote ? ` to ${link.remote}` : ''}${link.group ? ` group ${link.group}` : ''} port ${link.port}${link.device ? ` over ${link.device}` : ''}`;
-  }
-}
-
-function pluginsText(config: DelegatedConfig): string {
-  return config.plugins.map((p) => String(p['type'])).join(', ');
-}
-
 function routeText(r: ResolvedRoute): string {
   return `route ${r.to}${r.via ? ` via ${r.via}` : ''}${r.dev ? ` dev ${r.dev}` : ''}${r.seg6 ? ` seg6 ${r.seg6.mode} ${r.seg6.segments.join(',')}` : ''} table ${r.table}${r.metric !== undefined ? ` metric ${r.metric}` : ''}`;
 }
@@ -62,11 +46,12 @@ export function explainText(report: Report): string {
   const lines = [`pod ${report.namespace}/${report.name} (container ${report.containerId.slice(0, 12)}, netns ${report.netns})`, 'desired:'];
   const before = lines.length;
   for (const a of desired.attachments) {
-    const host = a.link.kind === 'bridge' ? `, host end ${a.hostIf}` : '';
+    const host = hostBridgeOf(a.link) ? `, host end ${a.hostIf}` : '';
     const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
-    lines.push(`  ${a.interface} on Network ${a.network}: ${linkText(a.link)}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
+    lines.push(`  ${a.interface} on Network ${a.network}: ${linkKindOf(a.link).describe(a.link)}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
   }
-  for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: plugins ${pluginsText(d.config)}`);
+  // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
+  for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);
   for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
   for (const r of desired.routes) lines.push(`  ${routeText(r)}`);
   for (const r of desired.rules) lines.push(`  ${ruleText(r)}`);
@@ -80,7 +65,7 @@ export function explainText(report: Report): string {
   }
   for (const d of (report.delegated ?? []) as DelegatedRecord[]) {
     const given = resultFor(d.result, d.interface);
-    lines.push(`  ${d.interface} on Network ${d.network} (plugins ${pluginsText(d.config)}): ${given.ips.join(', ') || 'no address'}${given.mac ? `, mac ${given.mac}` : ''}`);
+    lines.push(`  ${d.interface} on Network ${d.network} (${networkKinds.cni.describe(d.config)}): ${given.ips.join(', ') || 'no address'}${given.mac ? `, mac ${given.mac}` : ''}`);
   }
   for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}`);
   for (const r of applied?.routes ?? []) lines.push(`  ${routeText(r)}`);

@@ -3,7 +3,7 @@ import { PodnetError } from '../errors.ts';
 import type { AttachmentKey, AttachmentRecord, CniVersion, GcRequest } from '../protocol/validate.ts';
 import { runPlugin } from './plugin.ts';
 import type { Recorder, RecorderSettings } from './recorder.ts';
-import { compareVersions, supportedVersions } from './version.ts';
+import { compareVersions, supportedVersions } from '../protocol/cni-version.ts';
 
 // ---- the runtime's side: environment, stdin, and what comes back -----------------------------
 

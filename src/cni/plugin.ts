@@ -5,9 +5,9 @@ import { PodnetError, toPodnetError } from '../errors.ts';
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type CniVersion, type PluginConfig } from '../protocol/validate.ts';
-import { parseCniArgs, podIdentityFromArgs } from './args.ts';
+import { parseCniArgs, podIdentityFromArgs } from '../protocol/cni-args.ts';
 import type { Recorder, RecorderSettings } from './recorder.ts';
-import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from './version.ts';
+import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from '../protocol/cni-version.ts';
 
 export interface PluginContext {
   env: Readonly<Record<string, string | undefined>>;

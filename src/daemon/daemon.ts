@@ -10,7 +10,7 @@ import { startServer, type RunningServer } from './server.ts';
 import { acquireStateLock } from './lock.ts';
 import type { Reconciler } from './reconciler.ts';
 import { wireReconciler } from './wire.ts';
-import { coalesce } from './coalesce.ts';
+import { coalesce } from '../coalesce.ts';
 import { ConfigDirSource } from '../sources/config-dir.ts';
 import type { DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';

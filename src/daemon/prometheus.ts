@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { PodnetError, type ErrorCode } from '../errors.ts';
-import type { AttachmentState, Metrics, WatchedResource, WrittenResource } from './metrics.ts';
+import type { AttachmentState, Metrics, WatchedResource, WrittenResource } from '../metrics.ts';
 
 /** What the gauges read at each scrape. */
 export interface MetricsSources {
@@ -61,7 +61,7 @@ export class PrometheusMetrics implements Metrics {
     this.passSeconds = new Histogram({ name: 'podnet_pass_duration_seconds', help: 'How long a pass took, by whether it was a resync', labelNames: ['resync'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
     this.passSteps = new Histogram({ name: 'podnet_pass_steps', help: 'Steps (ip, tc, sysctl, nft commands) a pass ran', labelNames: ['resync'], buckets: [0, 1, 5, 10, 50, 100, 500, 1000], registers });
     this.failures = new Counter({ name: 'podnet_sandbox_failures_total', help: "Sandbox reconciles that failed and were taken back, by podnet's error code", labelNames: ['code'], registers });
-    this.changes = new Counter({ name: 'podnet_attachment_changes_total', help: 'Attachments of podnet\'s own kinds (bridge, macvlan, vlan, vxlan) made (attached) or removed (detached), by Network; cni Networks\' are their plugin calls', labelNames: ['network', 'change'], registers });
+    this.changes = new Counter({ name: 'podnet_attachment_changes_total', help: 'Attachments of the kinds whose link podnet makes (every kind but cni) made (attached) or removed (detached), by Network; cni Networks\' are their plugin calls', labelNames: ['network', 'change'], registers });
     this.pluginSeconds = new Histogram({ name: 'podnet_plugin_call_duration_seconds', help: "Delegated CNI plugin calls' durations, by plugin and command", labelNames: ['plugin', 'command'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
     this.pluginFailures = new Counter({ name: 'podnet_plugin_call_failures_total', help: 'Delegated CNI plugin calls that failed, by plugin and command', labelNames: ['plugin', 'command'], registers });
     this.apiWrites = new Counter({ name: 'podnet_api_writes_total', help: 'Writes to the API server that succeeded (network-status patches, status applies, Events), by resource', labelNames: ['resource'], registers });

@@ -14,7 +14,7 @@ import type { Where } from '../model/step.ts';
 import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 import { fakeClock, fakeSight, FakeObserver, MemoryApplied, MemoryDelegatedRecords, RecordingPlugins, RecordingRunner } from '../testing/fakes.ts';
-import type { PassMetrics } from './metrics.ts';
+import type { PassMetrics } from '../metrics.ts';
 import { Reconciler } from './reconciler.ts';
 
 const netns = '/run/netns/pod-a';

@@ -18,7 +18,7 @@ import { kernelStateDirs } from '../registry/boot.ts';
 import type { Registry } from '../registry/registry.ts';
 import { systemClock, systemTimer } from '../retry.ts';
 import type { DesiredSource } from '../sources/source.ts';
-import type { PassMetrics, PluginMetrics } from './metrics.ts';
+import type { PassMetrics, PluginMetrics } from '../metrics.ts';
 import { Reconciler } from './reconciler.ts';
 
 export interface ReconcilerParts {

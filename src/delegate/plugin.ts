@@ -5,7 +5,7 @@
 // result so far; DEL in reverse and CHECK in order, each given the list's cached result; GC and
 // STATUS (1.1) for every plugin, for the network as a whole. Each plugin runs in a PID namespace
 // of its own, so that nothing it started outlives its run (ADR 14).
-import { noMetrics, type PluginMetrics } from '../daemon/metrics.ts';
+import { noMetrics, type PluginMetrics } from '../metrics.ts';
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { PodnetError } from '../errors.ts';
 import { pluginStdin, resultShapeProblem, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';

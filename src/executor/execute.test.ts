@@ -190,6 +190,22 @@ t.test("a crash's undo deletes a host link only while it bears the mark podnet g
   t.same(batches.flatMap((b) => b.lines), ['link del dev pnvgone', 'link del dev pnvmarked', 'link del dev pnvmine'], 'the unmarked one (made, not yet marked) and its own; never one marked by another pod or by hand');
 });
 
+t.test("a crash's undo reads the marks from ip -json link show as ip prints it", async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp();
+  // Captured from iproute2 6.1 by src/netns/fixtures/capture.sh: pn-blue marked podnet:bridge, pnv0123456789 and pnb0123456789 podnet:c1/eth0.
+  const printed = readFileSync(new URL('../netns/fixtures/host.ip-link.out', import.meta.url), 'utf8');
+  const run: NetnsRunner = {
+    ...ip,
+    query: async (where, tool, options, commands) => (where === 'host' && tool === 'ip' && options.length === 0 && commands.join() === 'link show' ? [JSON.parse(printed)] : ip.query(where, tool, options, commands)),
+  };
+  const del = (dev: string) => ({ where: 'host', action: 'link-del', dev, mark: 'podnet:c1/eth0' });
+  ensurePrivateDir(`${path}/${journalFolder}`);
+  writeFileAtomic(`${path}/${journalFolder}/c1.json`, JSON.stringify({ version: 1, pass: 'p1', undo: ['pnv0123456789', 'pnb0123456789', 'pn-blue'].map(del) }));
+  await runJournalUndo(run, path, { committed: () => false, netnsOf: () => '/run/netns/p' });
+  t.same(batches.flatMap((b) => b.lines), ['link del dev pnb0123456789', 'link del dev pnv0123456789'], "its own two; never the bridge, marked as the Network's");
+});
+
 t.test('the journal holds the undo actions only, never a command line', async (t) => {
   const path = await stateDir(t);
   const seen: unknown[] = [];

@@ -4,7 +4,7 @@
 // holds one plugin, a .conflist a list. podnet appends itself to that list and touches nothing
 // else: other plugins' entries, their order and their keys stay as the primary wrote them.
 import { PodnetError } from '../errors.ts';
-import { isSupportedVersion, supportedVersions } from '../cni/version.ts';
+import { isSupportedVersion, supportedVersions } from '../protocol/cni-version.ts';
 import { isJsonObject } from '../protocol/validate.ts';
 
 /** The file names libcni reads as network configs. */

@@ -25,8 +25,8 @@ import { isDocument, parseDocument, type IpamLogEntry, type IpamState, type IpRa
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 import { formatVersion, parseStateDocument, type Unversioned } from '../registry/state-document.ts';
-import { contains, formatCidr, formatIp, parseCidr, sameIp, type Ip } from './cidr.ts';
-import { checkDisjoint, invalid, ipOf, poolOf, quoted, type Pool } from './pools.ts';
+import { contains, formatCidr, formatIp, parseCidr, sameIp, type Ip } from '../model/cidr.ts';
+import { checkDisjoint, invalid, ipOf, poolOf, quoted, type Pool } from '../model/pools.ts';
 import type { Allocation } from '../model/resolve.ts';
 
 

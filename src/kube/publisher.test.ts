@@ -5,7 +5,8 @@ import { networkStatusAnnotation } from '../model/annotation.ts';
 import type { PodNetworkConfig } from '../protocol/validate.ts';
 import type { Problem } from '../model/desired.ts';
 import type { SandboxFacts } from '../status/status.ts';
-import type { ApiObject, KubeSource, PodObject } from '../sources/kube.ts';
+import type { KubeSource } from './informers.ts';
+import type { ApiObject, PodObject } from './resources.ts';
 import type { KubeApi } from './api.ts';
 import { StatusPublisher } from './publisher.ts';
 

@@ -3,14 +3,15 @@
 // (server-side apply with the field manager podnet/<node>, so nodes never overwrite each other's
 // entries), and an Event for every attach, detach and failure. Nothing is written when nothing
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
-import type { ApiMetrics, WrittenResource } from '../daemon/metrics.ts';
+import type { ApiMetrics, WrittenResource } from '../metrics.ts';
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/desired.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
-import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus } from '../protocol/validate.ts';
-import type { Reconciler } from '../daemon/reconciler.ts';
-import { apiGroup, apiVersion, paths, type ApiObject, type KubeSource } from '../sources/kube.ts';
+import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, Problem } from '../protocol/validate.ts';
+import { systemClock, type Clock } from '../retry.ts';
+import type { KubeSource } from './informers.ts';
+import { apiGroup, apiVersion, paths, type ApiObject } from './resources.ts';
 import {
   configNodeEntry,
   configStatus,
@@ -20,13 +21,14 @@ import {
   sameStatus,
   toldEntries,
   unrecordedNetworkStatus,
-  unrecordedPod,
+  unrecordedPods,
   type SandboxFacts,
   type ToldEntry,
+  type NodePod,
   type UnrecordedPod,
 } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
-import { coalesce } from '../daemon/coalesce.ts';
+import { coalesce } from '../coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 
 /** The objects whose last write the publisher remembers (see StatusPublisher.wrote). */
@@ -39,12 +41,20 @@ export interface PublisherOptions {
   api: KubeApi;
   source: KubeSource;
   /** The sandboxes whose pod is on this node, as the last pass left them. */
-  reconciler: Pick<Reconciler, 'facts' | 'judge'>;
+  reconciler: PassResults;
   /** The sandboxes the runtime recorded: a pod with none is one podnet cannot change. */
   records: { list(): AttachmentRecord[] };
   log: Logger;
   /** Told of each write, and of each that fails (none: metrics are off). */
   metrics?: ApiMetrics;
+  /** What a pod's time without a record is counted on (default: the system's). */
+  clock?: Clock;
+}
+
+/** What the publisher reads of the passes: the sandboxes as the last one left them, and the documents' problems as the passes judge them. */
+export interface PassResults {
+  facts(): SandboxFacts[];
+  judge(docs: DesiredDocuments): Problem[];
 }
 
 /** What every status of one publishing round is computed from. */
@@ -80,7 +90,8 @@ export class StatusPublisher {
    */
   private readonly toldUnrecorded = new Map<string, { reason: string; status: string }>();
   /** When this daemon first saw each running pod of its node without a record of it. */
-  private readonly unrecordedSince = new Map<string, number>();
+  private unrecordedSince: ReadonlyMap<string, number> = new Map();
+  private readonly clock: Clock;
   /**
    * What this node last wrote of each object (by resource, then namespace/name or documentName), and the object's
    * resourceVersion in the informer's cache when it did. While the cache still shows that version
@@ -95,6 +106,7 @@ export class StatusPublisher {
     this.opts = opts;
     this.node = opts.source.nodeName;
     this.fieldManager = `podnet/${this.node}`;
+    this.clock = opts.clock ?? systemClock;
   }
 
   async close(): Promise<void> {
@@ -114,22 +126,18 @@ export class StatusPublisher {
     for (const p of this.opts.reconciler.judge(docs)) {
       problems.set(p.document, [...(problems.get(p.document) ?? []), `${p.field}: ${p.reason}`]);
     }
-    const now = Date.now();
+    const now = this.clock();
     // Any record of the pod counts, also one whose netns could not be looked at this pass.
     const recorded = new Set(this.opts.records.list().map((r) => `${r.pod.namespace}/${r.pod.name}`));
-    const seenWithout = new Set<string>();
-    const unrecorded = source.pods().flatMap((pod) => {
-      const { namespace, name } = pod.metadata;
-      const key = `${namespace}/${name}`;
-      const running = pod.status?.phase === 'Running';
-      if (!running || recorded.has(key)) return [];
-      seenWithout.add(key);
-      if (!this.unrecordedSince.has(key)) this.unrecordedSince.set(key, now);
-      const state = { namespace, name, running, hostNetwork: pod.spec?.hostNetwork === true, unrecordedSince: this.unrecordedSince.get(key)! };
-      const lacking = unrecordedPod(state, source.podIdentity(pod), docs.configs, false, now);
-      return lacking ? [lacking] : [];
-    });
-    for (const key of this.unrecordedSince.keys()) if (!seenWithout.has(key)) this.unrecordedSince.delete(key);
+    const nodePods = source.pods().map((pod): NodePod => ({
+      namespace: pod.metadata.namespace,
+      name: pod.metadata.name,
+      running: pod.status?.phase === 'Running',
+      hostNetwork: pod.spec?.hostNetwork === true,
+      identity: () => source.podIdentity(pod),
+    }));
+    const { lacking: unrecorded, since } = unrecordedPods(nodePods, recorded, docs.configs, this.unrecordedSince, now);
+    this.unrecordedSince = since;
     const round: Round = { docs, problems, configs, unrecorded, now: new Date(now).toISOString() };
     // What was told of pods and configs that are gone is not needed again.
     const pods = new Set(facts.map((f) => `${f.namespace}/${f.name}`));

@@ -1,7 +1,7 @@
 // A delegated Network's CNI config, made into the list a runtime runs: checked (every plugin has
 // a type that names a binary, the cniVersion is one podnet speaks), defaults filled in, and each
 // plugin's stdin for ADD, DEL and CHECK as the CNI spec's chaining rules say. Pure.
-import { supportedVersions } from '../cni/version.ts';
+import { supportedVersions } from '../protocol/cni-version.ts';
 import { isDocument, violationsOf, type CniResult, type DelegatedConfig, type Network } from '../protocol/validate.ts';
 
 /** A network configuration list as podnet runs it (DelegatedConfig in schemas/state.schema.json). */

@@ -3,13 +3,15 @@
 // namespace; a Network is reachable only when its namespaceSelector admits that namespace. What
 // cannot be honoured is a Problem naming the document, the field and the reason, and is left out
 // (the rest of the sandbox's desired state still applies).
-import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from '../ipam/cidr.ts';
+import { formatCidr, formatIp, networkAddress, parseCidr, parseIp, sameIp } from './cidr.ts';
 import type { AppliedConfig, AttachmentRecord, Network, NetworkSelection, PodNetworkConfig, Problem, Route, Rule } from '../protocol/validate.ts';
 import { networksAnnotation, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type Family, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
 import { sysctlKnob, sysctlPath } from './sysctl.ts';
 import type { AskedMac } from './macs.ts';
+import { addressesGiven, attachmentRefusal, type AttachmentAsks } from './kinds/index.ts';
+import type { RefusedGeneration } from './refusal.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
@@ -343,7 +345,7 @@ export function desiredWhole(
   earlier: readonly EarlierAttachment[] = [],
   limits: NodeLimits = defaultLimits,
   had: readonly AppliedConfig[] = [],
-  refusedByNode: readonly NodeRefusal[] = [],
+  refusedByNode: readonly RefusedGeneration[] = [],
 ): DesiredSandbox & { whole: AppliedConfig[] } {
   const hadBy = new Map(had.map((c) => [c.name, canonicalJson(c.spec)]));
   // Only the configs that select the pod: each round words every one of them as JSON, and a node's
@@ -389,14 +391,6 @@ export function desiredWhole(
   }
 }
 
-/** A generation of a config the node refused as a whole (a quota, an address or MAC another pod has), with why. */
-export interface NodeRefusal {
-  config: string;
-  /** generationOf its spec. */
-  generation: string;
-  problem: Problem;
-}
-
 /** What names a config's generation: its spec, whatever order its keys came in. */
 export function generationOf(spec: PodNetworkConfig['spec']): string {
   return canonicalJson(spec);
@@ -409,34 +403,19 @@ function canonicalJson(value: unknown): string {
 
 type Attach = (at: Omit<DesiredAttachment, 'field'>, field: string) => void;
 
-/** The addresses podnet gives an attachment: those it brings, or one from each of its Network's ranges (a cni Network's plugins choose their own). */
+/** The addresses podnet gives an attachment: those it brings, or those its Network's kind gives (model/kinds). */
 function addressesOf(at: Omit<DesiredAttachment, 'field'>): number {
-  if (at.ips) return at.ips.length;
-  return at.network.spec.type === 'cni' ? 0 : (at.network.spec.ipam?.ranges.length ?? 0);
+  return at.ips ? at.ips.length : addressesGiven(at.network);
 }
 
 /**
- * Whether what an attachment asks can be had on its Network's type; else a problem naming the
- * field. Rate limits are shaped on the host end of a veth, which only a bridge Network has (a cni
- * Network's list may hold the bandwidth plugin); a cni Network's plugins choose its addresses.
+ * Whether what an attachment asks (addresses, rate limits, a MAC) can be had on its Network, as
+ * its kind and the Network allow (model/kinds); else a problem naming the field.
  */
-function attachable(network: Network, asked: { ips?: readonly string[]; bandwidth?: Bandwidth }, from: string, field: string, problems: Problem[]): boolean {
-  const name = network.metadata.name;
-  const type = network.spec.type;
-  if (asked.bandwidth && type !== 'bridge') {
-    const why = type === 'cni' ? `Network ${name}'s plugins make its link (a bandwidth plugin in its list can shape it)` : `podnet shapes on its host end of a veth, and a ${type} link has none`;
-    problems.push({ document: from, field: `${field}.bandwidth`, reason: `rate limits need a bridge Network: ${why}` });
-    return false;
-  }
-  if (asked.ips && type === 'cni') {
-    problems.push({ document: from, field: `${field}.ips`, reason: `Network ${name}'s plugins choose its addresses (their ipam config); podnet does not pass static ones to them` });
-    return false;
-  }
-  if (asked.ips && !network.spec.ipam && network.spec.staticAddresses !== true) {
-    problems.push({ document: from, field: `${field}.ips`, reason: `Network ${name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` });
-    return false;
-  }
-  return true;
+function attachable(network: Network, asked: AttachmentAsks, from: string, field: string, problems: Problem[]): boolean {
+  const refused = attachmentRefusal(network, asked);
+  if (refused) problems.push({ document: from, field: `${field}.${refused.field}`, reason: refused.reason });
+  return refused === undefined;
 }
 
 /** The MAC an annotation entry asks for its interface. */

@@ -1,11 +1,10 @@
 // What is wrong with each Network and PodNetworkConfig on its own, whatever pod it selects: the one
 // check of each document kind that `podnet apply -f`, `podnet diff`, the daemon's socket and the
 // Kubernetes status all call, so a document is judged the same wherever it is shown. Pure.
-import { rangesProblem } from '../ipam/pools.ts';
+import { rangesProblem } from './pools.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
-import { delegatedConfigOf, isConfigProblem } from './cni-config.ts';
 import { defaultLimits, desiredFor, documentName, namespaceNameLabel, type NodeLimits, type Problem } from './desired.ts';
-import { sharedBridgeReason } from './network.ts';
+import { kindOf } from './kinds/index.ts';
 
 /** The documents in force, and those a source could not read (each a problem naming it). */
 export interface Documents {
@@ -24,12 +23,7 @@ export function networkProblems(network: Network, networks: ReadonlyMap<string, 
   const ranges = network.spec.ipam?.ranges;
   const range = ranges ? rangesProblem(network.metadata.name, ranges) : undefined;
   if (range) problems.push({ document, field: `spec.ipam.ranges[${range.index}]`, reason: range.reason });
-  if (network.spec.type === 'cni') {
-    const config = delegatedConfigOf(network);
-    if (isConfigProblem(config)) problems.push({ document, ...config });
-  }
-  const shared = sharedBridgeReason(network, networks);
-  if (shared) problems.push({ document, field: network.spec.bridge?.name !== undefined ? 'spec.bridge.name' : 'metadata.name', reason: shared });
+  for (const { field, reason } of kindOf(network).specProblems(network, networks)) problems.push({ document, field, reason });
   return problems;
 }
 

@@ -2,7 +2,7 @@
 // a Network without ipam. A value one pod asks is never one another pod's interface has, nor one
 // of the node's own interfaces, nor one another pod asks at the same time (neither gets it then:
 // there is no fair order between them). Whoever has it already keeps it. Pure.
-import type { Problem } from '../protocol/validate.ts';
+import { addRefusal, type Refusal } from './refusal.ts';
 
 /** A value a document asks for one of a pod's interfaces. */
 export interface AskedValue {
@@ -32,7 +32,7 @@ interface ValueKind {
 }
 
 /** Per sandbox, the interfaces whose asked value it may not have, each with the problem to tell. */
-function refusedValues(sandboxes: readonly ValueClaims[], hostValues: ReadonlySet<string>, kind: ValueKind): Map<string, { interface: string; problem: Problem }[]> {
+function refusedValues(sandboxes: readonly ValueClaims[], hostValues: ReadonlySet<string>, kind: ValueKind): Map<string, Refusal[]> {
   const holders = new Map<string, Set<string>>();
   const askers = new Map<string, Set<string>>();
   for (const s of sandboxes) {
@@ -40,7 +40,7 @@ function refusedValues(sandboxes: readonly ValueClaims[], hostValues: ReadonlySe
     for (const a of s.asked) askers.set(kind.norm(a.value), (askers.get(kind.norm(a.value)) ?? new Set()).add(s.containerId));
   }
   const host = new Set([...hostValues].map(kind.norm));
-  const refused = new Map<string, { interface: string; problem: Problem }[]>();
+  const refused = new Map<string, Refusal[]>();
   for (const s of sandboxes) {
     for (const a of s.asked) {
       const value = kind.norm(a.value);
@@ -55,7 +55,7 @@ function refusedValues(sandboxes: readonly ValueClaims[], hostValues: ReadonlySe
             : undefined;
       if (why === undefined) continue;
       const problem = { document: a.from, field: a.field, reason: `${kind.name(a.value)} ${why}: ${kind.why}` };
-      refused.set(s.containerId, [...(refused.get(s.containerId) ?? []), { interface: a.interface, problem }]);
+      addRefusal(refused, s.containerId, { interface: a.interface, problem });
     }
   }
   return refused;
@@ -84,7 +84,7 @@ const macKind: ValueKind = {
 };
 
 /** Per sandbox, the interfaces whose asked MAC it may not have, each with the problem to tell. */
-export function refusedMacs(sandboxes: readonly MacClaims[], hostMacs: ReadonlySet<string>): Map<string, { interface: string; problem: Problem }[]> {
+export function refusedMacs(sandboxes: readonly MacClaims[], hostMacs: ReadonlySet<string>): Map<string, Refusal[]> {
   return refusedValues(sandboxes.map((s) => ({ ...s, asked: s.asked.map(({ mac, ...a }) => ({ ...a, value: mac })) })), hostMacs, macKind);
 }
 
@@ -93,7 +93,7 @@ export function refusedMacs(sandboxes: readonly MacClaims[], hostMacs: ReadonlyS
  * "network address") it may not have: ipam never hands out one address twice, and these are
  * checked the same way across the node.
  */
-export function refusedOwnAddresses(sandboxes: readonly ValueClaims[], hostAddresses: ReadonlySet<string>): Map<string, { interface: string; problem: Problem }[]> {
+export function refusedOwnAddresses(sandboxes: readonly ValueClaims[], hostAddresses: ReadonlySet<string>): Map<string, Refusal[]> {
   return refusedValues(sandboxes, hostAddresses, {
     norm: (key) => key,
     name: (key) => `address ${key.slice(key.indexOf(' ') + 1)}`,

@@ -9,7 +9,7 @@
 // make (other tables, iptables) is read or touched. Hooked at the bridge's prerouting, before the
 // bridge learns a source MAC or the host's stack sees the frame. Pure: the lines nft reads.
 import { createHash } from 'node:crypto';
-import { formatIp, parseIp } from '../ipam/cidr.ts';
+import { formatIp, parseIp } from './cidr.ts';
 import type { SecuredPort } from '../protocol/validate.ts';
 
 export type { SecuredPort } from '../protocol/validate.ts';

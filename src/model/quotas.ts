@@ -3,8 +3,8 @@
 // the others. Counted before any address is taken. An attachment a pod already has keeps its
 // place; new ones are counted after them, by pod and interface, so the same ones win every pass
 // and a new pod never takes a running pod's attachment away. Pure.
-import type { Problem } from '../protocol/validate.ts';
 import type { DesiredAttachment } from './desired.ts';
+import { addRefusal, type Refusal } from './refusal.ts';
 
 export interface QuotaClaims {
   containerId: string;
@@ -15,7 +15,7 @@ export interface QuotaClaims {
 }
 
 /** Per sandbox, its attachments beyond their Network's quota, each with the problem to tell. */
-export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, { interface: string; problem: Problem }[]> {
+export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusal[]> {
   const claims = sandboxes.flatMap((s) =>
     s.attachments
       .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined)
@@ -23,7 +23,7 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, { inte
   );
   claims.sort((x, y) => Number(y.held) - Number(x.held) || compare(x.sandbox.containerId, y.sandbox.containerId) || compare(x.attachment.interface, y.attachment.interface));
   const counted = new Map<string, number>();
-  const refused = new Map<string, { interface: string; problem: Problem }[]>();
+  const refused = new Map<string, Refusal[]>();
   for (const { sandbox, attachment } of claims) {
     const network = attachment.network.metadata.name;
     const limit = attachment.network.spec.limits!.attachmentsPerNamespace!;
@@ -39,7 +39,7 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, { inte
       field: attachment.field,
       reason: `Network ${network} allows ${limit} attachment${limit === 1 ? '' : 's'} per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace ${sandbox.namespace} has ${limit} here already`,
     };
-    refused.set(sandbox.containerId, [...(refused.get(sandbox.containerId) ?? []), { interface: attachment.interface, problem }]);
+    addRefusal(refused, sandbox.containerId, { interface: attachment.interface, problem });
   }
   return refused;
 }

@@ -1,6 +1,7 @@
 // The state the planner compares: what should be (resolved, with addresses), what is (observed
 // with ip -json, tc -json and /proc/sys), and what podnet did before (applied, kept in the state dir).
 import type { DelegatedConfig } from './cni-config.ts';
+import type { LinkSpec, LinkType } from './kinds/index.ts';
 import type { Bandwidth } from '../protocol/validate.ts';
 
 /** The interface settings podnet can tune, each remembered and restored on its own. */
@@ -69,11 +70,8 @@ export interface Observed {
   portSecurityUnavailable?: string;
 }
 
-export type LinkSpec =
-  | { kind: 'bridge'; bridge: string; bridgeAddresses: string[]; portSecurity: boolean }
-  | { kind: 'macvlan'; parent: string; mode: string }
-  | { kind: 'vlan'; parent: string; id: number }
-  | { kind: 'vxlan'; vni: number; remote?: string; group?: string; port: number; device?: string };
+/** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */
+export type { LinkSpec } from './kinds/index.ts';
 
 export type { Bandwidth } from '../protocol/validate.ts';
 import type { AppliedConfig, SecuredPort } from '../protocol/validate.ts';
@@ -147,7 +145,7 @@ export interface Resolved {
 export interface AppliedAttachment {
   interface: string;
   network: string;
-  kind: LinkSpec['kind'];
+  kind: LinkType;
   /** Bridge kind: the bridge, the host end of the veth, and the ifb when egress is shaped. */
   bridge?: string;
   hostIf?: string;

@@ -1,7 +1,7 @@
 // The step vocabulary shared by the planner, the executor and the netns runner: where a command
 // runs, which tool runs it, and the action that takes it back. Pure data; the runner (netns/)
 // is the only code that turns a command into a process.
-import type { UndoAction } from './undo.ts';
+import type { UndoAction } from '../protocol/validate.ts';
 
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
 export type Where = 'host' | { netns: string };

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { PodnetError } from '../errors.ts';
 import { joinBatches } from './join.ts';
-import type { BatchResult, StartedBatch } from './runner.ts';
+import type { BatchResult, StartedBatch } from './batch.ts';
 
 /**
  * A tool whose processes each record the lines they were given and fail at the first line holding

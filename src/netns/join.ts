@@ -6,13 +6,7 @@
 // the pass the larger the group. What each caller is told is what its batch alone would have told
 // it: the lines of its own that ran, and its own failure.
 import { toPodnetError } from '../errors.ts';
-import type { Tool, Where } from '../model/step.ts';
-import type { BatchResult, StartedBatch } from './runner.ts';
-
-/** Whether batches of `tool` at `where` share a process with those asked for meanwhile: the host's ip and nft. */
-export function joinsOthers(where: Where, tool: Tool): boolean {
-  return where === 'host' && (tool === 'ip' || tool === 'nft');
-}
+import type { BatchResult, StartedBatch } from './batch.ts';
 
 /** At most this many lines go to one process; the rest wait for the next. */
 const maxJoinedLines = 1000;

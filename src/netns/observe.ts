@@ -11,6 +11,7 @@ interface IpAddrEntry {
   ifname: string;
   mtu: number;
   txqlen?: number;
+  link_type?: string;
   address?: string;
   flags?: string[];
   master?: string;
@@ -56,7 +57,8 @@ function toLink(e: IpAddrEntry): ObservedLink {
     up: e.flags?.includes('UP') ?? false,
     promisc: e.flags?.includes('PROMISC') ?? false,
     ...(e.txqlen !== undefined ? { txqueuelen: e.txqlen } : {}),
-    ...(e.address ? { mac: e.address } : {}),
+    // A tunnel's (gre, ipip, sit) address is its local IP, and a loopback's all zeros: no MAC.
+    ...(e.address && e.link_type === 'ether' ? { mac: e.address } : {}),
     ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
     ...(e.master ? { master: e.master } : {}),
     ...(e.ifalias ? { alias: e.ifalias } : {}),
@@ -122,7 +124,8 @@ export async function observeRouting(run: NetnsRunner, where: Where, family: Fam
     rules: rules.map((r) => ({
       family,
       priority: r.priority,
-      table: tableOf(r.table),
+      // A rule whose action is not a lookup (prohibit, unreachable, goto) shows no table: the kernel's 0, no request's.
+      table: r.table === undefined ? 0 : tableOf(r.table),
       ...(r.src && r.src !== 'all' ? { from: prefixOf(family, r.src, r.srclen) } : {}),
       ...(r.dst && r.dst !== 'all' ? { to: prefixOf(family, r.dst, r.dstlen) } : {}),
       ...(r.fwmark ? { fwmark: Number(r.fwmark) } : {}),

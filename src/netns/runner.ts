@@ -6,19 +6,13 @@
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import type { ObservedTable } from '../model/port-security.ts';
-import { joinBatches, joinsOthers } from './join.ts';
+import { joinsOthers, type BatchResult, type StartedBatch } from './batch.ts';
+import { joinBatches } from './join.ts';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import { findExecutable, startProcess, type ProcessExit, type StartedProcess } from '../process.ts';
 
-export interface BatchResult {
-  /** How many lines succeeded, in order. */
-  done: number;
-  error?: PodnetError;
-  /** Each answer of the read that followed the lines (ReadAfter), when every line succeeded and so did the read. */
-  read?: unknown[];
-  /** The failure names no line (the tool was killed, or its message was cut): `done` counts none, though some may have run. */
-  unplaced?: true;
-}
+// The interface below speaks of them: who is given a runner finds them here too.
+export type { BatchResult, StartedBatch } from './batch.ts';
 
 /**
  * A read an ip batch ends with, in its own process: the commands (`addr show`) run with `-json`
@@ -28,14 +22,6 @@ export interface BatchResult {
 export interface ReadAfter {
   options: readonly string[];
   commands: readonly string[];
-}
-
-/** A batch whose process is already running, waiting on stdin for its lines. */
-export interface StartedBatch {
-  /** Runs `lines` in order, stopping at the first that fails; hands them to the process before it first waits. Call once. */
-  run(lines: readonly string[]): Promise<BatchResult>;
-  /** Lets the process go without running anything. */
-  cancel(): void;
 }
 
 export interface NetnsRunner {
@@ -122,12 +108,38 @@ function toolPath(name: string): string {
   return path;
 }
 
-function argv(where: Where, file: string, args: readonly string[]): [string, string[]] {
+/** Where a tool is, for nsenter to exec it: toolPath, or a test's own. */
+type PathOf = (name: string) => string;
+
+/** The argv that runs `file` with `args` at `where`; its first element is a name, found on PATH at start (startTool). */
+function argv(where: Where, file: string, args: readonly string[], pathOf: PathOf = toolPath): [string, string[]] {
   if (where === 'host') return [file, [...args]];
   // Not ip -n or tc -n, though each is one exec fewer: they unshare a mount namespace to mount the
   // netns's /sys, which copies the node's whole mount table, every pod's mounts included, on every
   // command (ADR 23). The tool by its path: nsenter would try each folder of PATH before it.
-  return ['nsenter', [`--net=${where.netns}`, '--', toolPath(file), ...args]];
+  return ['nsenter', [`--net=${where.netns}`, '--', pathOf(file), ...args]];
+}
+
+/**
+ * The argv of the process of a batch of `tool` at `where`, which reads its lines on stdin; ip's
+ * ends with `readAfter` when given (a read is ip's only: startBatch refuses others).
+ */
+export function batchArgv(where: Where, tool: Exclude<Tool, 'sysctl'>, readAfter?: ReadAfter, pathOf: PathOf = toolPath): [string, string[]] {
+  switch (tool) {
+    case 'ip':
+      return argv(where, 'ip', readAfter ? ['-json', ...readAfter.options, '-batch', '-'] : ['-batch', '-'], pathOf);
+    case 'ip6':
+      return argv(where, 'ip', ['-6', '-batch', '-'], pathOf);
+    case 'tc':
+      return argv(where, 'tc', ['-batch', '-'], pathOf);
+    case 'nft':
+      return argv(where, 'nft', ['-f', '-'], pathOf);
+  }
+}
+
+/** The argv of one line of a sysctl batch: sysctl -w takes it as an argument, a process a line. */
+export function sysctlArgv(where: Where, line: string, pathOf: PathOf = toolPath): [string, string[]] {
+  return argv(where, 'sysctl', ['-q', '-w', line], pathOf);
 }
 
 /**
@@ -205,11 +217,7 @@ const nftInstalled = () => (nftFound ||= findExecutable('nft', pathDirs()) !== u
 
 /** A batch in a process of its own, ending with `readAfter` when given. */
 function startProcessBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
-  const [file, list] =
-    tool === 'ip6' ? argv(where, 'ip', ['-6', '-batch', '-'])
-    : tool === 'nft' ? argv(where, 'nft', ['-f', '-'])
-    : readAfter ? argv(where, 'ip', ['-json', ...readAfter.options, '-batch', '-'])
-    : argv(where, tool, ['-batch', '-']);
+  const [file, list] = batchArgv(where, tool, readAfter);
   const started = where === 'host' && tool === 'ip' ? hostBatchProcess(file, list) : startTool(file, list);
   // A process let go reads an empty batch and exits; nothing waits on it.
   started.exited.catch(() => undefined);
@@ -283,7 +291,7 @@ function batchResult(where: Where, tool: Tool, lines: readonly string[], result:
 
 async function runSysctls(where: Where, lines: readonly string[]): Promise<BatchResult> {
   for (const [i, line] of lines.entries()) {
-    const [file, list] = argv(where, 'sysctl', ['-q', '-w', line]);
+    const [file, list] = sysctlArgv(where, line);
     const result = await exec(file, list);
     if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
   }

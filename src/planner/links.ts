@@ -1,43 +1,19 @@
-// Attachments: the interface in the pod and, for a bridge Network, the veth's host end on the
-// bridge (made before, see bridges.ts) and its rate limits. A macvlan, vlan or vxlan link is
-// created from the host, where its parent or underlay is, directly inside the pod (ip's
-// `netns PATH`), so there is never a moment it exists on the host under the pod's name.
+// Attachments: the interface in the pod, made as its Network's kind says (model/kinds). A veth
+// kind's (bridge) host end goes on its host bridge (made before, see bridges.ts), with port
+// security and rate limits. Any other kind's link is created from the host, where its parent or
+// underlay is, directly inside the pod (ip's `netns PATH`), so there is never a moment it exists
+// on the host under the pod's name.
 import { originKey } from '../model/desired.ts';
-import type { AppliedAttachment, Bandwidth, LinkSpec, ObservedLink, ResolvedAttachment } from '../model/state.ts';
+import { makingOf, type HostBridge } from '../model/kinds/index.ts';
+import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
-type BridgeSpec = Extract<LinkSpec, { kind: 'bridge' }>;
-
 function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
   return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
-}
-
-/** The `ip link add` run on the host that makes a macvlan, vlan or vxlan link inside the pod. */
-function createInPodLine(want: ResolvedAttachment, netns: string): string | undefined {
-  const mtu = want.mtu ? ` mtu ${want.mtu}` : '';
-  const spec = want.link;
-  switch (spec.kind) {
-    case 'macvlan':
-      return `link add link ${spec.parent} name ${want.interface} netns ${netns}${mtu} type macvlan mode ${spec.mode}`;
-    case 'vlan':
-      return `link add link ${spec.parent} name ${want.interface} netns ${netns}${mtu} type vlan id ${spec.id}`;
-    case 'vxlan': {
-      const peer = spec.remote ? ` remote ${spec.remote}` : spec.group ? ` group ${spec.group}` : '';
-      const device = spec.device ? ` dev ${spec.device}` : '';
-      return `link add name ${want.interface} netns ${netns}${mtu} type vxlan id ${spec.vni}${peer} dstport ${spec.port}${device}`;
-    }
-    case 'bridge':
-      return undefined;
-  }
-}
-
-/** The host interface a kind needs to exist: a parent or an underlay device. */
-function hostDependency(spec: LinkSpec): string | undefined {
-  return spec.kind === 'macvlan' || spec.kind === 'vlan' ? spec.parent : spec.kind === 'vxlan' ? spec.device : undefined;
 }
 
 export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string>; unavailable?: string } {
@@ -66,7 +42,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       }
       // What cannot be done now leaves what was applied recorded, so that it is never taken for
       // someone else's (and its address never handed out twice) and is taken back when unwanted.
-      const needs = hostDependency(want.link);
+      const making = makingOf(want.link);
+      const needs = 'veth' in making ? undefined : making.hostInterface;
       if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
         part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
         if (mine) part.next.push(mine);
@@ -75,18 +52,19 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       let fresh: boolean;
       let mac: string | undefined;
       let portSecurity: SecuredPort | undefined;
-      if (want.link.kind === 'bridge') {
+      if ('veth' in making) {
+        const bridge = making.veth;
         // Bridges are the pass's, made before any sandbox is planned (planBridges).
         // Without its bridge (the pass could not make it) the next pass tries again.
-        if (!observed.host.has(want.link.bridge)) {
-          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${want.link.bridge}`));
+        if (!observed.host.has(bridge.name)) {
+          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${bridge.name}`));
           if (mine) part.next.push(mine);
           continue;
         }
         // A port security table that is not there whole (nft could not put it, or a chain of its
         // name is someone else's) filters nothing: the port's entries would count it as secured
         // while frames from any MAC pass. The interface waits, and the sandbox fails with why.
-        if (want.link.portSecurity && observed.securedPorts === undefined) {
+        if (bridge.portSecurity && observed.securedPorts === undefined) {
           const why = `port security cannot secure the port of ${want.interface} on this node: ${observed.portSecurityUnavailable ?? `podnet's table (${portSecurityTable}) is not whole`}`;
           part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge.portSecurity', why));
           part.unavailable ??= why;
@@ -110,13 +88,16 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // The port's entries go in before the veth exists: there is no moment its port admits anything.
         mac = macOf(ctx, want, mine, existing);
         const tuned = desired.tuning.find((t) => t.interface === want.interface)?.settings.mac?.toLowerCase();
-        portSecurity = portSteps(ctx, want, want.link, mine, mac, tuned, part.apply);
+        portSecurity = portSteps(ctx, want, bridge, mine, mac, tuned, part.apply);
         // Made with the MAC a config asks, when one does: the kernel derives its IPv6 link-local
         // address from the MAC the link has when it comes up.
-        fresh = vethSteps(ctx, want, want.link, existing, tuned ?? mac, part.apply);
+        fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else {
         fresh = !existing;
-        if (fresh) part.apply.push({ where: host, tool: 'ip', line: createInPodLine(want, ctx.netns)!, undo: { where: pod, action: 'link-del', dev: want.interface } });
+        if (fresh) {
+          const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
+          part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
+        }
       }
       if (fresh) part.creates.add(want.interface);
       // Up, unless the request tunes it down (the tuning part owns that setting then).
@@ -133,12 +114,13 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       for (const address of mine?.addresses ?? []) {
         if (!want.addresses.includes(address) && present.has(address)) part.apply.push({ where: pod, tool: 'ip', line: addrLine('del', address, want.interface) });
       }
-      const bandwidth = want.link.kind === 'bridge' ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
+      // Rate limits are shaped on a veth's host end: only a veth kind's attachment may ask them (model/kinds).
+      const bandwidth = 'veth' in making ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
       part.next.push({
         interface: want.interface,
         network: want.network,
         kind: want.link.kind,
-        ...(want.link.kind === 'bridge' ? { bridge: want.link.bridge, hostIf: want.hostIf } : {}),
+        ...('veth' in making ? { bridge: making.veth.name, hostIf: want.hostIf } : {}),
         ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
         ...(mac ? { mac } : {}),
         ...(portSecurity ? { portSecurity } : {}),
@@ -157,7 +139,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
  * The veth between pod and bridge; true when the pair is made anew in this pass. Made from the
  * host in one command: the host end on the bridge and up, the pod end straight into the pod.
  */
-function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec, existing: ObservedLink | undefined, mac: string, steps: Step[]): boolean {
+function vethSteps(ctx: PlanContext, want: ResolvedAttachment, bridge: HostBridge, existing: ObservedLink | undefined, mac: string, steps: Step[]): boolean {
   const hostEnd = ctx.observed.host.get(want.hostIf);
   const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const fresh = !existing || !hostEnd;
@@ -169,11 +151,11 @@ function vethSteps(ctx: PlanContext, want: ResolvedAttachment, spec: BridgeSpec,
     steps.push({
       where: host,
       tool: 'ip',
-      line: `link add name ${want.hostIf}${mtu} master ${spec.bridge} up type veth peer name ${want.interface} address ${mac}${mtu} netns ${ctx.netns}`,
+      line: `link add name ${want.hostIf}${mtu} master ${bridge.name} up type veth peer name ${want.interface} address ${mac}${mtu} netns ${ctx.netns}`,
       undo: { where: host, action: 'link-del', dev: want.hostIf, mark },
     });
-  } else if (hostEnd.master !== spec.bridge || !hostEnd.up) {
-    steps.push({ where: host, tool: 'ip', line: `link set dev ${want.hostIf} master ${spec.bridge} up` });
+  } else if (hostEnd.master !== bridge.name || !hostEnd.up) {
+    steps.push({ where: host, tool: 'ip', line: `link set dev ${want.hostIf} master ${bridge.name} up` });
   }
   // A fresh link, or one an older podnet made without a mark, gets it now.
   if (fresh || hostEnd?.alias === undefined) steps.push({ where: host, tool: 'ip', line: markLine(want.hostIf, mark) });
@@ -254,14 +236,14 @@ function macOf(ctx: PlanContext, want: ResolvedAttachment, mine: AppliedAttachme
 function portSteps(
   ctx: PlanContext,
   want: ResolvedAttachment,
-  spec: BridgeSpec,
+  bridge: HostBridge,
   mine: AppliedAttachment | undefined,
   mac: string,
   tuned: string | undefined,
   steps: Step[],
 ): SecuredPort | undefined {
   const had = mine?.portSecurity;
-  if (!spec.portSecurity) {
+  if (!bridge.portSecurity) {
     if (had) steps.push(releasePort(want.hostIf, had));
     return undefined;
   }

@@ -2,6 +2,7 @@
 // one podnet attached). Each original value is the one before podnet's first change, kept across
 // passes, and restored once no request asks for that setting.
 import { originKey } from '../model/desired.ts';
+import { hostBridgeOf } from '../model/kinds/index.ts';
 import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink } from '../model/state.ts';
 import { stamp, type Step } from '../model/step.ts';
 import { settingLine } from '../model/undo.ts';
@@ -22,7 +23,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
       const link = observed.pod.get(want.interface);
       if (!link && ctx.creating.has(want.interface)) {
         // Made in this pass: tuned right after, in the same pass. What it had is what its Network
-        // gave it: the MTU, and on a bridge the MAC podnet gives (model/port-security.ts); its
+        // gave it: the MTU, and on a veth to a bridge the MAC podnet gives (model/port-security.ts); its
         // creation's undo takes the settings with it.
         const made = desired.attachments.find((a) => a.interface === want.interface);
         for (const setting of linkSettingNames) {
@@ -31,7 +32,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
         }
         const original: LinkSettings = {
           ...(want.settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {}),
-          ...(want.settings.mac !== undefined && made?.link.kind === 'bridge' ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
+          ...(want.settings.mac !== undefined && made && hostBridgeOf(made.link) ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
         };
         part.next.push({ interface: want.interface, original });
         continue;

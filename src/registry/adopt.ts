@@ -8,7 +8,7 @@
 // asked through the CRI for the sandbox's netns.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { podIdentityFromArgs } from '../cni/args.ts';
+import { podIdentityFromArgs } from '../protocol/cni-args.ts';
 import { isJsonObject, parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
 import type { RuntimeService } from '../cri/runtime-service.ts';
 import type { PodnetError } from '../errors.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { documentName, identityOf } from '../model/desired.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import { parseDocuments, type ParsedDocuments } from './documents.ts';
-import type { DesiredDocuments, DesiredSource } from './source.ts';
+import { emptyDocuments, type DesiredDocuments, type DesiredSource } from './source.ts';
 
 export const documentFile = /\.(ya?ml|json)$/;
 
@@ -33,7 +33,7 @@ export function configDirReader(dir: string): () => DesiredDocuments {
   const lastWhole = new Map<string, ParsedDocuments['documents']>();
   return () => {
     ensurePrivateDir(dir);
-    const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
+    const out = emptyDocuments();
     const seen = new Map<string, string>();
     const files = readdirSync(dir).filter((f) => documentFile.test(f) && !f.startsWith('.')).sort();
     const present = new Set(files);

@@ -34,12 +34,17 @@ export interface DesiredSource {
  * back everything podnet applied (`podnet uninstall`).
  */
 export const noDocuments: DesiredSource = {
-  documents: () => ({ networks: new Map(), configs: [], problems: [] }),
+  documents: emptyDocuments,
   identity: identityOf,
   synced: true,
   start: async () => undefined,
   stop: async () => undefined,
 };
+
+/** No documents: what a source holds before it read any. */
+export function emptyDocuments(): DesiredDocuments {
+  return { networks: new Map(), configs: [], problems: [] };
+}
 
 /** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */
 export function withDocuments(docs: DesiredDocuments, extra: readonly (Network | PodNetworkConfig)[]): DesiredDocuments {

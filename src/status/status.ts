@@ -230,6 +230,41 @@ export function unrecordedPod(
   return { namespace: pod.namespace, name: pod.name, askedBy, reason: pod.hostNetwork ? unrecordedReason.hostNetwork : unrecordedReason.notRecorded };
 }
 
+/** A pod of this node as the API server shows it: whether it runs, in its own netns or the node's, and who it is (asked only of a pod that may be told). */
+export interface NodePod {
+  namespace: string;
+  name: string;
+  running: boolean;
+  hostNetwork: boolean;
+  identity: () => SandboxIdentity;
+}
+
+/**
+ * The pods of this node that ask for something podnet cannot give, having no record of them
+ * (unrecordedPod), and when each running pod without a record was first seen so: `since` carried
+ * over for the pods still so, `now` for the new ones, the others dropped. `recorded`: the
+ * namespace/name of every pod with a record.
+ */
+export function unrecordedPods(
+  pods: readonly NodePod[],
+  recorded: ReadonlySet<string>,
+  configs: readonly PodNetworkConfig[],
+  since: ReadonlyMap<string, number>,
+  now: number,
+): { lacking: UnrecordedPod[]; since: Map<string, number> } {
+  const seen = new Map<string, number>();
+  const lacking: UnrecordedPod[] = [];
+  for (const pod of pods) {
+    const key = `${pod.namespace}/${pod.name}`;
+    if (!pod.running || recorded.has(key)) continue;
+    const first = since.get(key) ?? now;
+    seen.set(key, first);
+    const told = unrecordedPod({ ...pod, unrecordedSince: first }, pod.identity(), configs, false, now);
+    if (told) lacking.push(told);
+  }
+  return { lacking, since: seen };
+}
+
 /** Its network-status: one entry, for the first document that asks, saying why nothing can be. */
 export function unrecordedNetworkStatus(pod: UnrecordedPod): NetworkStatusEntry[] {
   return [{ name: pod.askedBy[0]!, problem: pod.reason }];

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { PodnetError } from '../errors.ts';
 import type { CniVersion } from '../protocol/validate.ts';
-import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from './version.ts';
+import { compareVersions, convertResult, isSupportedVersion, latestVersion, supportedVersions } from './cni-version.ts';
 
 const oldVersions: CniVersion[] = ['0.3.0', '0.3.1', '0.4.0'];
 const newVersions: CniVersion[] = ['1.0.0', '1.1.0'];

@@ -1,5 +1,6 @@
-// Address arithmetic for IPAM: IPv4 and IPv6 addresses as BigInt, CIDRs, and the canonical text
-// form. Pure; no node:net, so the rules are the ones written here whatever Node version runs.
+// Address arithmetic, the model's and IPAM's: IPv4 and IPv6 addresses as BigInt, CIDRs, and the
+// canonical text form. Pure; no node:net, so the rules are the ones written here whatever Node
+// version runs.
 //
 // Parsing is as strict as inet_pton: dotted quads without leading zeros (01.2.3.4 could be read as
 // octal elsewhere), IPv6 with at most one "::" and an optional dotted quad in the last 32 bits, no

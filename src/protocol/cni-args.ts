@@ -1,6 +1,6 @@
 // CNI_ARGS: "K=V;K=V". The pod's identity rides in it (the kubelet's K8S_POD_* keys; podman
 // passes only K8S_POD_NAME).
-import { parseDocument, type PodIdentity } from '../protocol/validate.ts';
+import { parseDocument, type PodIdentity } from './validate.ts';
 
 export function parseCniArgs(raw: string | undefined): Map<string, string> {
   const args = new Map<string, string>();

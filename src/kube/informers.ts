@@ -11,35 +11,13 @@ import { retryWaitMs } from '../retry.ts';
 import { documentName, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
-import type { KubeApi } from '../kube/api.ts';
-import type { ApiMetrics, WatchedResource } from '../daemon/metrics.ts';
-import type { DesiredDocuments, DesiredSource } from './source.ts';
-
-export const apiGroup = 'podnetwork.opdev.io';
-export const apiVersion = 'v1alpha1';
-
-/** The resources a node watches, by the path of their collection. */
-export const paths = {
-  networks: `/apis/${apiGroup}/${apiVersion}/networks`,
-  podNetworkConfigs: `/apis/${apiGroup}/${apiVersion}/podnetworkconfigs`,
-  namespaces: '/api/v1/namespaces',
-  pods: '/api/v1/pods',
-  /** Multus's NetworkAttachmentDefinitions, which a cni Network may name; a cluster may not serve them. */
-  networkAttachmentDefinitions: '/apis/k8s.cni.cncf.io/v1/network-attachment-definitions',
-};
-
-/** What podnet reads of a pod. */
-export interface PodObject extends KubernetesObject {
-  metadata: { name: string; namespace: string; uid: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  spec?: { nodeName?: string; hostNetwork?: boolean };
-  status?: { phase?: string; podIP?: string; startTime?: string };
-}
+import type { KubeApi } from './api.ts';
+import { paths, type ApiObject, type PodObject } from './resources.ts';
+import type { ApiMetrics, WatchedResource } from '../metrics.ts';
+import { emptyDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 
 /** A NetworkAttachmentDefinition: what podnet reads of it. */
 type DefinitionObject = KubernetesObject & { metadata: { name: string; namespace: string }; spec?: { config?: unknown } };
-
-/** A Network or PodNetworkConfig as the API server holds it, status included. */
-export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number; resourceVersion?: string }; status?: Record<string, unknown> };
 
 interface Informer<T extends KubernetesObject> {
   cache: ListWatch<T>;
@@ -63,6 +41,12 @@ export class KubeSource implements DesiredSource {
   };
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /**
+   * The documents as last made, until a Network, config, definition or namespace changes: one
+   * object for the pass and the status publisher, so that what judges it (the reconciler's
+   * judge) judges it once.
+   */
+  private view: DesiredDocuments | undefined;
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
   private readonly parsed = new Map<string, { version: string | undefined; result: Network | PodNetworkConfig | Problem }>();
 
@@ -88,6 +72,8 @@ export class KubeSource implements DesiredSource {
       // Every list and every event: a pass follows (the reconciler merges a burst into one).
       cache.on('change', () => {
         opts.metrics?.watchEventReceived(name);
+        // What the documents and their problems are made of; a pod's change is neither.
+        if (name !== 'pods') this.view = undefined;
         this.changed();
       });
       cache.on('error', (err: unknown) => {
@@ -142,7 +128,12 @@ export class KubeSource implements DesiredSource {
 
   /** The Networks and PodNetworkConfigs; one that breaks podnet's schema is a problem naming it. */
   documents(): DesiredDocuments {
-    const out: DesiredDocuments = { networks: new Map(), configs: [], problems: [] };
+    this.view ??= this.readDocuments();
+    return this.view;
+  }
+
+  private readDocuments(): DesiredDocuments {
+    const out = emptyDocuments();
     const live = new Set<string>();
     for (const [kind, informer] of [['Network', this.informers.networks], ['PodNetworkConfig', this.informers.configs]] as const) {
       for (const object of informer.cache.list()) {

@@ -1,6 +1,6 @@
 // CNI spec versions podnet speaks, and the one result conversion a pass-through needs.
 import { PodnetError } from '../errors.ts';
-import type { CniVersion } from '../protocol/validate.ts';
+import type { CniVersion } from './validate.ts';
 
 export const supportedVersions: readonly CniVersion[] = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'];
 export const latestVersion: CniVersion = '1.1.0';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseCniArgs, podIdentityFromArgs } from './args.ts';
+import { parseCniArgs, podIdentityFromArgs } from './cni-args.ts';
 
 /** The pairs of a CNI_ARGS string as a plain object, for deep comparison. */
 const pairs = (raw: string | undefined) => Object.fromEntries(parseCniArgs(raw));

@@ -1,0 +1,182 @@
+// What the daemon knows of each sandbox between passes, in one place: the outcome of its last
+// pass (what `podnet explain`, `podnet status`, the metrics and the Kubernetes status all read),
+// and its track (what tells the next pass whether it needs the sandbox: the desired state it was
+// reconciled to, failures and when the next try is due, the view of its netns the pass left).
+import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
+import type { DesiredSandbox, Problem } from '../model/desired.ts';
+import type { AppliedState, Resolved } from '../model/state.ts';
+import type { Step } from '../model/step.ts';
+import type { DelegatedRecord } from '../delegate/store.ts';
+import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
+import type { SandboxFacts } from '../status/status.ts';
+import type { AttachmentState } from '../metrics.ts';
+import type { PodSight } from './views.ts';
+
+/** What the last pass made of one sandbox: what status is published from, and `podnet explain` shows (SandboxReport on the wire). */
+export interface SandboxOutcome extends SandboxFacts {
+  /** The record the pass worked from. */
+  record: AttachmentRecord;
+  containerId: string;
+  netns: string;
+  desired: Resolved;
+  applied: AppliedState | undefined;
+  problems: Problem[];
+  lastSteps: Step[];
+  /** Its delegated attachments that are there (their plugins' ADD answered), with their results. */
+  delegated: DelegatedRecord[];
+  /** What the documents ask of it, before names and addresses: which document asked for what. */
+  wanted: DesiredSandbox;
+  /** Whether its pod is known to the desired state's source (Kubernetes: the pod is on this node). */
+  known: boolean;
+}
+
+/** What the ledger keeps of a sandbox between passes, to tell whether the next pass needs it. */
+export interface SandboxTrack {
+  /** The desired state it was last reconciled to, as JSON. */
+  desired: string;
+  /** What its last plan found it cannot do now; reported until it is reconciled again. */
+  planProblems: Problem[];
+  /** What its delegated plugins answered when their ADD failed; reported as long. */
+  delegateProblems: Problem[];
+  /** Failed passes in a row, and when the next try is due. */
+  failures: number;
+  retryAt: number;
+  /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
+  deferred: boolean;
+  /** What the node lacked for its last plan (Plan.unavailable): the pass then fails with it, after the rest. */
+  unavailable?: string;
+  /** Its last pass failed for that alone: it waits for the port security table. */
+  waitsForTable: boolean;
+  /** Whether its last pass's steps stand: it applied them all, whether it then failed for want of a plugin or of port security or not. */
+  committed: boolean;
+  /**
+   * Its netns as its last pass left it: read back after that pass changed it, or the view the
+   * pass planned from when it changed nothing there. A pass that is not a resync plans from this
+   * instead of reading the netns on the request's path (docs/adr/0007): what else changes a netns
+   * (a new ADD or DEL, a node agent, a pod given NET_ADMIN, a host device going) is seen at the
+   * next resync, or sooner when a plan from this view fails and is made again from a fresh read.
+   */
+  sight?: PodSight;
+}
+
+/** A sandbox's desired state as a pass found it: what tells whether the pass takes it. */
+export interface SandboxDue {
+  containerId: string;
+  /** Its desired state as JSON. */
+  desiredJson: string;
+}
+
+export class SandboxLedger {
+  private readonly outcomes = new Map<string, SandboxOutcome>();
+  private readonly tracks = new Map<string, SandboxTrack>();
+  private readonly clock: Clock;
+  private readonly timer: Timer;
+  private cancelRetry: () => void = () => undefined;
+
+  constructor(clock: Clock, timer: Timer) {
+    this.clock = clock;
+    this.timer = timer;
+  }
+
+  /**
+   * Whether a pass takes this sandbox: a new one, one whose desired state changed or whose last
+   * plan left part of it for the next pass, a failed one whose retry is due, and at a resync every one.
+   */
+  isDue({ containerId, desiredJson }: SandboxDue, resync: boolean, now: number): boolean {
+    const track = this.tracks.get(containerId);
+    if (!track || track.deferred || track.desired !== desiredJson) return true;
+    // One that waits for the port security table, at each resync too, to be tried soon after the
+    // table can be put whole again (nft installed, a chain in its way gone): any pass that finds it
+    // not whole puts it again.
+    if (track.failures > 0) return now >= track.retryAt || (resync && track.waitsForTable);
+    return resync;
+  }
+
+  /** A sandbox a pass does not take keeps its outcome, with the documents' problems of now. */
+  refresh(containerId: string, wanted: DesiredSandbox, problems: readonly Problem[], known: boolean): void {
+    const outcome = this.outcomes.get(containerId);
+    if (!outcome) return;
+    const track = this.tracks.get(containerId);
+    outcome.problems = [...problems, ...(track?.delegateProblems ?? []), ...(track?.planProblems ?? [])];
+    outcome.wanted = wanted;
+    outcome.known = known;
+  }
+
+  /** A pass takes the sandbox: its new outcome and track, and the track its last pass left. */
+  begin(outcome: SandboxOutcome, desiredJson: string): { track: SandboxTrack; previous: SandboxTrack | undefined } {
+    this.outcomes.set(outcome.containerId, outcome);
+    const previous = this.tracks.get(outcome.containerId);
+    const track: SandboxTrack = { desired: desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
+    this.tracks.set(outcome.containerId, track);
+    return { track, previous };
+  }
+
+  /** The sandbox's pass failed with `message`: told on its outcome, and its next try put off by its backoff; how long, in ms. */
+  failed(outcome: SandboxOutcome, track: SandboxTrack, previous: SandboxTrack | undefined, message: string): number {
+    outcome.lastError = message;
+    track.failures = (previous?.failures ?? 0) + 1;
+    track.retryAt = this.clock() + retryWaitMs(track.failures);
+    return track.retryAt - this.clock();
+  }
+
+  outcome(containerId: string): SandboxOutcome | undefined {
+    return this.outcomes.get(containerId);
+  }
+
+  track(containerId: string): SandboxTrack | undefined {
+    return this.tracks.get(containerId);
+  }
+
+  /** Every sandbox's outcome. */
+  all(): Iterable<SandboxOutcome> {
+    return this.outcomes.values();
+  }
+
+  /** Drops what it keeps of the sandboxes that are gone. */
+  forget(gone: (containerId: string) => boolean): void {
+    for (const cid of [...this.outcomes.keys()]) if (gone(cid)) this.outcomes.delete(cid);
+    for (const cid of [...this.tracks.keys()]) if (gone(cid)) this.tracks.delete(cid);
+  }
+
+  /** Sets one timer, for the failed sandbox whose retry is due first, to run `pass`. */
+  scheduleRetry(pass: () => void): void {
+    this.cancelRetry();
+    const next = Math.min(...[...this.tracks.values()].filter((t) => t.failures > 0).map((t) => t.retryAt));
+    if (next === Infinity) return;
+    // A few ms late rather than early: the pass checks the time against retryAt.
+    this.cancelRetry = this.timer(Math.max(0, next - this.clock()) + 5, pass);
+  }
+
+  /** No retry runs after this. */
+  close(): void {
+    this.cancelRetry();
+  }
+
+  /** Every sandbox's report, for `podnet explain`, with the documents' problems. */
+  list(documentProblems: Problem[]): SandboxList {
+    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, ...report }) => report);
+    return { documentProblems, items: items as SandboxList['items'] };
+  }
+
+  /** The sandboxes whose pod the source knows, as the last pass left them, with their links as last read: what their status is made from. */
+  facts(): SandboxFacts[] {
+    return [...this.outcomes.values()].filter((o) => o.known).map((o) => ({ ...o, links: this.tracks.get(o.containerId)?.sight?.view.pod }));
+  }
+
+  /**
+   * Each attachment the sandboxes want or have, with its Network and state, as the last pass left
+   * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
+   * there yet). What the metrics count.
+   */
+  attachmentStates(): { network: string; state: AttachmentState }[] {
+    return [...this.outcomes.values()].flatMap((r) => {
+      const there = new Set([...(r.applied?.attachments ?? []), ...r.delegated].map((a) => `${a.network}/${a.interface}`));
+      const wanted = [...r.desired.attachments, ...r.desired.delegated];
+      const extra = [...(r.applied?.attachments ?? []), ...r.delegated].filter((a) => !wanted.some((w) => w.network === a.network && w.interface === a.interface));
+      return [...wanted, ...extra].map(({ network, interface: name }) => ({
+        network,
+        state: r.lastError !== undefined ? 'failing' : there.has(`${network}/${name}`) ? 'ready' : 'pending',
+      }));
+    });
+  }
+}

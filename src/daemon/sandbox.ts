@@ -1,0 +1,219 @@
+// One sandbox's part of a pass, callable on its own as a plugin's cmdAdd is: its delegated
+// plugins first, then observe (or take the view its last pass left), plan, apply, and read back;
+// what came of it goes to the ledger. A failure is the sandbox's alone: told, and tried again
+// with its backoff.
+import { PodnetError, toPodnetError } from '../errors.ts';
+import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
+import type { Together, ReadBack } from '../executor/execute.ts';
+import type { Logger } from '../log.ts';
+import type { PassMetrics } from '../metrics.ts';
+import type { DesiredSandbox, Problem, SandboxIdentity } from '../model/desired.ts';
+import type { Resolved } from '../model/state.ts';
+import { linksOf, linksRead, type NetnsObserver } from '../netns/observe.ts';
+import { plan } from '../planner/plan.ts';
+import type { AttachmentRecord } from '../protocol/validate.ts';
+import { originsOf, sameApplied, withConfigs, type AppliedRecords } from './applied-records.ts';
+import type { HostRoom } from './host.ts';
+import type { SandboxLedger, SandboxOutcome, SandboxTrack } from './ledger.ts';
+import { mapLimited } from './map-limited.ts';
+import type { PassSteps } from './pass-steps.ts';
+import { asksThePlanner, covers, linksAlone, observedWith, podNeeds, readPod, sightOfLinks, type HostView, type PodNeeds, type PodSight } from './views.ts';
+
+/** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
+export const sandboxConcurrency = 8;
+
+/** A live sandbox and what it should have, decided at the start of a pass. */
+export interface SandboxWork {
+  record: AttachmentRecord;
+  identity: SandboxIdentity;
+  desired: Resolved;
+  /** `desired` as JSON: what tells a pass whether it changed since the sandbox was last reconciled. */
+  desiredJson: string;
+  problems: Problem[];
+  wanted: DesiredSandbox;
+  known: boolean;
+  /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
+  records: string;
+}
+
+/** How a pass takes a sandbox: at a resync (read everything anew), reading back what it changed, and in a large pass with the others' host steps (stages.ts). */
+export interface SandboxPass {
+  resync: boolean;
+  readBack: boolean;
+  together?: Together;
+}
+
+export interface SandboxRoomOptions {
+  observe: NetnsObserver;
+  delegated: DelegatedLifecycle;
+  applied: AppliedRecords;
+  ledger: SandboxLedger;
+  host: HostRoom;
+  steps: PassSteps;
+  metrics: PassMetrics;
+  log: Logger;
+  /** Asks for one more pass: what had to wait for this pass's changes gets it at once. */
+  again: () => void;
+}
+
+/** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
+const undoFailed = new WeakSet<Error>();
+
+export class SandboxRoom {
+  private readonly opts: SandboxRoomOptions;
+
+  constructor(opts: SandboxRoomOptions) {
+    this.opts = opts;
+  }
+
+  /** One sandbox's part of a pass; never throws: a failure is told on its outcome and in the log. */
+  async reconcile(work: SandboxWork, host: Promise<HostView>, pass: SandboxPass): Promise<void> {
+    const { log, applied, delegated, ledger } = this.opts;
+    const { record, identity, desired, problems } = work;
+    const report: SandboxOutcome = {
+      record,
+      containerId: record.containerId,
+      namespace: identity.namespace,
+      name: identity.name,
+      netns: record.netns,
+      desired,
+      applied: applied.get(record.containerId),
+      problems: [...problems],
+      lastSteps: [],
+      delegated: delegated.attachedTo(record.containerId),
+      wanted: work.wanted,
+      known: work.known,
+    };
+    const { track, previous } = ledger.begin(report, work.desiredJson);
+    const pod = `${identity.namespace}/${identity.name}`;
+    try {
+      // The plugins first: what the plan tunes or routes through may be an interface they make.
+      const tuned = new Set(desired.tuning.map((t) => t.interface));
+      const delegation = await delegated.sync({ record, pod, desired: desired.delegated, wanted: work.wanted, tuned }, pass.resync);
+      track.delegateProblems = delegation.problems;
+      report.problems.push(...delegation.problems);
+      report.delegated = delegated.attachedTo(record.containerId);
+      if (!asksThePlanner(desired, report.applied)) {
+        // Most pods on a node: nothing of podnet's own wanted or there, so nothing to read or plan.
+        report.problems = [...work.problems, ...track.delegateProblems];
+        report.lastSteps = [];
+        // Its configs may still give it delegated attachments: which generation it has is kept.
+        if (!delegation.failed) report.applied = applied.keepConfigs(record, report.applied, work.wanted.whole ?? []);
+        // What its other plugins made stands.
+        track.committed = true;
+        if (delegation.failed) throw delegation.failed;
+        return;
+      }
+      const needs = podNeeds(desired, report.applied);
+      const last = previous?.sight;
+      const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
+      try {
+        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass);
+      } catch (err) {
+        const e = toPodnetError(err);
+        // Made again only when a step failed and was taken back whole: anything else would fail alike.
+        if (!kept || e.code !== 'IO_FAILURE' || undoFailed.has(e)) throw err;
+        log.warn('a plan from the view the last pass left failed; planning again from the netns and host as they are', { pod, error: e.message });
+        report.lastSteps = [];
+        track.planProblems = [];
+        this.opts.host.stale();
+        track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.opts.host.read(work.desired.attachments), pass);
+      }
+      track.committed = true;
+      // The rest applied; a plugin that failed, or a port that waits for the port security table,
+      // is tried again with the sandbox's backoff.
+      if (delegation.failed) throw delegation.failed;
+      if (track.unavailable !== undefined) {
+        track.waitsForTable = true;
+        throw new PodnetError('NOT_AVAILABLE', track.unavailable);
+      }
+    } catch (err) {
+      const e: PodnetError = toPodnetError(err);
+      this.opts.metrics.sandboxFailed(e.code);
+      const retryInMs = ledger.failed(report, track, previous, e.message);
+      const outcome = track.committed ? 'the rest of its config was applied' : undoFailed.has(e) ? 'taking back what this pass took failed too' : 'what this pass took was undone';
+      log.warn(`reconcile failed; ${outcome}`, { pod, error: e.message, retryInMs });
+    }
+  }
+
+  /**
+   * Reads the netns of a large pass's sandboxes that it changed, once every sandbox's steps ran:
+   * what the status then tells of them (each link's MTU and MAC) is what they have. Without it a
+   * pod's network-status lost its MTU after every large pass and got it back at the next resync,
+   * two writes for nothing (bench/kube-scale); and the next request plans from this view.
+   */
+  async readBackChanged(due: readonly SandboxWork[]): Promise<void> {
+    const { ledger } = this.opts;
+    const changed = due.filter((w) => {
+      const report = ledger.outcome(w.record.containerId);
+      const track = ledger.track(w.record.containerId);
+      return report !== undefined && report.lastSteps.length > 0 && track?.committed === true && track.sight === undefined;
+    });
+    await mapLimited(changed, sandboxConcurrency, async (w) => {
+      const track = ledger.track(w.record.containerId);
+      const applied = ledger.outcome(w.record.containerId)?.applied;
+      // A read that fails leaves no view: the next pass reads, as before.
+      if (track) track.sight = await this.readPod(w, podNeeds(w.desired, applied)).catch(() => undefined);
+    });
+  }
+
+  readPod({ record, records }: SandboxWork, needs: PodNeeds): Promise<PodSight> {
+    return readPod(this.opts.observe, record.netns, records, needs);
+  }
+
+  /**
+   * Plans from `sight` and the host and applies the plan; throws when a step fails (the steps
+   * taken were undone). Resolves with the netns as the plan left it: `sight` when the plan had
+   * no steps; else its links as the plan's last batch read them back, when links are all the next
+   * plan needs and that batch was ip's in the netns (no process of its own); else read back when
+   * `readBack` says so; none otherwise, or when that read fails (the next pass reads). `together`:
+   * how a large pass runs the plan's leading host steps (stages.ts).
+   */
+  private async planAndApply(work: SandboxWork, report: SandboxOutcome, track: SandboxTrack, sight: PodSight | Promise<PodSight>, host: Promise<HostView>, { readBack, together }: SandboxPass): Promise<PodSight | undefined> {
+    const { applied } = this.opts;
+    const { record, identity, desired } = work;
+    const [seen, hostView] = await Promise.all([sight, host]);
+    const planned = plan({ containerId: record.containerId, netns: record.netns, desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) });
+    report.problems = [...work.problems, ...track.delegateProblems, ...planned.problems];
+    report.lastSteps = planned.steps;
+    track.unavailable = planned.unavailable;
+    track.planProblems = planned.problems;
+    const next = withConfigs(planned.next, work.wanted.whole ?? []);
+    if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;
+    const before = report.applied;
+    this.opts.host.changedByPass(planned.steps);
+    const needsAfter = podNeeds(desired, next);
+    const linksBack: ReadBack | undefined = linksAlone(needsAfter) ? { where: { netns: record.netns }, read: linksRead } : undefined;
+    const result = await this.opts.steps.journaled(record.containerId, planned.steps, (pass) => applied.commit(before, { ...next, pass }), linksBack, together);
+    if (result.error) {
+      if (result.undoErrors.length === 0) throw result.error;
+      const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
+      undoFailed.add(e);
+      throw e;
+    }
+    report.applied = applied.get(record.containerId);
+    applied.countChanges(before, report.applied);
+    // Level-triggered: what had to wait for this pass's changes gets the next pass at once.
+    if (planned.deferred) {
+      track.deferred = true;
+      this.opts.again();
+    }
+    if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
+    if (planned.steps.length === 0) return seen;
+    const readTogether = result.read && this.linksReadBack(result.read);
+    if (readTogether) return sightOfLinks(needsAfter, work.records, readTogether);
+    if (!readBack) return undefined;
+    // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
+    return this.readPod(work, needsAfter).catch(() => undefined);
+  }
+
+  /** The links a pass's last batch read back; none when ip's answer was not links (the pass then reads on its own): the steps stand either way. */
+  private linksReadBack(answers: readonly unknown[]): ReturnType<typeof linksOf> | undefined {
+    try {
+      return linksOf(answers);
+    } catch (err) {
+      this.opts.log.warn('the links read back after a pass could not be read; reading the netns again', { error: toPodnetError(err).message });
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,88 @@
+// The Network kinds, one module each, in one table keyed by the schema's spec.type: a type the
+// schema gains without an entry here, or an entry the schema lacks, does not compile. Every phase
+// asks the table (resolve, desired, document-problems, the planner, explain); adding a kind is
+// its module here with its line in the table, plus the schema. Pure.
+import type { AppliedAttachment as AppliedAttachmentRecord, Network } from '../../protocol/validate.ts';
+import { bridgeKind } from './bridge.ts';
+import { cniKind } from './cni.ts';
+import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
+import { macvlanKind } from './macvlan.ts';
+import { vlanKind } from './vlan.ts';
+import { vxlanKind } from './vxlan.ts';
+
+export type * from './kind.ts';
+
+/** A table with one kind per Network type, each under its own type. */
+export type NetworkKinds = { readonly [T in NetworkType]: NetworkKind<T> };
+
+// `satisfies`, not a type annotation: each entry keeps its own link spec, which LinkSpec is made of.
+export const networkKinds = {
+  bridge: bridgeKind,
+  macvlan: macvlanKind,
+  vlan: vlanKind,
+  vxlan: vxlanKind,
+  cni: cniKind,
+} as const satisfies NetworkKinds;
+
+/** The link podnet makes for an attachment, one shape per kind whose link it makes. */
+export type LinkSpec = { [T in NetworkType]: (typeof networkKinds)[T] extends LinkKind<T, infer S> ? S : never }[NetworkType];
+
+/**
+ * The kinds whose link podnet makes. Each must be one an applied state may record
+ * (schemas/state.schema.json, AppliedAttachment.kind): a record of any other would be set aside when read back.
+ */
+export type LinkType = RecordedKind<LinkSpec['kind']>;
+type RecordedKind<K extends NonNullable<AppliedAttachmentRecord['kind']>> = K;
+
+/** A kind whose link podnet makes, whichever it is. */
+export type AnyLinkKind = LinkKind<LinkType, LinkSpec>;
+
+/** The kind of a Network. */
+export function kindOf(network: Network): AnyLinkKind | DelegatedKind<NetworkType> {
+  return networkKinds[network.spec.type];
+}
+
+/** The kind of a link podnet makes. */
+export function linkKindOf(link: LinkSpec): AnyLinkKind {
+  return networkKinds[link.kind];
+}
+
+/** How the planner makes a link, and what it needs on the host first. */
+export function makingOf(link: LinkSpec): LinkMaking {
+  return linkKindOf(link).making(link);
+}
+
+/** The host bridge a link's veth goes on, for a kind made as a veth; undefined for any other. */
+export function hostBridgeOf(link: LinkSpec): HostBridge | undefined {
+  const making = makingOf(link);
+  return 'veth' in making ? making.veth : undefined;
+}
+
+/**
+ * What of what an attachment asks its Network cannot have, as the field under the attachment
+ * (ips, bandwidth, mac) and why: first what its kind refuses, then addresses it brings to a
+ * Network without ipam that does not let attachments bring their own (spec.staticAddresses).
+ */
+export function attachmentRefusal(network: Network, asked: AttachmentAsks): AttachmentRefusal | undefined {
+  const kind = kindOf(network);
+  const refused = kind.refusedAsks(network);
+  for (const field of ['bandwidth', 'ips', 'mac'] as const) {
+    const reason = refused[field];
+    if (asked[field] && reason !== undefined) return { field, reason };
+  }
+  if (asked.ips && kind.attachedBy === 'podnet' && !network.spec.ipam && network.spec.staticAddresses !== true) {
+    return { field: 'ips', reason: `Network ${network.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` };
+  }
+  return undefined;
+}
+
+/** How many addresses podnet gives an attachment that brings none: one from each of its Network's ranges, none where plugins choose them. */
+export function addressesGiven(network: Network): number {
+  return kindOf(network).attachedBy === 'plugins' ? 0 : (network.spec.ipam?.ranges.length ?? 0);
+}
+
+/** Whether an attachment brings addresses of its own: on a Network that has no ipam and is podnet's to address. */
+export function bringsOwnAddresses(attachment: { network: Network; ips?: readonly string[] }): boolean {
+  const { network, ips } = attachment;
+  return ips !== undefined && kindOf(network).attachedBy === 'podnet' && !network.spec.ipam;
+}

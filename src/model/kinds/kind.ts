@@ -1,0 +1,104 @@
+// What a Network kind is to podnet: everything that differs by a Network's spec.type, as data and
+// pure functions, so that each phase asks the kind (index.ts) instead of naming it.
+import type { ConfigProblem, DelegatedConfig } from '../cni-config.ts';
+import type { Bandwidth, Network } from '../../protocol/validate.ts';
+
+/** The schema's Network types (spec.type): the keys of the kinds table. */
+export type NetworkType = Network['spec']['type'];
+
+/** An address an allocator handed out: the ip with its range's prefix length ("198.18.5.2/24", "2001:db8::2/64"), and the range's gateway. */
+export interface Allocation {
+  address: string;
+  gateway?: string;
+}
+
+/** What is wrong with a field of a Network's spec: the field ("spec.bridge.name") and why. */
+export interface SpecProblem {
+  field: string;
+  reason: string;
+}
+
+/** What an attachment asks of its Network beyond a link: its own addresses, rate limits, a MAC. */
+export interface AttachmentAsks {
+  ips?: readonly string[];
+  bandwidth?: Bandwidth;
+  mac?: string;
+}
+
+/** What an attachment may not ask on a kind, whatever its Network allows, each with why (the problem's reason). */
+export type RefusedAsks = { readonly [asked in keyof AttachmentAsks]?: string };
+
+/** What of an attachment's asks its Network cannot have: the field under the attachment, and why. */
+export interface AttachmentRefusal {
+  field: keyof AttachmentAsks;
+  reason: string;
+}
+
+/** The link's part of an attachment the planner gives a kind: the pod interface, its MTU and the pod's netns path. */
+export interface PodLink {
+  interface: string;
+  mtu?: number;
+  netns: string;
+}
+
+/** A host bridge podnet makes on first use (planner/bridges.ts): its name, its gateway addresses, and whether its ports are secured. */
+export interface HostBridge {
+  name: string;
+  addresses: readonly string[];
+  portSecurity: boolean;
+}
+
+/** How the planner makes a kind's link in the pod, and what it needs on the host first. */
+export type LinkMaking =
+  /** A veth whose host end goes on a bridge podnet makes; the planner makes the pair, its port security and its rate limits (planner/links.ts). */
+  | { readonly veth: HostBridge }
+  /** One `ip link add` run on the host that makes the link straight inside the pod; the host interface it needs (a parent, an underlay) must be there. */
+  | { readonly createInPod: (pod: PodLink) => string; readonly hostInterface?: string };
+
+/** The parts every kind has. */
+interface KindBase<T extends NetworkType> {
+  readonly type: T;
+  /** What an attachment to a Network of this kind may not ask (model/desired.ts tells it at the asking field). */
+  refusedAsks(network: Network): RefusedAsks;
+  /**
+   * What is wrong with a Network of this kind as its admin wrote it, beside the other Networks:
+   * told on the Network (model/document-problems.ts), and no attachment to it is made while it is.
+   */
+  specProblems(network: Network, networks: ReadonlyMap<string, Network>): SpecProblem[];
+}
+
+/** A kind whose link podnet makes, and whose addresses podnet gives (spec.ipam, or brought where spec.staticAddresses allows). */
+export interface LinkKind<T extends NetworkType, S extends { kind: T }> extends KindBase<T> {
+  readonly attachedBy: 'podnet';
+  /** The link an attachment gets (model/resolve.ts); `allocations` are its addresses, with their ranges' gateways. */
+  linkSpec(network: Network, allocations: readonly Allocation[]): S;
+  /** How the planner makes the link in the pod (planner/links.ts), and what it needs on the host first. */
+  making(spec: S): LinkMaking;
+  /** The link as `podnet explain` shows it. */
+  describe(spec: S): string;
+}
+
+/** A kind whose plugins attach it and choose its addresses (src/delegate/): podnet gives none and takes none an attachment brings. */
+export interface DelegatedKind<T extends NetworkType> extends KindBase<T> {
+  readonly attachedBy: 'plugins';
+  /** The plugin list run for each attachment, or what is wrong with it. */
+  delegatedConfig(network: Network): DelegatedConfig | ConfigProblem;
+  /** The plugins as `podnet explain` shows them. */
+  describe(config: DelegatedConfig): string;
+}
+
+/**
+ * One Network kind: the entry of its spec.type in the kinds table. The members taking a link spec
+ * are methods, whose parameters TypeScript compares both ways: a kind's own spec fits `{ kind: T }`.
+ */
+export type NetworkKind<T extends NetworkType> = LinkKind<T, { kind: T }> | DelegatedKind<T>;
+
+/** Why an attachment to a kind whose link has no host end cannot have rate limits. */
+export function noHostEndToShape(type: NetworkType): string {
+  return `rate limits need a bridge Network: podnet shapes on its host end of a veth, and a ${type} link has none`;
+}
+
+/** The ` mtu N` of an `ip link add`, when the Network sets one. */
+export function mtuArgument(pod: PodLink): string {
+  return pod.mtu ? ` mtu ${pod.mtu}` : '';
+}

@@ -1,0 +1,136 @@
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import type { Network } from '../../protocol/validate.ts';
+import { addressesGiven, attachmentRefusal, bringsOwnAddresses, hostBridgeOf, kindOf, linkKindOf, makingOf, networkKinds, type Allocation, type LinkSpec, type NetworkKinds } from './index.ts';
+
+const network = (name: string, spec: Network['spec']): Network => ({ apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name }, spec });
+const byName = (...list: Network[]): Map<string, Network> => new Map(list.map((n) => [n.metadata.name, n]));
+const schema = (file: string) => JSON.parse(readFileSync(new URL(`../../../schemas/${file}.schema.json`, import.meta.url), 'utf8'));
+
+const blue = network('blue', { type: 'bridge', bridge: { gateway: true }, ipam: { ranges: [{ subnet: '198.18.5.0/24' }, { subnet: '2001:db8:5::/64' }] } });
+const mac = network('mac', { type: 'macvlan', macvlan: { parent: 'eth1' } });
+const tagged = network('tagged', { type: 'vlan', vlan: { parent: 'eth1', id: 100 } });
+const tunnel = network('tunnel', { type: 'vxlan', vxlan: { vni: 42, remote: '198.18.100.2', device: 'eth1' } });
+const plugins = network('plugins', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }, { type: 'tuning' }] } } });
+const every = [blue, mac, tagged, tunnel, plugins];
+
+t.test("one kind per type of the schema, each under its own type; every link kind is one an applied state may record", async (t) => {
+  const api = schema('api');
+  t.same(Object.keys(networkKinds).sort(), [...api.$defs.Network.properties.spec.properties.type.enum].sort());
+  for (const [type, kind] of Object.entries(networkKinds)) t.equal(kind.type, type);
+  const recorded = schema('state').$defs.AppliedAttachment.properties.kind.enum as string[];
+  const links = Object.values(networkKinds).filter((k) => k.attachedBy === 'podnet').map((k) => k.type);
+  t.same(links.filter((type) => !recorded.includes(type)), [], `state.schema.json records ${recorded.join(', ')}`);
+  const { cni: _cni, ...withoutCni } = networkKinds;
+  // @ts-expect-error: a table without an entry for each type does not compile
+  const incomplete: NetworkKinds = withoutCni;
+  t.notOk('cni' in incomplete);
+});
+
+t.test('the link spec each kind resolves to, how it is made, and how it is described', async (t) => {
+  const allocations = [{ address: '198.18.5.2/24', gateway: '198.18.5.1' }, { address: '2001:db8:5::2/64', gateway: '2001:db8:5::1' }];
+  const pod = { interface: 'net1', mtu: 1400, netns: '/run/netns/p' };
+  const rows: { network: Network; link: LinkSpec; made: string | { bridge: string; addresses: string[]; portSecurity: boolean }; needs?: string; text: string }[] = [
+    {
+      network: blue,
+      link: { kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: ['198.18.5.1/24', '2001:db8:5::1/64'], portSecurity: true },
+      made: { bridge: 'pn-blue', addresses: ['198.18.5.1/24', '2001:db8:5::1/64'], portSecurity: true },
+      text: 'bridge pn-blue, port security on',
+    },
+    {
+      network: mac,
+      link: { kind: 'macvlan', parent: 'eth1', mode: 'bridge' },
+      made: 'link add link eth1 name net1 netns /run/netns/p mtu 1400 type macvlan mode bridge',
+      needs: 'eth1',
+      text: 'macvlan on eth1, mode bridge',
+    },
+    {
+      network: tagged,
+      link: { kind: 'vlan', parent: 'eth1', id: 100 },
+      made: 'link add link eth1 name net1 netns /run/netns/p mtu 1400 type vlan id 100',
+      needs: 'eth1',
+      text: 'vlan 100 on eth1',
+    },
+    {
+      network: tunnel,
+      link: { kind: 'vxlan', vni: 42, port: 4789, remote: '198.18.100.2', device: 'eth1' },
+      made: 'link add name net1 netns /run/netns/p mtu 1400 type vxlan id 42 remote 198.18.100.2 dstport 4789 dev eth1',
+      needs: 'eth1',
+      text: 'vxlan 42 to 198.18.100.2 port 4789 over eth1',
+    },
+  ];
+  for (const row of rows) {
+    const kind = kindOf(row.network);
+    if (kind.attachedBy !== 'podnet') return void t.fail(`${row.network.spec.type} makes no link`);
+    const link = kind.linkSpec(row.network, allocations);
+    t.same(link, row.link, `${link.kind}: its link`);
+    const making = makingOf(link);
+    if ('veth' in making) t.same({ bridge: making.veth.name, addresses: making.veth.addresses, portSecurity: making.veth.portSecurity }, row.made, `${link.kind}: a veth to its bridge`);
+    else {
+      t.equal(making.createInPod(pod), row.made, `${link.kind}: made from the host into the pod`);
+      t.equal(making.hostInterface, row.needs, `${link.kind}: what it needs on the host`);
+    }
+    t.equal(linkKindOf(link).describe(link), row.text, `${link.kind}: described`);
+  }
+  t.equal(kindOf(plugins).attachedBy, 'plugins', 'a cni Network has no link of podnet');
+  const config = networkKinds.cni.delegatedConfig(plugins);
+  if ('reason' in config) return void t.fail(config.reason);
+  t.equal(networkKinds.cni.describe(config), 'plugins bridge, tuning');
+});
+
+t.test('details of the links: defaults, no MTU, a multicast group, no gateway, port security off', async (t) => {
+  const bridgeOf = (n: Network, allocations: Allocation[] = [{ address: '198.18.5.2/24', gateway: '198.18.5.1' }]) => networkKinds.bridge.linkSpec(n, allocations);
+  t.same(bridgeOf(network('plain', { type: 'bridge', ipam: blue.spec.ipam! })), { kind: 'bridge', bridge: 'pn-plain', bridgeAddresses: [], portSecurity: true }, 'gateways only when asked');
+  t.same(bridgeOf(network('open', { type: 'bridge', bridge: { name: 'br-lab', gateway: true, portSecurity: false } }), [{ address: '198.18.5.2/24' }]), { kind: 'bridge', bridge: 'br-lab', bridgeAddresses: [], portSecurity: false });
+  t.equal(hostBridgeOf(bridgeOf(blue))?.name, 'pn-blue');
+  t.equal(hostBridgeOf({ kind: 'vlan', parent: 'eth1', id: 7 }), undefined, 'only a veth kind has a host bridge');
+  const group = networkKinds.vxlan.linkSpec(network('g', { type: 'vxlan', vxlan: { vni: 7, group: '239.1.1.1', port: 8472 } }), []);
+  t.same(group, { kind: 'vxlan', vni: 7, port: 8472, group: '239.1.1.1' });
+  const making = makingOf(group);
+  t.same('createInPod' in making && [making.createInPod({ interface: 'v', netns: '/n' }), making.hostInterface], ['link add name v netns /n type vxlan id 7 group 239.1.1.1 dstport 8472', undefined], 'no underlay named: none needed');
+  t.equal(networkKinds.vxlan.describe(group), 'vxlan 7 group 239.1.1.1 port 8472');
+  t.same(networkKinds.macvlan.linkSpec(network('m', { type: 'macvlan', macvlan: { parent: 'eth2', mode: 'vepa' } }), []), { kind: 'macvlan', parent: 'eth2', mode: 'vepa' });
+  t.equal(networkKinds.bridge.describe({ kind: 'bridge', bridge: 'br-lab', bridgeAddresses: [], portSecurity: false }), 'bridge br-lab, port security off');
+});
+
+t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', async (t) => {
+  const bandwidth = { ingressRate: 1_000_000, ingressBurst: 100_000 };
+  const noHostEnd = (type: string) => `rate limits need a bridge Network: podnet shapes on its host end of a veth, and a ${type} link has none`;
+  const rows: [Network, string | undefined][] = [
+    [blue, undefined],
+    [mac, noHostEnd('macvlan')],
+    [tagged, noHostEnd('vlan')],
+    [tunnel, noHostEnd('vxlan')],
+    [plugins, "rate limits need a bridge Network: Network plugins's plugins make its link (a bandwidth plugin in its list can shape it)"],
+  ];
+  for (const [n, reason] of rows) t.same(attachmentRefusal(n, { bandwidth }), reason && { field: 'bandwidth', reason }, `${n.spec.type}: bandwidth`);
+  t.same(attachmentRefusal(plugins, { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: "Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them" });
+  t.equal(attachmentRefusal(blue, { ips: ['198.18.5.9/24'] }), undefined, 'with ipam: from its ranges');
+  const without = (n: Network, staticAddresses?: boolean): Network => network(n.metadata.name, { ...n.spec, ipam: undefined, ...(staticAddresses === undefined ? {} : { staticAddresses }) });
+  for (const n of [blue, mac, tagged, tunnel]) {
+    t.same(attachmentRefusal(without(n), { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: `Network ${n.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` }, `${n.spec.type}: no ipam`);
+    t.equal(attachmentRefusal(without(n, true), { ips: ['198.18.5.9/24'] }), undefined, `${n.spec.type}: staticAddresses`);
+  }
+  t.same(attachmentRefusal(without(mac), { ips: ['198.18.5.9/24'], bandwidth }), { field: 'bandwidth', reason: noHostEnd('macvlan') }, 'rate limits are told first');
+  for (const n of every) t.equal(attachmentRefusal(n, { mac: '02:00:00:00:00:01' }), undefined, `${n.spec.type}: a MAC is the Network's to allow (staticMacs), on every kind today`);
+  for (const n of every) t.equal(attachmentRefusal(n, {}), undefined, `${n.spec.type}: nothing asked`);
+});
+
+t.test('the addresses each kind gives, and when an attachment brings its own', async (t) => {
+  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
+  const ips = ['198.18.5.9/24'];
+  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false], 'none asked');
+});
+
+t.test("each kind's problems of a Network's spec", async (t) => {
+  for (const n of every) t.same(kindOf(n).specProblems(n, byName(...every)), [], `${n.spec.type}: none`);
+  const twin = network('twin', { type: 'bridge', bridge: { name: 'pn-blue' } });
+  const reason = (other: string) => `its host bridge pn-blue is also the bridge of Network ${other}: a bridge carries one Network; give each its own spec.bridge.name`;
+  t.same(kindOf(blue).specProblems(blue, byName(blue, twin)), [{ field: 'metadata.name', reason: reason('twin') }]);
+  t.same(kindOf(twin).specProblems(twin, byName(blue, twin)), [{ field: 'spec.bridge.name', reason: reason('blue') }]);
+  const macOnBridgeName = network('pn-blue', { type: 'macvlan', macvlan: { parent: 'eth1' } });
+  t.same(kindOf(blue).specProblems(blue, byName(blue, macOnBridgeName)), [], 'only bridge Networks share a bridge');
+  const broken = network('broken', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'a/b' }] } } });
+  t.same(kindOf(broken).specProblems(broken, byName(broken)), [{ field: 'spec.cni.config.plugins[0].type', reason: 'type "a/b" is not a plugin binary\'s name (letters, digits, _ . + -; no path)' }]);
+});
