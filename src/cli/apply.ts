@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import { PodnetError } from '../errors.ts';
 import { defaultConfigDir, routes } from '../protocol/paths.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
-import { documentName } from '../model/desired.ts';
+import { documentName } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { configDirReader } from '../sources/config-dir.ts';
 import { withDocuments } from '../sources/source.ts';

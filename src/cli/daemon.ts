@@ -5,7 +5,7 @@ import { podnetVersion } from '../version.ts';
 import { defaultCniBinDir, defaultPluginTimeoutMs, defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
 import { defaultLimits } from '../model/desired.ts';
-import { parseListenAddress } from '../daemon/metrics.ts';
+import { parseListenAddress } from '../daemon/metrics-address.ts';
 
 
 export function daemonCommand(): Command {

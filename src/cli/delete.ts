@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { defaultConfigDir } from '../protocol/paths.ts';
 import { removeFile } from '../registry/atomic-file.ts';
-import { documentName } from '../model/desired.ts';
+import { documentName } from '../model/identity.ts';
 import { documentPath, readDocumentsFile } from './documents-file.ts';
 
 export function deleteCommand(): Command {

@@ -3,6 +3,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
+import { namespaceOf } from '../model/identity.ts';
 import { documentsFileText, maxDocumentFileBytes } from '../sources/config-dir.ts';
 import { parseDocuments, type ApiDocument } from '../sources/documents.ts';
 
@@ -43,5 +44,5 @@ export function readDocumentsFile(file: string): ApiDocument[] {
 export function documentPath(configDir: string, doc: ApiDocument): string {
   return doc.kind === 'Network'
     ? join(configDir, `network.${doc.metadata.name}.yaml`)
-    : join(configDir, `podnetworkconfig.${doc.metadata.namespace ?? 'default'}.${doc.metadata.name}.yaml`);
+    : join(configDir, `podnetworkconfig.${namespaceOf(doc.metadata.namespace)}.${doc.metadata.name}.yaml`);
 }

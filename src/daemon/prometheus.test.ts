@@ -1,5 +1,5 @@
 import t from 'tap';
-import { parseListenAddress } from './metrics.ts';
+import { parseListenAddress } from './metrics-address.ts';
 import { PrometheusMetrics, serveMetrics } from './prometheus.ts';
 
 /** A scrape as Prometheus makes it: GET /metrics, the exposition text. */

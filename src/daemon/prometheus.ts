@@ -1,5 +1,5 @@
 // The daemon's metrics as Prometheus serves them: a registry fed by the reports of
-// daemon/metrics.ts, gauges read from the daemon's parts at each scrape, and the /metrics server.
+// src/metrics.ts, gauges read from the daemon's parts at each scrape, and the /metrics server.
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { PodnetError, type ErrorCode } from '../errors.ts';

@@ -7,7 +7,7 @@ import { PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { DelegatedLifecycle, maxFailedDels } from '../delegate/lifecycle.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
-import { identityOf, podNameLabel } from '../model/desired.ts';
+import { identityOf, podNameLabel } from '../model/identity.ts';
 import { hostInterfaceName } from '../model/host-links.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import type { Where } from '../model/step.ts';

@@ -8,7 +8,8 @@ import { ListWatch, type KubernetesObject, type KubernetesListObject } from '@ku
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
 import { retryWaitMs } from '../retry.ts';
-import { documentName, namespaceNameLabel, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import type { Problem } from '../model/desired.ts';
+import { documentName, namespaceNameLabel, type SandboxIdentity } from '../model/identity.ts';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from './api.ts';

@@ -6,7 +6,7 @@
 import type { ApiMetrics, WrittenResource } from '../metrics.ts';
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
-import { documentName } from '../model/desired.ts';
+import { documentName } from '../model/identity.ts';
 import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
 import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, Problem } from '../protocol/validate.ts';
 import { systemClock, type Clock } from '../retry.ts';

@@ -2,7 +2,8 @@ import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { admit, withoutRefusedMacs, type AdmissionFacts, type AdmissionSandbox } from './admission.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
-import { defaultLimits, podNameLabel, type SandboxIdentity } from './desired.ts';
+import { defaultLimits } from './desired.ts';
+import { podNameLabel, type SandboxIdentity } from './identity.ts';
 import type { AppliedState, Resolved } from './state.ts';
 
 const bridge = (name: string, spec: Partial<Network['spec']> = {}): Network => ({

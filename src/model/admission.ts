@@ -7,7 +7,9 @@
 // function with the same kind of facts. Pure.
 import { formatIp, parseCidr, parseIp } from './cidr.ts';
 import type { AppliedConfig, Network, PodNetworkConfig, Problem } from '../protocol/validate.ts';
-import { desiredWhole, documentName, generationOf, selectingConfigs, type DesiredSandbox, type EarlierAttachment, type NodeLimits, type SandboxIdentity } from './desired.ts';
+import type { DesiredSandbox, EarlierAttachment, NodeLimits } from './desired.ts';
+import { documentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
+import { desiredWhole, generationOf } from './whole-configs.ts';
 import { bringsOwnAddresses } from './kinds/index.ts';
 import { refusedMacs, refusedOwnAddresses } from './macs.ts';
 import { overQuota } from './quotas.ts';

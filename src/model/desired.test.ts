@@ -1,7 +1,9 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
-import { defaultLimits, desiredFor, desiredWhole, generationOf, identityOf, podNameLabel, type DesiredSandbox } from './desired.ts';
+import { defaultLimits, desiredFor, type DesiredSandbox } from './desired.ts';
+import { identityOf, podNameLabel } from './identity.ts';
+import { desiredWhole, generationOf } from './whole-configs.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({

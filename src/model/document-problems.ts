@@ -3,7 +3,8 @@
 // Kubernetes status all call, so a document is judged the same wherever it is shown. Pure.
 import { rangesProblem } from './pools.ts';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
-import { defaultLimits, desiredFor, documentName, namespaceNameLabel, type NodeLimits, type Problem } from './desired.ts';
+import { defaultLimits, desiredFor, type NodeLimits, type Problem } from './desired.ts';
+import { documentName, namespaceNameLabel, namespaceOf } from './identity.ts';
 import { kindOf } from './kinds/index.ts';
 
 /** The documents in force, and those a source could not read (each a problem naming it). */
@@ -33,7 +34,7 @@ export function networkProblems(network: Network, networks: ReadonlyMap<string, 
  * pod of its namespace, so that its problems are told even while it selects no pod.
  */
 export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>, limits: NodeLimits = defaultLimits): Problem[] {
-  const namespace = config.metadata.namespace ?? 'default';
+  const namespace = namespaceOf(config.metadata.namespace);
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
   // A kubelet names every pod's primary interface eth0.
@@ -49,7 +50,7 @@ export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = ()
   const checked = [
     ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
     ...docs.configs.flatMap((c) => {
-      const namespace = c.metadata.namespace ?? 'default';
+      const namespace = namespaceOf(c.metadata.namespace);
       return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits);
     }),
   ];

@@ -1,7 +1,7 @@
 // Routes and policy rules in the pod: podnet adds the ones asked for, changes them in place when
 // the request changes, puts back one that drifted, and deletes only the ones it added. A route or
 // rule already there that podnet did not add is never taken over: that is a problem to report.
-import { routeKey, ruleKey } from '../model/desired.ts';
+import { routeKey, ruleKey } from '../model/routing.ts';
 import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { routeLine, ruleLine, ruleTool } from '../model/undo.ts';

@@ -2,7 +2,7 @@
 // changes. A PodNetworkConfig without a namespace is in `default`.
 import { closeSync, constants, fstatSync, openSync, readdirSync, readSync, watch, type FSWatcher, type Stats } from 'node:fs';
 import { join } from 'node:path';
-import { documentName, identityOf } from '../model/desired.ts';
+import { documentName, identityOf } from '../model/identity.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import { parseDocuments, type ParsedDocuments } from './documents.ts';
 import { emptyDocuments, type DesiredDocuments, type DesiredSource } from './source.ts';

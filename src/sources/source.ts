@@ -1,7 +1,8 @@
 // Where the desired state comes from: the documents (Networks and PodNetworkConfigs) and who each
 // recorded sandbox is. Two sources implement it: a directory of documents (standalone) and the
 // Kubernetes API; the reconciler reads only this interface (docs/adr/0012).
-import { documentName, identityOf, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import type { Problem } from '../model/desired.ts';
+import { documentName, identityOf, type SandboxIdentity } from '../model/identity.ts';
 import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 
 export interface DesiredDocuments {

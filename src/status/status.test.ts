@@ -1,6 +1,7 @@
 import t from 'tap';
 import { configProblems } from '../model/document-problems.ts';
-import { desiredFor, identityOf, type Problem } from '../model/desired.ts';
+import { desiredFor, type Problem } from '../model/desired.ts';
+import { identityOf } from '../model/identity.ts';
 import { emptyApplied, type AppliedState, type ObservedLink } from '../model/state.ts';
 import type { AnnotationRequest } from '../model/annotation.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatus, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';

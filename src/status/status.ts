@@ -1,7 +1,8 @@
 // What a node tells the API about its sandboxes, derived from one pass's reports: each pod's
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
-import { documentName, podDocumentName, selectingConfigs, type DesiredAttachment, type DesiredSandbox, type Problem, type SandboxIdentity } from '../model/desired.ts';
+import type { DesiredAttachment, DesiredSandbox, Problem } from '../model/desired.ts';
+import { documentName, podDocumentName, selectingConfigs, type SandboxIdentity } from '../model/identity.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';

@@ -1,0 +1,51 @@
+// Who a sandbox is and how documents are named: the labels podnet derives from a sandbox's CNI
+// identity, the identity itself, how problems name a document or a pod's annotation, and which
+// configs select a pod. Pure.
+import type { AttachmentRecord, PodNetworkConfig } from '../protocol/validate.ts';
+import type { AnnotationRequest } from './annotation.ts';
+import { selects, type Labels } from './selector.ts';
+
+export const podNameLabel = 'podnetwork.opdev.io/pod-name';
+export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
+export const namespaceNameLabel = 'kubernetes.io/metadata.name';
+
+export interface SandboxIdentity {
+  namespace: string;
+  name: string;
+  labels: Labels;
+  /** Its namespace's labels, which Networks' namespaceSelector matches; standalone, the name label alone. */
+  namespaceLabels?: Labels;
+  /** What its podnetwork.opdev.io/networks annotation asks (Kubernetes only). */
+  annotation?: AnnotationRequest;
+  /** The interface its primary CNI plugin made (the runtime's CNI_IFNAME, eth0 under a kubelet): never podnet's to attach. */
+  primaryInterface?: string;
+}
+
+/** The namespace a document or a runtime names, `default` when it names none (as kubectl takes a document). */
+export function namespaceOf(named: string | undefined): string {
+  return named ?? 'default';
+}
+
+/** The identity a runtime gave (namespace `default` when it gave none) and the labels from it. */
+export function identityOf(record: AttachmentRecord): SandboxIdentity {
+  const namespace = namespaceOf(record.pod.namespace);
+  const name = record.pod.name ?? record.containerId;
+  return { namespace, name, labels: { [podNameLabel]: name, [podNamespaceLabel]: namespace }, primaryInterface: record.ifname };
+}
+
+/** "Network blue" or "PodNetworkConfig tenant-a/fast": how problems and `from` name a document (or an API object). */
+export function documentName(doc: { kind?: string; metadata: { name: string; namespace?: string } }): string {
+  return doc.kind === 'Network' ? `Network ${doc.metadata.name}` : `PodNetworkConfig ${namespaceOf(doc.metadata.namespace)}/${doc.metadata.name}`;
+}
+
+/** The document a pod's own annotation counts as, in problems and in `from`. */
+export function podDocumentName(identity: { namespace: string; name: string }): string {
+  return `Pod ${identity.namespace}/${identity.name}`;
+}
+
+/** The configs that select a pod, in the merge order (by name), whatever order the documents arrived in. */
+export function selectingConfigs(identity: SandboxIdentity, configs: readonly PodNetworkConfig[]): PodNetworkConfig[] {
+  return configs
+    .filter((c) => namespaceOf(c.metadata.namespace) === identity.namespace && selects(c.spec.podSelector, identity.labels))
+    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+}
