@@ -19,6 +19,7 @@ import {
   unrecordedGraceMs,
   unrecordedNetworkStatus,
   unrecordedPod,
+  unrecordedPods,
   unrecordedReason,
   type SandboxFacts,
 } from './status.ts';
@@ -473,4 +474,20 @@ t.test('a running pod that asks for something and that podnet has no record of i
 
   const entry = configNodeEntry(selecting, [], node, [unrecordedPod(pod, identity, [selecting], false, later)!]);
   t.same(entry, { name: node, selected: 1, ready: 0, failingPods: [{ name: 'old-0', reason: unrecordedReason.notRecorded }] }, "counted failing in the config's status");
+});
+
+t.test("which of a node's pods lack a record is counted on the clock given: a pod is told once it was seen running without one for the grace, from when first seen", async (t) => {
+  const selecting = config('cnf', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] });
+  const asked = (name: string, running = true) => ({ namespace, name, running, hostNetwork: false, identity: () => ({ namespace, name, labels: { app: 'cnf' } }) });
+  let identities = 0;
+  const counted = (name: string) => ({ ...asked(name), identity: () => (identities++, { namespace, name, labels: {} }) });
+  const first = unrecordedPods([asked('old-0'), asked('rec-0'), asked('down-0', false)], new Set([`${namespace}/rec-0`]), [selecting], new Map(), 1_000);
+  t.same(first.lacking, [], 'not yet: its ADD may be on its way');
+  t.same([...first.since], [[`${namespace}/old-0`, 1_000]], 'first seen now; a recorded or stopped pod is not counted');
+  const later = unrecordedPods([asked('old-0'), asked('new-0')], new Set(), [selecting], first.since, 1_000 + unrecordedGraceMs);
+  t.same(later.lacking.map((p) => p.name), ['old-0'], 'the one seen a grace ago is told; the new one waits its own');
+  t.same([...later.since], [[`${namespace}/old-0`, 1_000], [`${namespace}/new-0`, 1_000 + unrecordedGraceMs]]);
+  const gone = unrecordedPods([counted('rec-0')], new Set([`${namespace}/rec-0`]), [selecting], later.since, 2_000 + unrecordedGraceMs);
+  t.same([...gone.since], [], 'a pod recorded since, or gone, is forgotten');
+  t.equal(identities, 0, 'who a recorded pod is is never asked');
 });
