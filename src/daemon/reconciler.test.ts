@@ -542,3 +542,27 @@ t.test('a sandbox whose pass fails is told to the metrics by its code, and its a
   t.same(told, ['failed IO_FAILURE'], 'nothing attached');
   t.same(reconciler.attachmentStates(), [{ network: 'blue', state: 'failing' }]);
 });
+
+t.test("a diff taken while a pass reads the host judges static MACs against the host as last read, not against nothing", async (t) => {
+  const { observe, reconciler } = await setup(t);
+  const hostMac = '0a:58:00:00:00:01';
+  observe.hostLinks.set('eth0', FakeObserver.link('eth0', { mac: hostMac }));
+  await reconciler.schedule();
+  // The next pass (a resync: it reads the host anew) waits in its read of the host.
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const read = observe.links.bind(observe);
+  observe.links = async (where: Where) => {
+    if (where === 'host') await gate;
+    return read(where);
+  };
+  const pass = reconciler.schedule('resync');
+  const asking = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', mac: hostMac }] });
+  const diff = reconciler.diff([asking]);
+  release();
+  const [answer] = await Promise.all([diff, pass]);
+  t.match(answer.items.find((i) => i.containerId === 'c1')?.problems, [
+    { document: 'PodNetworkConfig default/cfg', field: 'spec.interfaces[0].mac', reason: /MAC 0a:58:00:00:00:01 is the MAC of one of the node's own interfaces/ },
+    { document: 'PodNetworkConfig default/cfg', field: 'spec', reason: /this generation cannot be applied whole to the pod/ },
+  ]);
+});
