@@ -17,7 +17,7 @@ import { CniError, CniRuntime, type Attachment, type Conflist } from '../e2e/lib
 import { podnetBinary, referencePluginDir, repoRoot } from '../e2e/lib/env.ts';
 import { explainText } from '../src/cli/explain.ts';
 import { hostInterfaceName } from '../src/model/host-links.ts';
-import { bridgeNameOf } from '../src/model/network.ts';
+import { bridgeNameOf } from '../src/model/kinds/bridge.ts';
 import { PodnetError } from '../src/errors.ts';
 import type { AppliedState, ObservedLink, ObservedRoute, ObservedRule } from '../src/model/state.ts';
 import { observeLinks, observeQdiscs, observeRouting } from '../src/netns/observe.ts';

@@ -5,7 +5,7 @@ import type { SandboxList } from '../protocol/validate.ts';
 import type { AppliedState, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
 import { resultFor } from '../model/cni-config.ts';
-import { hostBridgeOf, linkKindOf, networkKinds } from '../model/kinds/index.ts';
+import { describeLink, networkKinds } from '../model/kinds/index.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 
 type Report = SandboxList['items'][number];
@@ -46,9 +46,10 @@ export function explainText(report: Report): string {
   const lines = [`pod ${report.namespace}/${report.name} (container ${report.containerId.slice(0, 12)}, netns ${report.netns})`, 'desired:'];
   const before = lines.length;
   for (const a of desired.attachments) {
-    const host = hostBridgeOf(a.link) ? `, host end ${a.hostIf}` : '';
+    const link = describeLink(a.link);
+    const host = link.hostEnd ? `, host end ${a.hostIf}` : '';
     const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
-    lines.push(`  ${a.interface} on Network ${a.network}: ${linkKindOf(a.link).describe(a.link)}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
+    lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
   }
   // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
   for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);

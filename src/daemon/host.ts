@@ -10,7 +10,7 @@ import { host as onHost, type Step } from '../model/step.ts';
 import type { ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import { planBridges } from '../planner/bridges.ts';
-import { planUnusedBridges } from '../planner/take-back.ts';
+import { planUnusedBridges } from '../planner/leftovers.ts';
 import type { AppliedStore } from '../registry/applied.ts';
 import type { PassSteps } from './pass-steps.ts';
 import { readHost, readsEnough, type HostReads, type HostView, type TableSeen } from './views.ts';
@@ -46,9 +46,15 @@ export class HostRoom {
     return this.tableSeen;
   }
 
-  /** The node's links as the latest read found them: no pod may take their MACs or addresses. */
-  links(): Iterable<ObservedLink> {
-    return this.latest?.links.values() ?? [];
+  /**
+   * The node's links as the latest read found them: no pod may take their MACs or addresses. Read
+   * now when nothing has been read yet (a daemon's first pass), so that no pod is given one of them
+   * to have it taken back at the next pass.
+   */
+  async links(): Promise<ObservedLink[]> {
+    // A read that fails leaves it to the pass's own read, which tells why.
+    this.latest ??= await readHost(this.opts.observe, { shaped: false, secured: false }).catch(() => undefined);
+    return [...(this.latest?.links.values() ?? [])];
   }
 
   /** Tells the room that the pass under way changed a host link: the next pass reads the host. */

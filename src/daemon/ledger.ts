@@ -160,7 +160,7 @@ export class SandboxLedger {
 
   /** The sandboxes whose pod the source knows, as the last pass left them, with their links as last read: what their status is made from. */
   facts(): SandboxFacts[] {
-    return [...this.outcomes.values()].filter((o) => o.known).map((o) => ({ ...o, links: this.tracks.get(o.containerId)?.sight?.view.pod }));
+    return [...this.outcomes.values()].filter((o) => o.known).map(({ lastError, ...o }) => ({ ...o, ...(lastError ? { lastError } : {}), links: this.tracks.get(o.containerId)?.sight?.view.pod }));
   }
 
   /**

@@ -566,3 +566,14 @@ t.test("a diff taken while a pass reads the host judges static MACs against the 
     { document: 'PodNetworkConfig default/cfg', field: 'spec', reason: /this generation cannot be applied whole to the pod/ },
   ]);
 });
+
+t.test("a daemon's first pass gives no pod an address of the host's own: the host is read before the node judges", async (t) => {
+  const plain: Network = { ...blue, metadata: { name: 'plain' }, spec: { type: 'bridge', bridge: { name: 'pnbr-blue', portSecurity: false }, staticAddresses: true, namespaceSelector: {} } };
+  const asking = config({ attachments: [{ network: 'plain', interface: 'net1', ips: ['198.18.30.1/24'] }] });
+  const { docs, observe, run, reconciler, report } = await setup(t, [asking]);
+  docs.networks.set('plain', plain);
+  observe.hostLinks.set('eth1', FakeObserver.link('eth1', { addresses: ['198.18.30.1/24'] }));
+  await reconciler.schedule('resync');
+  t.notOk(run.lines().some((l) => l.includes('198.18.30.1')), 'the address is not given');
+  t.match(report()?.problems, [{ document: 'PodNetworkConfig default/cfg', field: 'spec.attachments[0].ips', reason: /address 198.18.30.1 is an address of one of the node's own interfaces/ }, { field: 'spec' }]);
+});

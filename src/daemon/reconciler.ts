@@ -25,7 +25,7 @@ import type { NamespaceSight } from '../netns/probe.ts';
 import type { NetnsRunner } from '../netns/runner.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
-import { planGoneSandbox } from '../planner/take-back.ts';
+import { planGoneSandbox } from '../planner/leftovers.ts';
 import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
@@ -196,7 +196,7 @@ export class Reconciler {
    * last read; then each gets its names and addresses (taken, or previewed for a diff), and the
    * static MACs the node refuses are taken out of its tuning.
    */
-  private workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): SandboxWork[] {
+  private async workOf(sandboxes: Iterable<LiveSandbox>, docs: DesiredDocuments, addresses: 'allocate' | 'preview'): Promise<SandboxWork[]> {
     const live = [...sandboxes];
     const { source, ipam, delegated, log } = this.opts;
     const pods = live.map(({ record }) => source.identity(record));
@@ -208,7 +208,7 @@ export class Reconciler {
         delegated: delegated.recordsOf(record.containerId),
         seenMacs: [...(this.ledger.track(record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
       })),
-      { networks: docs.networks, configs: docs.configs, limits: this.opts.limits ?? defaultLimits, hostLinks: this.host.links() },
+      { networks: docs.networks, configs: docs.configs, limits: this.opts.limits ?? defaultLimits, hostLinks: await this.host.links() },
     );
     if (admission.unsettled?.refusing) log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: admission.unsettled.containerIds });
     else if (admission.unsettled) log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: admission.unsettled.containerIds });
@@ -228,7 +228,7 @@ export class Reconciler {
    */
   async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.source.documents(), extra);
-    const work = this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
+    const work = await this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
     const attachments = work.flatMap((w) => w.desired.attachments);
     const hostView = await this.host.read(attachments);
     const bridges = planBridges(attachments, hostView.links, hostView.securedPorts);
@@ -280,7 +280,7 @@ export class Reconciler {
     this.documents = docs;
     this.logDocumentProblems(docs);
     const { live, unsure } = this.liveSandboxes();
-    const work = this.workOf(live.values(), docs, 'allocate');
+    const work = await this.workOf(live.values(), docs, 'allocate');
     const now = this.opts.clock();
     const due: SandboxWork[] = [];
     for (const w of work) {
@@ -335,5 +335,4 @@ export class Reconciler {
     for (const problem of now) if (!this.loggedProblems.has(problem)) this.opts.log.warn('a document podnet cannot use', { problem });
     this.loggedProblems = now;
   }
-
 }

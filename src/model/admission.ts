@@ -35,7 +35,7 @@ export interface AdmissionFacts {
   configs: readonly PodNetworkConfig[];
   limits: NodeLimits;
   /** The node's own links as last read: no pod may take their MACs or addresses. */
-  hostLinks: Iterable<Pick<ObservedLink, 'mac' | 'addresses'>>;
+  hostLinks: readonly Pick<ObservedLink, 'mac' | 'addresses'>[];
 }
 
 export interface Admission {
@@ -106,9 +106,8 @@ interface NodeChecks {
 }
 
 function nodeOf(sandboxes: readonly AdmissionSandbox[], { hostLinks }: AdmissionFacts): NodeChecks {
-  const links = [...hostLinks];
-  const hostMacs = new Set(links.flatMap((l) => (l.mac ? [l.mac] : [])));
-  const hostIps = links.flatMap((l) => l.addresses.map(plainAddress));
+  const hostMacs = new Set(hostLinks.flatMap((l) => (l.mac ? [l.mac] : [])));
+  const hostIps = hostLinks.flatMap((l) => l.addresses.map(plainAddress));
   const held = sandboxes.map((s) => new Set(earlierOf(s).map((e) => `${e.network}/${e.interface}`)));
   // As last seen, and as podnet recorded giving them: a first pass after a start has seen nothing yet.
   const macsHad = sandboxes.map((s) => [...s.seenMacs, ...(s.applied?.attachments ?? []).flatMap((a) => [a.mac, a.portSecurity?.mac].filter((m): m is string => m !== undefined))]);

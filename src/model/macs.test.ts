@@ -45,3 +45,8 @@ t.test('an address a pod brings on a Network without ipam: never another pod\'s 
   );
   t.same(r.get('c'), undefined, 'the same address on another Network is another address');
 });
+
+t.test('the all-zero MAC is refused to whoever asks it: the kernel gives it to no interface', async (t) => {
+  const r = refusedMacs([claims('a', [ask('net1', '00:00:00:00:00:00')])], new Set());
+  t.same(reasons(r, 'a'), ["net1: MAC 00:00:00:00:00:00 is no interface's: the kernel refuses an all-zero MAC"]);
+});

@@ -29,6 +29,8 @@ interface ValueKind {
   onHost: string;
   /** Why two interfaces must not share one, after the reason. */
   why: string;
+  /** Why no interface may have this value at all, if so. */
+  never?: (value: string) => string | undefined;
 }
 
 /** Per sandbox, the interfaces whose asked value it may not have, each with the problem to tell. */
@@ -46,6 +48,11 @@ function refusedValues(sandboxes: readonly ValueClaims[], hostValues: ReadonlySe
       const value = kind.norm(a.value);
       const others = (set: Set<string> | undefined) => [...(set ?? [])].some((c) => c !== s.containerId);
       const holds = holders.get(value)?.has(s.containerId) ?? false;
+      const never = kind.never?.(value);
+      if (never !== undefined) {
+        addRefusal(refused, s.containerId, { interface: a.interface, problem: { document: a.from, field: a.field, reason: `${kind.name(a.value)} ${never}` } });
+        continue;
+      }
       const why = host.has(value)
         ? kind.onHost
         : others(holders.get(value))
@@ -81,6 +88,8 @@ const macKind: ValueKind = {
   name: (mac) => `MAC ${mac}`,
   onHost: "is the MAC of one of the node's own interfaces",
   why: "a MAC shared on a network takes another's traffic",
+  // The schema's pattern admits it (a pattern without look-ahead cannot refuse it alone); the kernel does not.
+  never: (mac) => (mac === '00:00:00:00:00:00' ? 'is no interface\'s: the kernel refuses an all-zero MAC' : undefined),
 };
 
 /** Per sandbox, the interfaces whose asked MAC it may not have, each with the problem to tell. */

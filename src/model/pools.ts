@@ -1,5 +1,5 @@
 // A Network's IP ranges made ready to allocate from, and what is wrong with them whatever the pod:
-// pure, so that a Network's status can tell a bad range before any pod asks (model/network.ts).
+// pure, so that a Network's status can tell a bad range before any pod asks (model/document-problems.ts).
 import { PodnetError } from '../errors.ts';
 import type { IpRange } from '../protocol/validate.ts';
 import { bitsOf, contains, formatCidr, formatIp, lastAddress, networkAddress, parseCidr, parseIp, sameIp, type Cidr, type Ip } from './cidr.ts';

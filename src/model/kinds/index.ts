@@ -47,6 +47,16 @@ export function linkKindOf(link: LinkSpec): AnyLinkKind {
   return networkKinds[link.kind];
 }
 
+/**
+ * A link as `podnet explain` shows it, and whether it has a host end: one of a kind this build
+ * does not know (read from a newer daemon) is shown by its kind alone.
+ */
+export function describeLink(link: LinkSpec): { text: string; hostEnd: boolean } {
+  const kind = Object.hasOwn(networkKinds, link.kind) ? linkKindOf(link) : undefined;
+  if (!kind) return { text: link.kind, hostEnd: false };
+  return { text: kind.describe(link), hostEnd: 'veth' in kind.making(link) };
+}
+
 /** How the planner makes a link, and what it needs on the host first. */
 export function makingOf(link: LinkSpec): LinkMaking {
   return linkKindOf(link).making(link);

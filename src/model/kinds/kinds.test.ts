@@ -1,7 +1,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import type { Network } from '../../protocol/validate.ts';
-import { addressesGiven, attachmentRefusal, bringsOwnAddresses, hostBridgeOf, kindOf, linkKindOf, makingOf, networkKinds, type Allocation, type LinkSpec, type NetworkKinds } from './index.ts';
+import { addressesGiven, attachmentRefusal, describeLink, bringsOwnAddresses, hostBridgeOf, kindOf, linkKindOf, makingOf, networkKinds, type Allocation, type LinkSpec, type NetworkKinds } from './index.ts';
 
 const network = (name: string, spec: Network['spec']): Network => ({ apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name }, spec });
 const byName = (...list: Network[]): Map<string, Network> => new Map(list.map((n) => [n.metadata.name, n]));
@@ -133,4 +133,10 @@ t.test("each kind's problems of a Network's spec", async (t) => {
   t.same(kindOf(blue).specProblems(blue, byName(blue, macOnBridgeName)), [], 'only bridge Networks share a bridge');
   const broken = network('broken', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'a/b' }] } } });
   t.same(kindOf(broken).specProblems(broken, byName(broken)), [{ field: 'spec.cni.config.plugins[0].type', reason: 'type "a/b" is not a plugin binary\'s name (letters, digits, _ . + -; no path)' }]);
+});
+
+t.test('podnet explain shows a link of a kind this build does not know (from a newer daemon) by its kind alone', async (t) => {
+  t.same(describeLink({ kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: [], portSecurity: true }), { text: 'bridge pn-blue, port security on', hostEnd: true });
+  t.same(describeLink({ kind: 'macvlan', parent: 'eth1', mode: 'bridge' }), { text: 'macvlan on eth1, mode bridge', hostEnd: false });
+  t.same(describeLink({ kind: 'ipvlan', parent: 'eth1' } as unknown as LinkSpec), { text: 'ipvlan', hostEnd: false });
 });

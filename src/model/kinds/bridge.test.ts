@@ -1,6 +1,6 @@
 import t from 'tap';
-import type { Network } from '../protocol/validate.ts';
-import { bridgeNameOf } from './network.ts';
+import type { Network } from '../../protocol/validate.ts';
+import { bridgeNameOf } from './bridge.ts';
 
 const network = (name: string, spec: Partial<Network['spec']> = {}): Network => ({
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
