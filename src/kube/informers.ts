@@ -66,7 +66,10 @@ export class KubeSource implements DesiredSource {
           return answer;
         });
       };
-      const cache = new ListWatch<T>(path, this.api.watch, list, false, undefined, fieldSelector);
+      // ListWatch watches again after its reconnect wait even when stopped meanwhile: the wait is
+      // one of ours, which stop() cancels, so a stopped source opens no watch.
+      const delayFn = (ms: number) => new Promise<void>((resolve) => this.later(ms, resolve));
+      const cache = new ListWatch<T>(path, this.api.watch, list, false, undefined, fieldSelector, { delayFn });
       const entry: Informer<T> = { cache, synced: false };
       let failures = 0;
       let failedAt = 0;
@@ -113,12 +116,26 @@ export class KubeSource implements DesiredSource {
   async start(changed: () => void): Promise<void> {
     this.changed = changed;
     for (const [name, entry] of Object.entries(this.informers)) void this.startInformer(name, entry as Informer<KubernetesObject>);
-    while (!this.stopped && !this.synced) await new Promise((resolve) => this.later(100, () => resolve(undefined)));
+    // Not a timer of `later`'s: stop() clears those, and this wait must still see that it stopped.
+    while (!this.stopped && !this.synced) await new Promise((resolve) => setTimeout(resolve, 100).unref());
     this.log.info('listed the API server', { node: this.nodeName, pods: this.informers.pods.cache.list().length, networks: this.informers.networks.cache.list().length, configs: this.informers.configs.cache.list().length });
   }
 
   get synced(): boolean {
-    return Object.values(this.informers).every((i) => i.synced);
+    return Object.entries(this.informers).every(([name, entry]) => this.listed(name, entry as Informer<KubernetesObject>));
+  }
+
+  /**
+   * Whether an informer's cache has held a whole list: ListWatch sets its resourceVersion in the
+   * same step that puts a list's items in the cache. Looked at again each time, not only when its
+   * start returns: a watch refused 410 Gone at once starts a list that start does not wait for.
+   */
+  private listed(name: string, entry: Informer<KubernetesObject>): boolean {
+    if (!entry.synced && entry.cache.latestResourceVersion() !== '') {
+      entry.synced = true;
+      this.log.info('watching', { resource: name });
+    }
+    return entry.synced;
   }
 
   async stop(): Promise<void> {
@@ -228,10 +245,7 @@ export class KubeSource implements DesiredSource {
     // ListWatch lists (when it holds no resourceVersion) and watches; a failure of either reaches
     // the 'error' handler, which schedules the next start.
     await entry.cache.start();
-    if (!entry.synced && entry.cache.latestResourceVersion() !== '') {
-      entry.synced = true;
-      this.log.info('watching', { resource: name });
-    }
+    this.listed(name, entry);
   }
 
   private later(ms: number, run: () => void): void {
