@@ -147,13 +147,18 @@ export class StatusPublisher {
     const untold: Promise<void>[] = [];
     for (const [key, { status }] of this.toldUnrecorded) {
       if (lacking.has(key)) continue;
-      this.toldUnrecorded.delete(key);
-      // A recorded pod's own network-status replaces it (publishPod); one that asks for nothing any more has none.
+      // A recorded pod's own network-status replaces it (publishPod); one that asks for nothing any
+      // more has none: taken back while it is still what this node wrote, whether the cache shows
+      // that write yet or not, and forgotten only once taken back.
       const [namespace, name] = key.split('/') as [string, string];
       const pod = source.pod(namespace, name);
-      if (pod && !recorded.has(key) && pod.metadata.annotations?.[networkStatusAnnotation] === status) {
-        untold.push(this.networkStatus(namespace, name, null, pod.metadata.resourceVersion));
+      const wrote = this.wrote.pods.get(key);
+      const ours = pod && (pod.metadata.annotations?.[networkStatusAnnotation] === status || (wrote?.value === status && wrote.over === pod.metadata.resourceVersion));
+      if (!pod || recorded.has(key) || !ours) {
+        this.toldUnrecorded.delete(key);
+        continue;
       }
+      untold.push(this.networkStatus(namespace, name, null, pod.metadata.resourceVersion).then(() => void this.toldUnrecorded.delete(key)));
     }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
     for (const key of this.wrote.podnetworkconfigs.keys()) if (!configs.has(key)) this.wrote.podnetworkconfigs.delete(key);
