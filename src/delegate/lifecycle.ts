@@ -3,7 +3,7 @@
 // are gone; GC for every list at CNI 1.1. Every attachment has a durable record, written before
 // its ADD and again with its result, so a crash at any point leaves something DEL can be given.
 // Runs outside the planner: a plugin's ADD is not a step with an undo, and the plan of the same
-// sandbox may tune or route through the interface it makes (so the reconciler runs this first).
+// sandbox may tune or route through the interface it makes (so the sandbox room, daemon/sandbox.ts, runs this first).
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { resultFor, runsCheck, runsGc, runsStatus, type CniResult, type DelegatedConfig } from '../model/cni-config.ts';
 import type { DesiredSandbox, Problem } from '../model/desired.ts';
