@@ -32,6 +32,8 @@ const validated = {
   GcRequest: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/GcRequest',
   GcResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/GcResponse',
   DeleteResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DeleteResponse',
+  FirstPassRequest: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/FirstPassRequest',
+  FirstPassResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/FirstPassResponse',
   SpoolEntry: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SpoolEntry',
   DiffRequest: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DiffRequest',
   DiffResponse: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/DiffResponse',

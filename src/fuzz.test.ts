@@ -683,6 +683,7 @@ const cniPlugin: Target = {
         if (failure) throw failure;
       },
       delegatedGone: async () => undefined,
+      firstPass: async () => (rng.chance(0.5) ? { outcome: rng.pick(['applied', 'nothing-asked', 'failed', 'pending', 'unknown-pod'] as const) } : undefined),
     };
     const ctx: PluginContext = {
       env,

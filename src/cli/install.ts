@@ -13,6 +13,7 @@ interface InstallFlags {
   socket?: string;
   stateDir?: string;
   timeoutMs?: string;
+  firstPassTimeoutMs?: string;
   waitSeconds: string;
 }
 
@@ -25,18 +26,20 @@ export function installCommand(): Command {
     .option('--socket <path>', "the daemon's socket, written into podnet's config entry when not the default")
     .option('--state-dir <dir>', "the daemon's state dir, written into podnet's config entry when not the default")
     .option('--timeout-ms <n>', "how long the plugin's CHECK waits for the daemon, written into podnet's config entry")
+    .option('--first-pass-timeout-ms <n>', "how long the plugin's ADD waits for the daemon to make what a new pod asks (0: it does not wait), written into podnet's config entry")
     .option('--wait-seconds <n>', "how long to wait for the primary plugin's config to appear", '300')
     .action(async (flags: InstallFlags) => {
       const waitMs = Number(flags.waitSeconds) * 1000;
       if (!(waitMs >= 0)) throw new PodnetError('INVALID_CONFIG', `--wait-seconds must be a number of seconds, not "${flags.waitSeconds}"`);
       const timeoutMs = flags.timeoutMs === undefined ? undefined : Number(flags.timeoutMs);
+      const firstPassTimeoutMs = flags.firstPassTimeoutMs === undefined ? undefined : Number(flags.firstPassTimeoutMs);
       const binary = flags.binary ?? (isSea() ? process.execPath : undefined);
       if (binary === undefined) throw new PodnetError('INVALID_CONFIG', 'podnet runs from its sources here, not as the built executable: give --binary dist/podnet');
       const outcome = await install({
         binDir: flags.cniBinDir,
         confDir: flags.cniConfDir,
         binary,
-        entry: podnetEntry({ socketPath: flags.socket, stateDir: flags.stateDir, timeoutMs }),
+        entry: podnetEntry({ socketPath: flags.socket, stateDir: flags.stateDir, timeoutMs, firstPassTimeoutMs }),
         waitMs,
       });
       const lines = [

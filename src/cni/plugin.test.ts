@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { PodnetError } from '../errors.ts';
-import type { AttachmentKey, AttachmentRecord, CniVersion, GcRequest } from '../protocol/validate.ts';
+import type { AttachmentKey, AttachmentRecord, CniVersion, FirstPassResponse, GcRequest } from '../protocol/validate.ts';
 import { runPlugin } from './plugin.ts';
 import type { Recorder, RecorderSettings } from './recorder.ts';
 import { compareVersions, supportedVersions } from '../protocol/cni-version.ts';
@@ -52,7 +52,8 @@ type Call =
   | { op: 'gc'; gc: GcRequest }
   | { op: 'find'; key: AttachmentKey }
   | { op: 'ready' }
-  | { op: 'delegatedGone'; containerId: string };
+  | { op: 'delegatedGone'; containerId: string }
+  | { op: 'firstPass'; key: AttachmentKey };
 
 interface FakeOptions {
   /** Paths the fake isNetworkNamespace calls network namespaces. */
@@ -61,6 +62,8 @@ interface FakeOptions {
   records?: AttachmentRecord[];
   /** What every add/del/gc/ready throws, when set. */
   failure?: PodnetError;
+  /** What the daemon answers an ADD's first pass (none: it did not answer). */
+  firstPass?: FirstPassResponse;
 }
 
 /** The node's own netns, as the fake probe knows it. */
@@ -98,6 +101,10 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
     },
     async delegatedGone(containerId) {
       calls.push({ op: 'delegatedGone', containerId });
+    },
+    async firstPass(k) {
+      calls.push({ op: 'firstPass', key: k });
+      return fake.firstPass;
     },
   };
   const out = await runPlugin({
@@ -168,8 +175,8 @@ t.test('ADD passes prevResult through and records the attachment', async (t) => 
         prevResult: prevResult(v),
         createdAt: '2026-03-01T12:00:00.000Z',
       },
-    }], `${v}: the record sent`);
-    t.strictSame(out.opened, [{ socketPath: '/run/podnet/podnet.sock', stateDir: '/var/lib/podnet', timeoutMs: 1000 }], `${v}: default settings`);
+    }, { op: 'firstPass', key }], `${v}: the record sent, then its first pass waited for`);
+    t.strictSame(out.opened, [{ socketPath: '/run/podnet/podnet.sock', stateDir: '/var/lib/podnet', timeoutMs: 1000, firstPassTimeoutMs: 5000 }], `${v}: default settings`);
   }
 });
 
@@ -185,12 +192,20 @@ t.test('ADD with no CNI_ARGS records an empty identity', async (t) => {
   t.strictSame(sentRecord(out)?.pod, {});
 });
 
-t.test('the configuration\'s socketPath, stateDir and timeoutMs reach the recorder', async (t) => {
+t.test('the configuration\'s socketPath, stateDir, timeoutMs and firstPassTimeoutMs reach the recorder', async (t) => {
   const out = await invoke(
     kubeletEnv('ADD'),
-    config('1.0.0', { prevResult: prevResult('1.0.0'), socketPath: '/run/custom/d.sock', stateDir: '/srv/podnet', timeoutMs: 250 }),
+    config('1.0.0', { prevResult: prevResult('1.0.0'), socketPath: '/run/custom/d.sock', stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 0 }),
   );
-  t.strictSame(out.opened, [{ socketPath: '/run/custom/d.sock', stateDir: '/srv/podnet', timeoutMs: 250 }]);
+  t.strictSame(out.opened, [{ socketPath: '/run/custom/d.sock', stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 0 }]);
+});
+
+t.test("ADD passes prevResult through whatever its first pass came to: the pod's creation never fails for the daemon", async (t) => {
+  for (const firstPass of [undefined, { outcome: 'failed', error: 'the host has no interface eth9' }, { outcome: 'pending' }, { outcome: 'unknown-pod' }] as const) {
+    const out = await invoke(kubeletEnv('ADD'), config('1.0.0', { prevResult: prevResult('1.0.0') }), firstPass ? { firstPass } : {});
+    t.equal(out.exitCode, 0, firstPass?.outcome ?? 'no answer');
+    t.strictSame(out.answer, prevResult('1.0.0'));
+  }
 });
 
 t.test('ADD converts a prevResult of the other family to the configuration\'s version', async (t) => {

@@ -1,9 +1,10 @@
 // The CNI plugin as a function: environment and stdin in, stdout and exit code out, side effects
-// behind a Recorder. It records the attachment and passes the chain's result through; it never
-// changes the pod's network itself (that is the daemon's job, later and asynchronously).
+// behind a Recorder. It records the attachment, waits (bounded) for the daemon to make what the
+// pod asks at its creation, and passes the chain's result through; it never changes the pod's
+// network itself (that is the daemon's job).
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
-import { defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
+import { defaultFirstPassTimeoutMs, defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
 import { parseDocument, type AttachmentKey, type CniVersion, type PluginConfig } from '../protocol/validate.ts';
 import { parseCniArgs, podIdentityFromArgs } from '../protocol/cni-args.ts';
 import type { Recorder, RecorderSettings } from './recorder.ts';
@@ -54,6 +55,7 @@ export async function runPlugin(ctx: PluginContext): Promise<PluginOutput> {
         socketPath: config.socketPath ?? defaultSocketPath,
         stateDir: config.stateDir ?? defaultStateDir,
         timeoutMs: config.timeoutMs ?? defaultTimeoutMs,
+        firstPassTimeoutMs: config.firstPassTimeoutMs ?? defaultFirstPassTimeoutMs,
       }),
     };
     switch (command) {
@@ -167,6 +169,9 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   );
   requireNetworkNamespace(ctx, record.netns);
   await inv.recorder.add(record);
+  // The containers start once ADD returns: what the pod asks now is made first, when the daemon
+  // can within the bound (docs/adr/0028); else later, as the spool has it.
+  await inv.recorder.firstPass(key);
   return success(result);
 }
 

@@ -3,6 +3,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { dir } from 'tmp-promise';
+import type { DaemonParts } from '../daemon/routes.ts';
 import { startServer } from '../daemon/server.ts';
 import { PodnetError } from '../errors.ts';
 import { silentLogger } from '../log.ts';
@@ -16,8 +17,8 @@ import { spoolRecorder, type Recorder } from './recorder.ts';
 interface Node {
   stateDir: string;
   socketPath: string;
-  /** The plugin's recorder on this node; CHECK waits for a daemon's answer up to `timeoutMs`. */
-  recorder(timeoutMs?: number): Recorder;
+  /** The plugin's recorder on this node; CHECK waits for a daemon's answer up to `timeoutMs`, ADD for its first pass up to `firstPassTimeoutMs`. */
+  recorder(timeoutMs?: number, firstPassTimeoutMs?: number): Recorder;
   /** The spool's entries, in name order (one writer here, so the order written). */
   spooled(): Promise<unknown[]>;
   /** Runs `close` when the test ends, before the temp dir goes. */
@@ -37,7 +38,7 @@ async function node(t: Test): Promise<Node> {
   return {
     stateDir,
     socketPath,
-    recorder: (timeoutMs = 10_000) => spoolRecorder({ socketPath, stateDir, timeoutMs }),
+    recorder: (timeoutMs = 10_000, firstPassTimeoutMs = 0) => spoolRecorder({ socketPath, stateDir, timeoutMs, firstPassTimeoutMs }),
     async spooled() {
       const spool = join(stateDir, 'spool');
       const names = (await readdir(spool).catch(() => [])).filter((n) => n.endsWith('.json')).sort();
@@ -47,10 +48,10 @@ async function node(t: Test): Promise<Node> {
   };
 }
 
-/** Starts the daemon of `n` with a real registry on its state dir. */
-async function startDaemon(n: Node): Promise<Registry> {
+/** Starts the daemon of `n` with a real registry on its state dir; `firstPass` answers ADDs' first passes (none: a daemon that follows no documents). */
+async function startDaemon(n: Node, firstPass?: DaemonParts['firstPass']): Promise<Registry> {
   const registry = await Registry.open(n.stateDir, silentLogger);
-  const server = await startServer({ socketPath: n.socketPath, registry, version: 'test', log: silentLogger });
+  const server = await startServer({ socketPath: n.socketPath, registry, version: 'test', log: silentLogger, ...(firstPass ? { firstPass } : {}) });
   n.onEnd(() => server.close());
   return registry;
 }
@@ -135,7 +136,7 @@ t.test('a daemon that takes connections and never answers does not hold a change
 t.test('a spool that cannot be written: IO_FAILURE naming the spool', async (t) => {
   const n = await node(t);
   const stateDir = await impossibleStateDir(n);
-  const recorder = spoolRecorder({ socketPath: n.socketPath, stateDir, timeoutMs: 1000 });
+  const recorder = spoolRecorder({ socketPath: n.socketPath, stateDir, timeoutMs: 1000, firstPassTimeoutMs: 0 });
   for (const change of [() => recorder.add(record('aaa')), () => recorder.del(keyFor('aaa')), () => recorder.gc({ network: 'kindnet', validAttachments: [] })]) {
     const err = await rejection(change());
     t.ok(err instanceof PodnetError, 'a PodnetError');
@@ -197,7 +198,7 @@ t.test('ready', async (t) => {
 
   t.test('the state dir cannot exist (a path under a regular file): NOT_AVAILABLE', async (t) => {
     const n = await node(t);
-    const recorder = spoolRecorder({ socketPath: n.socketPath, stateDir: await impossibleStateDir(n), timeoutMs: 1000 });
+    const recorder = spoolRecorder({ socketPath: n.socketPath, stateDir: await impossibleStateDir(n), timeoutMs: 1000, firstPassTimeoutMs: 0 });
     const err = await rejection(recorder.ready());
     t.ok(err instanceof PodnetError, 'a PodnetError');
     t.match(err, { code: 'NOT_AVAILABLE', cniCode: 50, message: /^podnet cannot record attachments: the spool .*not-a-dir\/state\/spool is not writable/ });
@@ -224,4 +225,38 @@ t.test('DEL waits for a container\'s delegated attachments to be taken back, at 
   started = Date.now();
   await n.recorder(300).delegatedGone('c1');
   t.ok(Date.now() - started >= 280, 'and gives up after its timeout, without an error');
+});
+
+// ---- ADD's first pass: waited for, bounded, never an error --------------------------------------
+
+t.test("ADD's first pass: the daemon is handed the spooled record and the wait, and its answer comes back", async (t) => {
+  const n = await node(t);
+  const asked: { containerId: string; waitMs: number }[] = [];
+  await startDaemon(n, async (r, waitMs) => {
+    asked.push({ containerId: r.containerId, waitMs });
+    return { outcome: 'applied' };
+  });
+  const recorder = n.recorder(1000, 3000);
+  await recorder.add(record('aaa'));
+  t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'applied' });
+  t.strictSame(asked, [{ containerId: 'aaa', waitMs: 3000 }], 'the record taken in from the spool first');
+});
+
+t.test("ADD's first pass without a daemon, with one that never answers, or turned off: no answer, no error", async (t) => {
+  const n = await node(t);
+  t.equal(await n.recorder(1000, 3000).firstPass(keyFor('aaa')), undefined, 'no daemon: not waited for');
+  const silent = await startSilentDaemon(n);
+  t.equal(await n.recorder(1000, 200).firstPass(keyFor('aaa')), undefined, 'a daemon that never answers: waited for, up to the bound');
+  t.equal(silent.connections(), 1);
+  t.equal(await n.recorder(1000, 0).firstPass(keyFor('aaa')), undefined, 'turned off');
+  t.equal(silent.connections(), 1, 'not asked');
+});
+
+t.test("ADD's first pass of a daemon that follows no documents: nothing asked; of an unrecorded sandbox: no answer", async (t) => {
+  const n = await node(t);
+  await startDaemon(n);
+  const recorder = n.recorder(1000, 3000);
+  await recorder.add(record('aaa'));
+  t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'nothing-asked' });
+  t.equal(await recorder.firstPass(keyFor('zzz')), undefined, 'the daemon has no record of it (404): not an error for the pod');
 });

@@ -1,16 +1,16 @@
 // How the plugin tells the daemon about attachments (docs/adr/0003): every change goes into the
 // spool, the daemon's inbox, and is there before the plugin reports success (an ADD's not synced:
-// it lives as long as the kernel whose sandbox it tells of, docs/adr/0024). Nothing on
-// the ADD/DEL path waits for the daemon, so a daemon that is down, slow or restarting never slows
-// or fails a pod; one exception, bounded: a DEL of a container with delegated attachments waits
-// for their plugins' DEL (see plugin.ts). Only CHECK asks the daemon, and answers from disk when
-// it cannot.
+// it lives as long as the kernel whose sandbox it tells of, docs/adr/0024). A daemon that is down,
+// slow or restarting never fails a pod, and slows one at most by a bound the config sets: an ADD
+// waits for its sandbox's first pass (docs/adr/0028), a DEL of a container with delegated
+// attachments for their plugins' DEL (see plugin.ts). CHECK asks the daemon, and answers from disk
+// when it cannot.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { callDaemon } from '../protocol/client.ts';
-import { attachmentRoute, recordFileName, stateLayout } from '../protocol/paths.ts';
-import type { AttachmentKey, AttachmentRecord, GcRequest, SpoolEntry } from '../protocol/validate.ts';
+import { attachmentRoute, firstPassRoute, recordFileName, stateLayout } from '../protocol/paths.ts';
+import type { AttachmentKey, AttachmentRecord, FirstPassResponse, GcRequest, SpoolEntry } from '../protocol/validate.ts';
 import { parseStateDocument } from '../registry/state-document.ts';
 import { listSpool, readSpoolEntry, spoolDir, spoolWritable, writeSpoolEntry } from '../registry/spool.ts';
 import { applyChanges, changesFor, keyOf } from '../registry/fold.ts';
@@ -19,6 +19,8 @@ export interface RecorderSettings {
   socketPath: string;
   stateDir: string;
   timeoutMs: number;
+  /** How long ADD waits for its sandbox's first pass; 0: it does not. */
+  firstPassTimeoutMs: number;
 }
 
 export interface Recorder {
@@ -29,6 +31,13 @@ export interface Recorder {
   find(key: AttachmentKey): Promise<AttachmentRecord | undefined>;
   /** Resolves when podnet can record changes now; throws NOT_AVAILABLE otherwise. */
   ready(): Promise<void>;
+  /**
+   * Asks the daemon for the first pass of the sandbox `key` names, once its ADD is spooled, and
+   * waits at most firstPassTimeoutMs: what the pass came to, or undefined when the daemon did not
+   * answer (down, frozen, slower than the bound) or was not asked. Never an error: the pod starts
+   * all the same, and the daemon makes its network later.
+   */
+  firstPass(key: AttachmentKey): Promise<FirstPassResponse | undefined>;
   /**
    * Resolves once the container has no delegated attachment on file (the daemon ran their
    * plugins' DEL), or after the timeout: never an error.
@@ -75,6 +84,17 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
       const taken = () => spooledDel === undefined || !existsSync(spooledDel);
       const deadline = Date.now() + settings.timeoutMs;
       while (Date.now() < deadline && (!taken() || (await hasRecords()))) await new Promise((r) => setTimeout(r, 20));
+    },
+
+    async firstPass(key) {
+      const waitMs = settings.firstPassTimeoutMs;
+      if (waitMs === 0) return undefined;
+      try {
+        // The daemon answers before waitMs is up; the client's bound is the plugin's own.
+        return (await callDaemon({ socketPath: settings.socketPath, method: 'POST', path: firstPassRoute(key), body: { waitMs }, timeoutMs: waitMs })) as FirstPassResponse;
+      } catch {
+        return undefined;
+      }
     },
 
     async ready() {

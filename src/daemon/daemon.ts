@@ -14,7 +14,7 @@ import { coalesce } from '../coalesce.ts';
 import { ConfigDirSource } from '../sources/config-dir.ts';
 import type { DesiredSource } from '../sources/source.ts';
 import type { Logger } from '../log.ts';
-import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
@@ -126,7 +126,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       version: opts.version,
       log,
       ...(opts.configDir ? { configDir: resolve(opts.configDir) } : {}),
-      ...(following ? { sandboxes: () => following.list(), portSecuritySeen: () => following.portSecuritySeen(), diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents) } : {}),
+      ...(following
+        ? {
+            sandboxes: () => following.list(),
+            portSecuritySeen: () => following.portSecuritySeen(),
+            diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents),
+            firstPass: (record: AttachmentRecord, waitMs: number) => following.firstPass(record, waitMs),
+          }
+        : {}),
     });
   } catch (err) {
     await metricsServer?.close();

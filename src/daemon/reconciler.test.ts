@@ -7,7 +7,7 @@ import { PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { DelegatedLifecycle, maxFailedDels } from '../delegate/lifecycle.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
-import { identityOf, podNameLabel } from '../model/identity.ts';
+import { identityOf, podNameLabel, type SandboxIdentity } from '../model/identity.ts';
 import { hostInterfaceName } from '../model/host-links.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import type { Where } from '../model/step.ts';
@@ -42,7 +42,7 @@ const config = (spec: Partial<PodNetworkConfig['spec']>): PodNetworkConfig => ({
 });
 const onBlue = config({ attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1400 }] });
 
-async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue], metrics?: PassMetrics) {
+async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue], metrics?: PassMetrics, identity: (r: AttachmentRecord) => SandboxIdentity | undefined = identityOf) {
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
   const docs: DesiredDocuments = { networks: new Map([['blue', blue], ['plugged', plugged]]), configs, problems: [] };
@@ -70,7 +70,7 @@ async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue], metrics?: 
   const reconciler = new Reconciler({
     stateDir: tmp.path,
     records: { list: () => records },
-    source: { documents: () => docs, identity: identityOf, synced: true },
+    source: { documents: () => docs, identity, synced: true },
     run,
     observe,
     sight: fakeSight(sight),
@@ -576,4 +576,61 @@ t.test("a daemon's first pass gives no pod an address of the host's own: the hos
   await reconciler.schedule('resync');
   t.notOk(run.lines().some((l) => l.includes('198.18.30.1')), 'the address is not given');
   t.match(report()?.problems, [{ document: 'PodNetworkConfig default/cfg', field: 'spec.attachments[0].ips', reason: /address 198.18.30.1 is an address of one of the node's own interfaces/ }, { field: 'spec' }]);
+});
+
+t.test("an ADD's first pass: what the pod asks is made before the answer, which says so", async (t) => {
+  const { run, reconciler, madeByFirstPass } = await setup(t);
+  const answer = await reconciler.firstPass(record, 5000);
+  t.strictSame(answer, { outcome: 'applied' });
+  t.ok(attachLines.every((l) => run.lines().includes(l)), 'net1 made before the answer');
+  madeByFirstPass();
+});
+
+t.test("an ADD's first pass of a pod that asks podnet for nothing is answered at once, without a pass", async (t) => {
+  const { run, reconciler } = await setup(t, []);
+  t.strictSame(await reconciler.firstPass(record, 5000), { outcome: 'nothing-asked' });
+  t.same(run.lines(), []);
+});
+
+t.test("an ADD's first pass whose pass fails says why; the pod's retries go on with its backoff", async (t) => {
+  const { run, reconciler } = await setup(t);
+  run.failing = (line) => line.includes('mtu 1400');
+  const answer = await reconciler.firstPass(record, 5000);
+  t.equal(answer.outcome, 'failed');
+  t.match(answer.error, /Operation not permitted/);
+});
+
+t.test("an ADD's first pass waits for a pod its source does not know yet, and answers unknown-pod past its wait", async (t) => {
+  let known = false;
+  const { clock, reconciler, run } = await setup(t, [onBlue], undefined, (r) => (known ? identityOf(r) : undefined));
+  const settle = async () => {
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+  };
+  /** Moves the clock to the first timer's time and runs it. */
+  const tick = async () => {
+    await settle();
+    const next = clock.timers.sort((a, b) => a.at - b.at).shift();
+    if (next) {
+      clock.advance(Math.max(0, next.at - clock.now()));
+      next.run();
+    }
+    await settle();
+  };
+  const late = reconciler.firstPass(record, 1000);
+  await tick();
+  await tick();
+  known = true;
+  let answer: unknown;
+  void late.then((a) => (answer = a));
+  for (let i = 0; i < 5 && answer === undefined; i++) await tick();
+  t.strictSame(answer, { outcome: 'applied' }, 'the pod seen a moment after the ADD: its network made all the same');
+  t.ok(run.lines().length > 0);
+
+  known = false;
+  const unknown = reconciler.firstPass({ ...record, containerId: 'c9', netns: '/run/netns/pod-9' }, 1000);
+  let said: unknown;
+  void unknown.then((a) => (said = a));
+  for (let i = 0; i < 40 && said === undefined; i++) await tick();
+  t.strictSame(said, { outcome: 'unknown-pod' });
+  t.ok(clock.now() - 1_000_000 <= 2000, 'within the wait on the clock');
 });

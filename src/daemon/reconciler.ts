@@ -13,7 +13,7 @@ import type { NodeIpam } from '../ipam/ipam.ts';
 import type { Logger } from '../log.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from '../metrics.ts';
 import { admit, withoutRefusedMacs, type AdmissionSandbox } from '../model/admission.ts';
-import { defaultLimits, type NodeLimits, type Problem } from '../model/desired.ts';
+import { defaultLimits, desiredFor, type NodeLimits, type Problem } from '../model/desired.ts';
 import { identityOf } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
@@ -26,13 +26,14 @@ import type { NetnsRunner } from '../netns/runner.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
 import { planGoneSandbox } from '../planner/leftovers.ts';
-import type { AttachmentRecord, DiffResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
+import type { AttachmentRecord, DiffResponse, FirstPassResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
 import type { Clock, Timer } from '../retry.ts';
 import { emptyDocuments, withDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 import type { SandboxFacts } from '../status/status.ts';
 import { AppliedRecords, originsOf } from './applied-records.ts';
+import { answerWithinMs, asksAnything, firstPassOutcome } from './first-pass.ts';
 import { HostRoom, hostJournalKey } from './host.ts';
 import { SandboxLedger } from './ledger.ts';
 import { mapLimited } from './map-limited.ts';
@@ -74,6 +75,9 @@ export interface ReconcilerOptions {
   /** Told how each pass went (none: metrics are off). */
   metrics?: PassMetrics;
 }
+
+/** How often a first pass looks again for a pod its source does not know yet. */
+const firstPassPollMs = 50;
 
 /** A recorded sandbox whose netns is there: the record a pass works from, and all of its records' key. */
 interface LiveSandbox {
@@ -158,6 +162,37 @@ export class Reconciler {
   schedule(scope: 'changed' | 'resync' = 'changed'): Promise<void> {
     if (scope === 'resync') this.resyncNext = true;
     return this.passes();
+  }
+
+  /**
+   * A new sandbox's first pass, for its ADD (docs/adr/0028): waits for the pod to be known to the
+   * source (a pod's watch event may come a moment after its sandbox's ADD) and for a pass that
+   * takes it, and answers within `waitMs` whatever it came to. A pod that asks podnet for nothing
+   * is answered at once; the passes go on after the answer as they would without it.
+   */
+  async firstPass(record: AttachmentRecord, waitMs: number): Promise<FirstPassResponse> {
+    const { source, clock } = this.opts;
+    const deadline = clock() + answerWithinMs(waitMs);
+    const until = (ms: number) => this.sleep(Math.min(ms, deadline - clock()));
+    let pod = source.synced ? source.identity(record) : undefined;
+    while (!pod && clock() < deadline) {
+      await until(firstPassPollMs);
+      pod = source.synced ? source.identity(record) : undefined;
+    }
+    if (!pod) return { outcome: 'unknown-pod' };
+    const docs = source.documents();
+    if (!asksAnything(desiredFor(pod, docs.networks, docs.configs))) return { outcome: 'nothing-asked' };
+    // A pass that takes it (a new sandbox is always due), and the passes its plan left work to.
+    for (;;) {
+      const passed = await Promise.race([this.schedule().then(() => true), until(deadline - clock()).then(() => false)]);
+      const answer = firstPassOutcome(this.ledger, record.containerId);
+      if (!passed || answer.outcome !== 'pending' || clock() >= deadline) return answer;
+      await until(firstPassPollMs);
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.opts.timer(Math.max(0, ms), resolve));
   }
 
   /** Waits for the pass under way; no retry runs after. */

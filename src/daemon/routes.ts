@@ -13,6 +13,8 @@ import {
   type DiffRequest,
   type DiffResponse,
   type DocumentName,
+  type FirstPassRequest,
+  type FirstPassResponse,
   type GcRequest,
   type GcResponse,
   type Network,
@@ -38,6 +40,8 @@ export interface DaemonParts {
   portSecuritySeen?: () => TableSeen | undefined;
   /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
   diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
+  /** A new sandbox's first pass, answered within `waitMs` (docs/adr/0028); none: the daemon follows no documents. */
+  firstPass?: (record: AttachmentRecord, waitMs: number) => Promise<FirstPassResponse>;
 }
 
 export interface RouteRequest<Body> {
@@ -166,6 +170,20 @@ export async function diff(daemon: DaemonParts, request: RouteRequest<DiffReques
   return { status: 200, body: await daemon.diff(documents.map((doc, i) => parseDocument(doc.kind, doc, `diff request document ${i + 1}`))) };
 }
 
+/**
+ * An ADD's wait for its sandbox's first pass (docs/adr/0028): its record is taken in from the
+ * spool, and the daemon answers within the plugin's wait what the pass came to.
+ */
+export async function firstPass(daemon: DaemonParts, request: RouteRequest<FirstPassRequest>): Promise<Answer> {
+  const key = keyFromPath(request.params);
+  const { waitMs } = await request.body();
+  await daemon.registry.drainSpool();
+  const record = daemon.registry.get(key);
+  if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
+  const answer: FirstPassResponse = daemon.firstPass ? await daemon.firstPass(record, waitMs) : { outcome: 'nothing-asked' };
+  return { status: 200, body: answer };
+}
+
 export async function collectGarbage({ registry }: DaemonParts, request: RouteRequest<GcRequest>): Promise<Answer> {
   const changes = await registry.apply({ op: 'gc', gc: await request.body() });
   const answer: GcResponse = { removed: changes.removed };
@@ -173,6 +191,7 @@ export async function collectGarbage({ registry }: DaemonParts, request: RouteRe
 }
 
 const attachmentPattern = /^\/v1\/attachments\/([^/]+)\/([^/]+)$/;
+const firstPassPattern = /^\/v1\/attachments\/([^/]+)\/([^/]+)\/first-pass$/;
 
 /** The socket's routes; a path's methods, in this order, are its 405 answer's Allow header. */
 export const routeTable: readonly Route[] = [
@@ -183,6 +202,7 @@ export const routeTable: readonly Route[] = [
   { method: 'GET', pattern: attachmentPattern, handle: getAttachment },
   { method: 'PUT', pattern: attachmentPattern, body: { document: 'AttachmentRecord', what: 'attachment record' }, handle: putAttachment },
   { method: 'DELETE', pattern: attachmentPattern, handle: deleteAttachment },
+  { method: 'POST', pattern: firstPassPattern, body: { document: 'FirstPassRequest', what: 'first pass request' }, handle: firstPass },
   { method: 'GET', pattern: /^\/v1\/sandboxes$/, handle: listSandboxes },
   { method: 'POST', pattern: /^\/v1\/diff$/, body: { document: 'DiffRequest', what: 'diff request' }, handle: diff },
   { method: 'POST', pattern: /^\/v1\/gc$/, body: { document: 'GcRequest', what: 'GC request' }, handle: collectGarbage },

@@ -26,6 +26,10 @@ export interface PluginConfig {
    */
   timeoutMs?: number;
   /**
+   * How long ADD waits for the daemon to make what the pod asks at its creation (its first pass, docs/adr/0028) before it returns all the same; 0: ADD does not wait. A daemon that is down is not waited for.
+   */
+  firstPassTimeoutMs?: number;
+  /**
    * The result of the plugins before podnet in the chain (ADD, DEL, CHECK).
    */
   prevResult?: {};
@@ -202,6 +206,31 @@ export interface GcRequest {
  */
 export interface GcResponse {
   removed: AttachmentKey[];
+}
+/**
+ * POST /v1/attachments/{containerId}/{ifname}/first-pass: the plugin's ADD, once its record is spooled, asks the daemon to make what the pod asks now, and waits at most waitMs (docs/adr/0028).
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "FirstPassRequest".
+ */
+export interface FirstPassRequest {
+  /**
+   * How long the plugin waits for the answer: the daemon answers before then, done or not.
+   */
+  waitMs: number;
+}
+/**
+ * What the sandbox's first pass came to by the time the daemon answered.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "FirstPassResponse".
+ */
+export interface FirstPassResponse {
+  /**
+   * applied: what the pod asks is made; nothing-asked: the pod asks podnet for nothing; failed: its pass failed (error), tried again with its backoff; pending: not done yet (the daemon goes on after the answer); unknown-pod: the pod is not known to the daemon's source yet.
+   */
+  outcome: 'applied' | 'nothing-asked' | 'failed' | 'pending' | 'unknown-pod';
+  error?: string;
 }
 /**
  * This interface was referenced by `Protocol`'s JSON-Schema

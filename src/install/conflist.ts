@@ -19,6 +19,7 @@ export interface PodnetEntry {
   socketPath?: string;
   stateDir?: string;
   timeoutMs?: number;
+  firstPassTimeoutMs?: number;
 }
 
 /** The file the runtime uses: the first config file in lexical order (byte order, as Go sorts), if any. */
@@ -120,11 +121,12 @@ export function configText(config: Json): string {
 }
 
 /** The podnet entry for these settings: only the ones that differ from the defaults are written. */
-export function podnetEntry(settings: { socketPath?: string | undefined; stateDir?: string | undefined; timeoutMs?: number | undefined }): PodnetEntry {
+export function podnetEntry(settings: { socketPath?: string | undefined; stateDir?: string | undefined; timeoutMs?: number | undefined; firstPassTimeoutMs?: number | undefined }): PodnetEntry {
   return {
     type: 'podnet',
     ...(settings.socketPath !== undefined ? { socketPath: settings.socketPath } : {}),
     ...(settings.stateDir !== undefined ? { stateDir: settings.stateDir } : {}),
     ...(settings.timeoutMs !== undefined ? { timeoutMs: settings.timeoutMs } : {}),
+    ...(settings.firstPassTimeoutMs !== undefined ? { firstPassTimeoutMs: settings.firstPassTimeoutMs } : {}),
   };
 }

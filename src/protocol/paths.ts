@@ -4,6 +4,12 @@
 export const defaultSocketPath = '/run/podnet/podnet.sock';
 export const defaultStateDir = '/var/lib/podnet';
 export const defaultTimeoutMs = 1000;
+/**
+ * How long ADD waits for the daemon's first pass of its sandbox (docs/adr/0028): past what a busy
+ * node's daemon takes (a resync of 500 sandboxes converges in about 4 s), far below the kubelet's
+ * bound on a sandbox's creation (its runtime request timeout, 2 minutes).
+ */
+export const defaultFirstPassTimeoutMs = 5000;
 /** Standalone mode's documents: what `podnet apply` writes and `podnet daemon --config-dir` follows. */
 export const defaultConfigDir = '/etc/podnet/config.d';
 /** The runtime's CNI dirs, where `podnet install` puts podnet and cni Networks' plugins are found. */
@@ -28,6 +34,11 @@ export const routes = {
 
 export function attachmentRoute(key: { containerId: string; ifname: string }): string {
   return `${routes.attachments}/${encodeURIComponent(key.containerId)}/${encodeURIComponent(key.ifname)}`;
+}
+
+/** Where ADD asks for its sandbox's first pass (docs/adr/0028). */
+export function firstPassRoute(key: { containerId: string; ifname: string }): string {
+  return `${attachmentRoute(key)}/first-pass`;
 }
 
 /** Folders of the state directory. */

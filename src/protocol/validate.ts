@@ -31,6 +31,8 @@ function byName(m: typeof firstViolation): Record<DocumentName, Validator> {
     GcRequest: m.GcRequest as Validator,
     GcResponse: m.GcResponse as Validator,
     DeleteResponse: m.DeleteResponse as Validator,
+    FirstPassRequest: m.FirstPassRequest as Validator,
+    FirstPassResponse: m.FirstPassResponse as Validator,
     SpoolEntry: m.SpoolEntry as Validator,
     DaemonStatus: m.DaemonStatus as Validator,
     ErrorBody: m.ErrorBody as Validator,
@@ -78,6 +80,8 @@ export interface DocumentTypes {
   GcRequest: Doc.GcRequest;
   GcResponse: Doc.GcResponse;
   DeleteResponse: Doc.DeleteResponse;
+  FirstPassRequest: Doc.FirstPassRequest;
+  FirstPassResponse: Doc.FirstPassResponse;
   SpoolEntry: Doc.SpoolEntry;
   DaemonStatus: Doc.DaemonStatus;
   ErrorBody: Doc.ErrorBody;
