@@ -1,5 +1,6 @@
 // bench/plugin-add: what podnet adds to a pod's creation. Median wall time of a podnet ADD through
-// the built executable (daemon up, spool entry written) against two anchors measured in the
+// the built executable (daemon up, spool entry written; the pod asks for nothing, which the
+// daemon's hint tells the plugin without a round trip, ADR 28) against two anchors measured in the
 // same run, alternating A B C A B C ...:
 //  - `node -e 0` on the same pinned Node: the floor of any Node executable's start;
 //  - the reference `tuning` plugin in podnet's chain position, with the same prevResult;

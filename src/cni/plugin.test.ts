@@ -53,7 +53,7 @@ type Call =
   | { op: 'find'; key: AttachmentKey }
   | { op: 'ready' }
   | { op: 'delegatedGone'; containerId: string }
-  | { op: 'firstPass'; key: AttachmentKey };
+  | { op: 'firstPass'; key: AttachmentKey; podUid?: string };
 
 interface FakeOptions {
   /** Paths the fake isNetworkNamespace calls network namespaces. */
@@ -102,8 +102,8 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
     async delegatedGone(containerId) {
       calls.push({ op: 'delegatedGone', containerId });
     },
-    async firstPass(k) {
-      calls.push({ op: 'firstPass', key: k });
+    async firstPass(k, podUid) {
+      calls.push({ op: 'firstPass', key: k, ...(podUid !== undefined ? { podUid } : {}) });
       return fake.firstPass;
     },
   };
@@ -175,7 +175,7 @@ t.test('ADD passes prevResult through and records the attachment', async (t) => 
         prevResult: prevResult(v),
         createdAt: '2026-03-01T12:00:00.000Z',
       },
-    }, { op: 'firstPass', key }], `${v}: the record sent, then its first pass waited for`);
+    }, { op: 'firstPass', key, podUid: '7c1e-44aa' }], `${v}: the record sent, then its first pass waited for`);
     t.strictSame(out.opened, [{ socketPath: '/run/podnet/podnet.sock', stateDir: '/var/lib/podnet', timeoutMs: 1000, firstPassTimeoutMs: 5000 }], `${v}: default settings`);
   }
 });

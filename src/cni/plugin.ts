@@ -171,7 +171,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   await inv.recorder.add(record);
   // The containers start once ADD returns: what the pod asks now is made first, when the daemon
   // can within the bound (docs/adr/0028); else later, as the spool has it.
-  await inv.recorder.firstPass(key);
+  await inv.recorder.firstPass(key, record.pod.uid);
   return success(result);
 }
 

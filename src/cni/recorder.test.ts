@@ -260,3 +260,19 @@ t.test("ADD's first pass of a daemon that follows no documents: nothing asked; o
   t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'nothing-asked' });
   t.equal(await recorder.firstPass(keyFor('zzz')), undefined, 'the daemon has no record of it (404): not an error for the pod');
 });
+
+t.test("ADD's first pass of a pod the daemon's hints call quiet: nothing asked, and the daemon not asked", async (t) => {
+  const n = await node(t);
+  const silent = await startSilentDaemon(n);
+  const hints = join(n.stateDir, 'quiet-pods');
+  await mkdir(hints, { recursive: true });
+  await writeFile(join(hints, 'uid-quiet'), '');
+  const recorder = n.recorder(1000, 200);
+  t.strictSame(await recorder.firstPass(keyFor('aaa'), 'uid-quiet'), { outcome: 'nothing-asked' }, 'a pod of this node that asks nothing');
+  t.equal(silent.connections(), 0);
+  t.equal(await recorder.firstPass(keyFor('bbb'), 'uid-asks'), undefined, 'another pod: the daemon is asked');
+  t.equal(silent.connections(), 1);
+  await writeFile(join(hints, '_all'), '');
+  t.strictSame(await recorder.firstPass(keyFor('ccc')), { outcome: 'nothing-asked' }, 'no document asks anything of any pod: no UID needed');
+  t.equal(silent.connections(), 1);
+});

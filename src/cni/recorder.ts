@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
 import { callDaemon } from '../protocol/client.ts';
-import { attachmentRoute, firstPassRoute, recordFileName, stateLayout } from '../protocol/paths.ts';
+import { allPodsQuiet, attachmentRoute, firstPassRoute, recordFileName, stateLayout } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, FirstPassResponse, GcRequest, SpoolEntry } from '../protocol/validate.ts';
 import { parseStateDocument } from '../registry/state-document.ts';
 import { listSpool, readSpoolEntry, spoolDir, spoolWritable, writeSpoolEntry } from '../registry/spool.ts';
@@ -37,7 +37,7 @@ export interface Recorder {
    * answer (down, frozen, slower than the bound) or was not asked. Never an error: the pod starts
    * all the same, and the daemon makes its network later.
    */
-  firstPass(key: AttachmentKey): Promise<FirstPassResponse | undefined>;
+  firstPass(key: AttachmentKey, podUid?: string): Promise<FirstPassResponse | undefined>;
   /**
    * Resolves once the container has no delegated attachment on file (the daemon ran their
    * plugins' DEL), or after the timeout: never an error.
@@ -86,9 +86,13 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
       while (Date.now() < deadline && (!taken() || (await hasRecords()))) await new Promise((r) => setTimeout(r, 20));
     },
 
-    async firstPass(key) {
+    async firstPass(key, podUid) {
       const waitMs = settings.firstPassTimeoutMs;
       if (waitMs === 0) return undefined;
+      // The daemon's hint that the pod asks for nothing: no round trip, which would cost every
+      // such pod's creation more than all the rest of ADD (docs/adr/0028).
+      const hints = join(settings.stateDir, stateLayout.quietPods);
+      if (existsSync(join(hints, allPodsQuiet)) || (podUid !== undefined && existsSync(join(hints, podUid)))) return { outcome: 'nothing-asked' };
       try {
         // The daemon answers before waitMs is up; the client's bound is the plugin's own.
         return (await callDaemon({ socketPath: settings.socketPath, method: 'POST', path: firstPassRoute(key), body: { waitMs }, timeoutMs: waitMs })) as FirstPassResponse;

@@ -12,7 +12,8 @@ import type { Reconciler } from './reconciler.ts';
 import { wireReconciler } from './wire.ts';
 import { coalesce } from '../coalesce.ts';
 import { ConfigDirSource } from '../sources/config-dir.ts';
-import type { DesiredSource } from '../sources/source.ts';
+import { emptyDocuments, type DesiredSource } from '../sources/source.ts';
+import { QuietPods } from './quiet-pods.ts';
 import type { Logger } from '../log.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
@@ -173,11 +174,29 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   }
   const timer = setInterval(() => void drain(), opts.spoolIntervalMs ?? 2000);
 
+  // The plugin's hints of pods that ask for nothing (ADR 28), from the documents and pods of now:
+  // a burst of changes makes one update, after it.
+  const quietPods = new QuietPods(opts.stateDir, log);
+  const hinting = source;
+  const hint = coalesce(async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    if (!hinting) quietPods.update(emptyDocuments(), undefined);
+    else if (hinting.synced) quietPods.update(hinting.documents(), hinting.nodePods?.());
+  });
+  void hint();
   let resync: NodeJS.Timeout | undefined;
   if (reconciler && source) {
     const r = reconciler;
     // The first pass follows the source's first whole view; the API server may be down now.
-    void source.start(() => void r.schedule()).then(() => r.schedule('resync'));
+    void source
+      .start(() => {
+        void r.schedule();
+        void hint();
+      })
+      .then(() => {
+        void hint();
+        return r.schedule('resync');
+      });
     if (opts.configDir) log.info('following documents', { configDir: opts.configDir });
     resync = setInterval(() => void r.schedule('resync'), opts.resyncMs ?? 10_000);
   }
@@ -198,6 +217,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       await server.close();
       await metricsServer?.close();
       await drain.idle();
+      await hint.idle();
       await registry.drainSpool().catch(() => undefined);
       stopTools();
       lock.release();

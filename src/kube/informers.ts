@@ -223,6 +223,10 @@ export class KubeSource implements DesiredSource {
   }
 
   /** The pods bound to this node, as the API server last showed them. */
+  nodePods(): { uid: string; identity: SandboxIdentity }[] {
+    return this.pods().flatMap((pod) => (pod.metadata.uid ? [{ uid: pod.metadata.uid, identity: this.podIdentity(pod) }] : []));
+  }
+
   pods(): readonly PodObject[] {
     return this.informers.pods.cache.list();
   }

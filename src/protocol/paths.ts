@@ -61,7 +61,16 @@ export const stateLayout = {
    * addresses) outlives the kernel's.
    */
   delegated: 'delegated',
+  /**
+   * Hints for the plugin (docs/adr/0028): an empty file per pod of this node, by UID, that asks
+   * podnet for nothing, and `_all` while no document can ask anything of any pod: their ADD does
+   * not wait for a first pass. The daemon's alone to write; absent, the plugin asks the daemon.
+   */
+  quietPods: 'quiet-pods',
 } as const;
+
+/** In stateLayout.quietPods: every pod is quiet ('_' is in no pod UID). */
+export const allPodsQuiet = '_all';
 
 /** The boot that wrote the state dir's kernel-mirroring state (src/registry/boot.ts). */
 export const bootIdFile = 'boot-id';

@@ -21,6 +21,11 @@ export interface DesiredSource {
    * the name): such a sandbox gets nothing of podnet's.
    */
   identity(record: AttachmentRecord): SandboxIdentity | undefined;
+  /**
+   * The pods of this node as the source knows them before their sandboxes are made (Kubernetes),
+   * each by UID with who it is; a source that knows pods only by their records has none.
+   */
+  nodePods?(): { uid: string; identity: SandboxIdentity }[];
   /** A namespace's labels, where the source knows them (Kubernetes); else only its name's label counts. */
   namespaceLabels?(namespace: string): Record<string, string> | undefined;
   /** Whether the source has its first whole view: a pass before it would take back what is still asked. */

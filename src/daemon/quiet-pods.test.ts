@@ -1,0 +1,47 @@
+// The plugin's hints of pods that ask for nothing (ADR 28), as files in the state dir.
+import t from 'tap';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { dir } from 'tmp-promise';
+import { silentLogger } from '../log.ts';
+import { identityOf, podNameLabel } from '../model/identity.ts';
+import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import type { DesiredDocuments } from '../sources/source.ts';
+import { QuietPods } from './quiet-pods.ts';
+
+const blue: Network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge', namespaceSelector: {} } };
+const selecting = (pod: string): PodNetworkConfig => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'PodNetworkConfig',
+  metadata: { name: `for-${pod}`, namespace: 'default' },
+  spec: { podSelector: { matchLabels: { [podNameLabel]: pod } }, attachments: [{ network: 'blue', interface: 'net1' }] },
+});
+const docs = (...configs: PodNetworkConfig[]): DesiredDocuments => ({ networks: new Map([['blue', blue]]), configs, problems: [] });
+const pod = (uid: string, name: string) => ({ uid, identity: identityOf({ containerId: uid, ifname: 'eth0', network: 'k8s', netns: '/run/netns/x', cniVersion: '1.0.0', createdAt: '2026-01-01T00:00:00Z', pod: { namespace: 'default', name } }) });
+
+t.test('a pod of the node that asks nothing has a hint; once a config selects it, the hint goes', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
+  const quiet = new QuietPods(tmp.path, silentLogger);
+  const pods = [pod('uid-a', 'a'), pod('uid-b', 'b')];
+  quiet.update(docs(selecting('a')), pods);
+  t.same(hints(), ['uid-b'], 'b asks nothing; a asks net1');
+  quiet.update(docs(selecting('a'), selecting('b')), pods);
+  t.same(hints(), [], 'b is selected now');
+  quiet.update(docs(), [pod('uid-a', 'a')]);
+  t.same(hints(), ['uid-a'], 'a asks nothing any more, b is gone');
+  new QuietPods(tmp.path, silentLogger);
+  t.same(hints(), [], 'a new daemon starts from no hint: what an earlier one left may not hold');
+});
+
+t.test('without pods known ahead (standalone), every pod is quiet while no config exists', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
+  const quiet = new QuietPods(tmp.path, silentLogger);
+  quiet.update(docs(), undefined);
+  t.same(hints(), ['_all']);
+  quiet.update(docs(selecting('a')), undefined);
+  t.same(hints(), [], 'a config may select any new pod');
+});
