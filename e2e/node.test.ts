@@ -138,6 +138,25 @@ for (const runtime of nodeRuntimes) {
     await ping('cnf-a', b);
     await ping('cnf-early', a);
 
+    // Pods created with their network asked, by the config that selects app=cnf and by the
+    // annotation: their init container fails, and with it the pod (restartPolicy Never), unless
+    // the network is there before it starts (ADR 28).
+    const needsNetwork = (name: string, ifname: string, annotations?: Record<string, string>) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, labels: { app: 'cnf' }, ...(annotations ? { annotations } : {}) },
+      spec: {
+        restartPolicy: 'Never',
+        initContainers: [{ name: 'needs-network', image: busyboxImage, imagePullPolicy: 'Never', command: ['sh', '-c', `ip -4 addr show dev ${ifname} | grep -q 'inet 198.18.231.'`] }],
+        containers: [{ name: 'main', image: busyboxImage, imagePullPolicy: 'Never', command: ['/bin/sleep', '3600'] }],
+      },
+    });
+    await asTenant(['apply', '-f', '-'], stringify(needsNetwork('cnf-born', 'net1')));
+    await asTenant(['apply', '-f', '-'], stringify(needsNetwork('cnf-annotated', 'net7', { [networksAnnotation]: 'blue@net7' })));
+    await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-born', 'pod/cnf-annotated', '--timeout=120s']);
+    t.pass("pods asking blue at their creation, by the config and by the annotation, found it in their init container");
+    await asTenant(['delete', 'pod', 'cnf-born', 'cnf-annotated', '--wait=true']);
+
     const status = await until('cnf-a tells net1 in its network-status', async () => {
       const value = (await podJson(node, tenant, 'cnf-a')).metadata.annotations?.[networkStatusAnnotation];
       return value?.includes('"net1"') ? value : undefined;
