@@ -198,7 +198,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         return r.schedule('resync');
       });
     if (opts.configDir) log.info('following documents', { configDir: opts.configDir });
-    resync = setInterval(() => void r.schedule('resync'), opts.resyncMs ?? 10_000);
+    resync = setInterval(() => {
+      void r.schedule('resync');
+      // A change the source's watch missed reaches the hints too.
+      void hint();
+    }, opts.resyncMs ?? 10_000);
   }
 
   const chaining = opts.cniConf ? keepChained(opts.cniConf.dir, opts.cniConf.entry, log) : undefined;

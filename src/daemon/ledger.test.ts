@@ -31,12 +31,13 @@ function outcome(containerId: string, more: Partial<SandboxOutcome> = {}): Sandb
 t.test('a pass takes a new sandbox, one whose desired state changed, and at a resync every one', async (t) => {
   const clock = fakeClock();
   const ledger = new SandboxLedger(clock.now, clock.timer);
-  const due = { containerId: 'c1', desiredJson: '{"a":1}' };
+  const due = { containerId: 'c1', desiredJson: '{"a":1}', records: 'r1' };
   t.ok(ledger.isDue(due, false, clock.now()), 'new');
-  ledger.begin(outcome('c1'), due.desiredJson);
+  ledger.begin(outcome('c1'), due);
   t.notOk(ledger.isDue(due, false, clock.now()), 'unchanged');
   t.ok(ledger.isDue({ ...due, desiredJson: '{"a":2}' }, false, clock.now()), 'changed');
   t.ok(ledger.isDue(due, true, clock.now()), 'resync');
+  t.ok(ledger.isDue({ ...due, records: 'r2' }, false, clock.now()), 'a new ADD of the same container (a new netns)');
   ledger.track('c1')!.deferred = true;
   t.ok(ledger.isDue(due, false, clock.now()), 'its last plan left part of it for the next pass');
 });
@@ -44,9 +45,9 @@ t.test('a pass takes a new sandbox, one whose desired state changed, and at a re
 t.test('a failed sandbox waits for its backoff, doubling; one retry timer runs a pass when the first is due', async (t) => {
   const clock = fakeClock();
   const ledger = new SandboxLedger(clock.now, clock.timer);
-  const due = { containerId: 'c1', desiredJson: '{}' };
+  const due = { containerId: 'c1', desiredJson: '{}', records: 'r1' };
   const first = outcome('c1');
-  const began = ledger.begin(first, due.desiredJson);
+  const began = ledger.begin(first, due);
   t.equal(ledger.failed(first, began.track, began.previous, 'it broke'), 500);
   t.equal(first.lastError, 'it broke');
   t.notOk(ledger.isDue(due, false, clock.now()));
@@ -61,7 +62,7 @@ t.test('a failed sandbox waits for its backoff, doubling; one retry timer runs a
   clock.timers[0]!.run();
   t.equal(passes, 1);
   t.ok(ledger.isDue(due, false, clock.now()), 'due once its wait is over');
-  const again = ledger.begin(outcome('c1'), due.desiredJson);
+  const again = ledger.begin(outcome('c1'), due);
   t.equal(ledger.failed(outcome('c1'), again.track, again.previous, 'still'), 1000, 'the second failure in a row waits twice as long');
   ledger.close();
 });
@@ -71,8 +72,8 @@ t.test('each reader sees the one outcome: the socket without the record, the sta
   const ledger = new SandboxLedger(clock.now, clock.timer);
   const attachment = { network: 'blue', interface: 'net1', link: { kind: 'bridge' as const, bridge: 'pnbr-blue', bridgeAddresses: [], portSecurity: false }, hostIf: 'pn1', addresses: [], mtu: 1500, networkSpec: blue };
   const desired = { ...nothing, attachments: [attachment] } as unknown as Resolved;
-  ledger.begin(outcome('c1', { desired }), '{}');
-  ledger.begin(outcome('c2', { known: false }), '{}');
+  ledger.begin(outcome('c1', { desired }), { desiredJson: '{}', records: '' });
+  ledger.begin(outcome('c2', { known: false }), { desiredJson: '{}', records: '' });
   const pod = new Map([['net1', { name: 'net1', mtu: 1400, up: true, addresses: [] }]]);
   ledger.track('c1')!.sight = { families: new Set(), paths: new Set(), records: '', view: { pod, routes: [], rules: [], sysctls: new Map() } };
   const list = ledger.list([{ document: 'Network blue', field: 'spec', reason: 'r' }]);

@@ -34,6 +34,8 @@ export interface SandboxOutcome extends SandboxFacts {
 export interface SandboxTrack {
   /** The desired state it was last reconciled to, as JSON. */
   desired: string;
+  /** Its records then (recordsKey): a new ADD of the same container (a new netns) is a sandbox to reconcile again. */
+  records: string;
   /** What its last plan found it cannot do now; reported until it is reconciled again. */
   planProblems: Problem[];
   /** What its delegated plugins answered when their ADD failed; reported as long. */
@@ -64,6 +66,8 @@ export interface SandboxDue {
   containerId: string;
   /** Its desired state as JSON. */
   desiredJson: string;
+  /** Its records (recordsKey). */
+  records: string;
 }
 
 export class SandboxLedger {
@@ -79,12 +83,13 @@ export class SandboxLedger {
   }
 
   /**
-   * Whether a pass takes this sandbox: a new one, one whose desired state changed or whose last
-   * plan left part of it for the next pass, a failed one whose retry is due, and at a resync every one.
+   * Whether a pass takes this sandbox: a new one, one whose desired state or records changed or
+   * whose last plan left part of it for the next pass, a failed one whose retry is due, and at a
+   * resync every one.
    */
-  isDue({ containerId, desiredJson }: SandboxDue, resync: boolean, now: number): boolean {
+  isDue({ containerId, desiredJson, records }: SandboxDue, resync: boolean, now: number): boolean {
     const track = this.tracks.get(containerId);
-    if (!track || track.deferred || track.desired !== desiredJson) return true;
+    if (!track || track.deferred || track.desired !== desiredJson || track.records !== records) return true;
     // One that waits for the port security table, at each resync too, to be tried soon after the
     // table can be put whole again (nft installed, a chain in its way gone): any pass that finds it
     // not whole puts it again.
@@ -103,10 +108,10 @@ export class SandboxLedger {
   }
 
   /** A pass takes the sandbox: its new outcome and track, and the track its last pass left. */
-  begin(outcome: SandboxOutcome, desiredJson: string): { track: SandboxTrack; previous: SandboxTrack | undefined } {
+  begin(outcome: SandboxOutcome, { desiredJson, records }: Omit<SandboxDue, 'containerId'>): { track: SandboxTrack; previous: SandboxTrack | undefined } {
     this.outcomes.set(outcome.containerId, outcome);
     const previous = this.tracks.get(outcome.containerId);
-    const track: SandboxTrack = { desired: desiredJson, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
+    const track: SandboxTrack = { desired: desiredJson, records, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
     this.tracks.set(outcome.containerId, track);
     return { track, previous };
   }

@@ -45,3 +45,14 @@ t.test('without pods known ahead (standalone), every pod is quiet while no confi
   quiet.update(docs(selecting('a')), undefined);
   t.same(hints(), [], 'a config may select any new pod');
 });
+
+t.test('a pod is quiet only when nothing asks: a config selecting it asks, whatever the node would grant; a UID not of a UID\'s shape gets no file', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
+  const quiet = new QuietPods(tmp.path, silentLogger);
+  const primaryMac: PodNetworkConfig = { ...selecting('a'), spec: { podSelector: { matchLabels: { [podNameLabel]: 'a' } }, interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:0a' }] } };
+  const annotated = { ...pod('uid-c', 'c'), identity: { ...pod('uid-c', 'c').identity, annotation: { selections: [{ name: 'blue' }] } } };
+  quiet.update(docs(primaryMac), [pod('uid-a', 'a'), pod('../uid-b', 'b'), pod('_all', 'd'), annotated]);
+  t.same(hints(), [], "a asks eth0's MAC (the node may refuse it: its pass tells); c asks by its annotation; b's and d's UIDs name no file");
+});

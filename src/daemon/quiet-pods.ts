@@ -8,11 +8,13 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
-import { desiredFor } from '../model/desired.ts';
 import type { SandboxIdentity } from '../model/identity.ts';
 import { allPodsQuiet, stateLayout } from '../protocol/paths.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 import { asksAnything } from './first-pass.ts';
+
+/** A pod UID as podnet's records take one (schemas/protocol.schema.json, PodIdentity.uid). */
+const podUid = /^[a-zA-Z0-9-]{1,64}$/;
 
 export class QuietPods {
   private readonly dir: string;
@@ -24,8 +26,13 @@ export class QuietPods {
   constructor(stateDir: string, log: Logger) {
     this.dir = join(stateDir, stateLayout.quietPods);
     this.log = log;
-    rmSync(this.dir, { recursive: true, force: true });
-    mkdirSync(this.dir, { mode: 0o700 });
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+      mkdirSync(this.dir, { mode: 0o700 });
+    } catch (err) {
+      // No hints: every ADD asks the daemon, as before them.
+      log.warn('could not make the folder of hints for the plugin', { dir: this.dir, error: (err as Error).message });
+    }
   }
 
   /** The hints for `docs` and, where the source knows them, the node's pods (nodePods). */
@@ -35,7 +42,8 @@ export class QuietPods {
       // Without pods known ahead (standalone), only a node whose documents select no pod at all.
       if (docs.configs.length === 0) quiet.add(allPodsQuiet);
     } else {
-      for (const { uid, identity } of pods) if (!asksAnything(desiredFor(identity, docs.networks, docs.configs))) quiet.add(uid);
+      // A UID names a file here: one that is not a UID's shape (the API server's word alone) gets no hint.
+      for (const { uid, identity } of pods) if (podUid.test(uid) && !asksAnything(identity, docs.configs)) quiet.add(uid);
     }
     // Removed first: a pod that asks now must not be told quiet a moment longer than needed. One
     // that could not be removed stays known as written, and is tried again at the next change.

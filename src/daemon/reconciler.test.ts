@@ -634,3 +634,24 @@ t.test("an ADD's first pass waits for a pod its source does not know yet, and an
   t.strictSame(said, { outcome: 'unknown-pod' });
   t.ok(clock.now() - 1_000_000 <= 2000, 'within the wait on the clock');
 });
+
+t.test("an ADD's first pass whose sandbox no pass can take (its netns not seen) answers pending after one pass, not a stream of them", async (t) => {
+  let passes = 0;
+  const metrics: PassMetrics = { passEnded: () => void passes++, sandboxFailed: () => undefined, attachmentsChanged: () => undefined };
+  const { sight, reconciler } = await setup(t, [onBlue], metrics);
+  sight.set(netns, 'unsure');
+  t.strictSame(await reconciler.firstPass(record, 5000), { outcome: 'pending' });
+  t.equal(passes, 1);
+});
+
+t.test("an ADD of a container podnet has reconciled before, in a new netns, is its own first pass: applied only once made there", async (t) => {
+  const { records, observe, run, reconciler, madeByFirstPass } = await setup(t);
+  t.strictSame(await reconciler.firstPass(record, 5000), { outcome: 'applied' });
+  madeByFirstPass();
+  const again: AttachmentRecord = { ...record, netns: '/run/netns/pod-a2', createdAt: '2026-01-01T00:01:00Z' };
+  records.splice(0, 1, again);
+  observe.pod(again.netns).set('eth0', FakeObserver.link('eth0'));
+  const before = run.lines().length;
+  t.strictSame(await reconciler.firstPass(again, 5000), { outcome: 'applied' });
+  t.ok(run.lines().slice(before).some((l) => l.startsWith(`netns ${again.netns} `)), 'made in the new netns before the answer');
+});

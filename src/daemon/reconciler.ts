@@ -13,7 +13,7 @@ import type { NodeIpam } from '../ipam/ipam.ts';
 import type { Logger } from '../log.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from '../metrics.ts';
 import { admit, withoutRefusedMacs, type AdmissionSandbox } from '../model/admission.ts';
-import { defaultLimits, desiredFor, type NodeLimits, type Problem } from '../model/desired.ts';
+import { defaultLimits, type NodeLimits, type Problem } from '../model/desired.ts';
 import { identityOf } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
@@ -95,6 +95,8 @@ export class Reconciler {
   private readonly sandboxes: SandboxRoom;
   /** Passes, one at a time; requests during a pass merge into one more pass. */
   private readonly passes = coalesce(() => this.pass().catch((err: Error) => this.opts.log.error('reconcile pass failed', { error: err.message })));
+  /** Set by close(): no pass runs after it, and a first pass under way answers at once. */
+  private closed = false;
   /** Whether the next pass takes every sandbox (a resync), not only those whose desired state changed. */
   private resyncNext = false;
   /** The documents the last pass read: what the socket's list judges. */
@@ -173,21 +175,23 @@ export class Reconciler {
   async firstPass(record: AttachmentRecord, waitMs: number): Promise<FirstPassResponse> {
     const { source, clock } = this.opts;
     const deadline = clock() + answerWithinMs(waitMs);
-    const until = (ms: number) => this.sleep(Math.min(ms, deadline - clock()));
     let pod = source.synced ? source.identity(record) : undefined;
-    while (!pod && clock() < deadline) {
-      await until(firstPassPollMs);
+    while (!pod && !this.closed && clock() < deadline) {
+      await this.sleep(Math.min(firstPassPollMs, deadline - clock()));
       pod = source.synced ? source.identity(record) : undefined;
     }
     if (!pod) return { outcome: 'unknown-pod' };
-    const docs = source.documents();
-    if (!asksAnything(desiredFor(pod, docs.networks, docs.configs))) return { outcome: 'nothing-asked' };
-    // A pass that takes it (a new sandbox is always due), and the passes its plan left work to.
+    if (!asksAnything(pod, source.documents().configs)) return { outcome: 'nothing-asked' };
+    // A pass that takes it (a new sandbox is always due), and the passes its plan left work to; one
+    // that did not take it (its netns not seen, the pass cut short) is not run again for it here.
     for (;;) {
-      const passed = await Promise.race([this.schedule().then(() => true), until(deadline - clock()).then(() => false)]);
-      const answer = firstPassOutcome(this.ledger, record.containerId);
-      if (!passed || answer.outcome !== 'pending' || clock() >= deadline) return answer;
-      await until(firstPassPollMs);
+      if (this.closed) return { outcome: 'pending' };
+      let cancel: () => void = () => undefined;
+      const timedOut = new Promise<false>((resolve) => (cancel = this.opts.timer(Math.max(0, deadline - clock()), () => resolve(false))));
+      const passed = await Promise.race([this.schedule().then(() => true), timedOut]);
+      cancel();
+      const answer = firstPassOutcome(this.ledger, record);
+      if (!passed || answer.outcome !== 'pending' || clock() >= deadline || this.ledger.track(record.containerId)?.deferred !== true) return answer;
     }
   }
 
@@ -195,8 +199,9 @@ export class Reconciler {
     return new Promise((resolve) => this.opts.timer(Math.max(0, ms), resolve));
   }
 
-  /** Waits for the pass under way; no retry runs after. */
+  /** Waits for the pass under way; no pass or retry runs after. */
   async close(): Promise<void> {
+    this.closed = true;
     this.ledger.close();
     await this.passes.idle();
     this.ledger.close();
@@ -296,7 +301,7 @@ export class Reconciler {
    * read their netns meanwhile.
    */
   private async pass(): Promise<void> {
-    if (!this.opts.source.synced) return;
+    if (!this.opts.source.synced || this.closed) return;
     const started = performance.now();
     this.steps.count();
     const resync = this.resyncNext;
@@ -319,7 +324,7 @@ export class Reconciler {
     const now = this.opts.clock();
     const due: SandboxWork[] = [];
     for (const w of work) {
-      if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson }, resync, now)) due.push(w);
+      if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resync, now)) due.push(w);
       else this.ledger.refresh(w.record.containerId, w.wanted, w.problems, w.known);
     }
     const attachments = work.flatMap((w) => w.desired.attachments);

@@ -176,11 +176,14 @@ export async function diff(daemon: DaemonParts, request: RouteRequest<DiffReques
  */
 export async function firstPass(daemon: DaemonParts, request: RouteRequest<FirstPassRequest>): Promise<Answer> {
   const key = keyFromPath(request.params);
+  // The plugin's wait runs from its request: what reading it and the spool took is counted.
+  const arrived = Date.now();
   const { waitMs } = await request.body();
   await daemon.registry.drainSpool();
   const record = daemon.registry.get(key);
   if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
-  const answer: FirstPassResponse = daemon.firstPass ? await daemon.firstPass(record, waitMs) : { outcome: 'nothing-asked' };
+  const left = waitMs - (Date.now() - arrived);
+  const answer: FirstPassResponse = !daemon.firstPass ? { outcome: 'nothing-asked' } : left <= 0 ? { outcome: 'pending' } : await daemon.firstPass(record, left);
   return { status: 200, body: answer };
 }
 

@@ -57,6 +57,6 @@ t.test('a sandbox whose step fails: taken back, told on its outcome, and its ret
   await sandboxes.reconcile(work, host(), { resync: false, readBack: true });
   t.equal(store.get('c1'), undefined, 'nothing recorded');
   t.match(ledger.outcome('c1')?.lastError, /Operation not permitted/);
-  t.notOk(ledger.isDue({ containerId: 'c1', desiredJson: work.desiredJson }, false, clock.now()), 'not due before its backoff');
+  t.notOk(ledger.isDue({ containerId: 'c1', desiredJson: work.desiredJson, records: work.records }, false, clock.now()), 'not due before its backoff');
   t.equal(ledger.track('c1')?.retryAt, clock.now() + 500);
 });

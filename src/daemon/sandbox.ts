@@ -85,7 +85,7 @@ export class SandboxRoom {
       wanted: work.wanted,
       known: work.known,
     };
-    const { track, previous } = ledger.begin(report, work.desiredJson);
+    const { track, previous } = ledger.begin(report, { desiredJson: work.desiredJson, records: work.records });
     const pod = `${identity.namespace}/${identity.name}`;
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
