@@ -239,7 +239,8 @@ t.test("ADD's first pass: the daemon is handed the spooled record and the wait, 
   const recorder = n.recorder(1000, 3000);
   await recorder.add(record('aaa'));
   t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'applied' });
-  t.strictSame(asked, [{ containerId: 'aaa', waitMs: 3000 }], 'the record taken in from the spool first');
+  t.same(asked.map((a) => a.containerId), ['aaa'], 'the record taken in from the spool first');
+  t.ok(asked[0]!.waitMs <= 3000 && asked[0]!.waitMs > 2000, `the wait left of the plugin's 3000 ms (${asked[0]!.waitMs} ms): what reading the request and the spool took is counted`);
 });
 
 t.test("ADD's first pass without a daemon, with one that never answers, or turned off: no answer, no error", async (t) => {
