@@ -493,6 +493,12 @@ t.test('pods() is what the server gave for this node\'s field selector; pod, ide
   t.equal(source.identity(record({ namespace: 'tenant', name: 'deleted' })), undefined, 'a pod the API server does not have: undefined');
   t.equal(source.identity(record({ name: 'app' })), undefined, 'a record without a namespace: undefined');
   t.equal(source.identity(record({ namespace: 'tenant' })), undefined, 'a record without a name: undefined');
+  // A static pod: the kubelet's UID of it is its mirror's config.mirror annotation, not the mirror's own.
+  server.push(podsPath, 'ADDED', pod('tenant', 'static-web', { uid: 'mirror-uid', annotations: { 'kubernetes.io/config.mirror': 'static-hash' } }));
+  await until('the mirror pod', () => source.pod('tenant', 'static-web'));
+  t.ok(source.identity(record({ namespace: 'tenant', name: 'static-web', uid: 'static-hash' })), "a static pod's sandbox is its mirror's pod");
+  t.equal(source.identity(record({ namespace: 'tenant', name: 'static-web', uid: 'mirror-uid' })), undefined, "the mirror's own UID is no sandbox's");
+  t.ok(source.nodePods().some((p) => p.uid === 'static-hash'), 'and the plugin\'s hints name it by the UID its sandbox has');
 
   // The namespace's labels change: podIdentity reads them as they are now.
   server.push(namespacesPath, 'MODIFIED', namespace('tenant', { team: 'blue' }));

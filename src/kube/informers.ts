@@ -205,7 +205,7 @@ export class KubeSource implements DesiredSource {
     const { namespace, name, uid } = record.pod;
     if (namespace === undefined || name === undefined) return undefined;
     const pod = this.informers.pods.cache.get(name, namespace);
-    if (!pod || (uid !== undefined && pod.metadata.uid !== uid)) return undefined;
+    if (!pod || (uid !== undefined && runtimeUidOf(pod) !== uid)) return undefined;
     return { ...this.podIdentity(pod), primaryInterface: record.ifname };
   }
 
@@ -224,7 +224,10 @@ export class KubeSource implements DesiredSource {
 
   /** The pods bound to this node, as the API server last showed them. */
   nodePods(): { uid: string; identity: SandboxIdentity }[] {
-    return this.pods().flatMap((pod) => (pod.metadata.uid ? [{ uid: pod.metadata.uid, identity: this.podIdentity(pod) }] : []));
+    return this.pods().flatMap((pod) => {
+      const uid = runtimeUidOf(pod);
+      return uid ? [{ uid, identity: this.podIdentity(pod) }] : [];
+    });
   }
 
   pods(): readonly PodObject[] {
@@ -279,3 +282,11 @@ function describe(err: unknown): string {
   return String(err);
 }
 
+/**
+ * The UID the runtime's CNI_ARGS give a pod's sandbox (K8S_POD_UID): the object's own, but for a
+ * static pod, whose object in the API is a mirror with a UID of its own; the kubelet's UID of the
+ * pod is then the mirror's kubernetes.io/config.mirror annotation.
+ */
+function runtimeUidOf(pod: PodObject): string | undefined {
+  return pod.metadata.annotations?.['kubernetes.io/config.mirror'] ?? pod.metadata.uid;
+}
