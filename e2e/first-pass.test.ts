@@ -6,10 +6,10 @@
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { dir } from 'tmp-promise';
 import { CniRuntime, type Attachment, type Conflist } from './lib/cni-runtime.ts';
 import { daemonSandbox, type DaemonSandbox } from './lib/daemon.ts';
 import { linkOf, until } from './lib/engine.ts';
+import { primaryConflist } from './lib/kube.ts';
 import { missingPrerequisite, referencePluginDir } from './lib/env.ts';
 import { addressesIn, makeNetns, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
@@ -42,20 +42,11 @@ spec:
   );
 }
 
-/** The reference bridge plugin as the pod's primary (its own bridge and range), podnet after it. */
+/** The reference bridge plugin as the pod's primary (primaryConflist), podnet after it with its wait. */
 async function conflist(t: Test, daemon: DaemonSandbox, subnet: number, firstPassTimeoutMs?: number): Promise<Conflist> {
-  const ipamDir = await dir({ unsafeCleanup: true });
-  t.teardown(() => ipamDir.cleanup());
-  const bridge = uniqueName('pnpri');
-  removeLinkAtTeardown(t, bridge);
-  return {
-    cniVersion: '1.0.0',
-    name: uniqueName('primary'),
-    plugins: [
-      { type: 'bridge', bridge, isGateway: true, ipam: { type: 'host-local', ranges: [[{ subnet: `198.18.${subnet}.0/24` }]], dataDir: ipamDir.path } },
-      { type: 'podnet', ...daemon.pluginSettings(), ...(firstPassTimeoutMs !== undefined ? { firstPassTimeoutMs } : {}) },
-    ],
-  };
+  const list = await primaryConflist(t, daemon, `198.18.${subnet}.0/24`);
+  if (firstPassTimeoutMs === undefined) return list;
+  return { ...list, plugins: list.plugins.map((p) => (p.type === 'podnet' ? { ...p, firstPassTimeoutMs } : p)) };
 }
 
 async function pod(t: Test, name: string): Promise<{ att: Attachment; ns: { name: string } }> {

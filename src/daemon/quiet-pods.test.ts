@@ -1,5 +1,5 @@
 // The plugin's hints of pods that ask for nothing (ADR 28), as files in the state dir.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { dir } from 'tmp-promise';
@@ -19,11 +19,15 @@ const selecting = (pod: string): PodNetworkConfig => ({
 const docs = (...configs: PodNetworkConfig[]): DesiredDocuments => ({ networks: new Map([['blue', blue]]), configs, problems: [] });
 const pod = (uid: string, name: string) => ({ uid, identity: identityOf({ containerId: uid, ifname: 'eth0', network: 'k8s', netns: '/run/netns/x', cniVersion: '1.0.0', createdAt: '2026-01-01T00:00:00Z', pod: { namespace: 'default', name } }) });
 
-t.test('a pod of the node that asks nothing has a hint; once a config selects it, the hint goes', async (t) => {
+/** A state dir of the test's own, its hints, and what is in their folder. */
+async function hinted(t: Test) {
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
-  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
-  const quiet = new QuietPods(tmp.path, silentLogger);
+  return { stateDir: tmp.path, quiet: new QuietPods(tmp.path, silentLogger), hints: () => readdirSync(join(tmp.path, 'quiet-pods')).sort() };
+}
+
+t.test('a pod of the node that asks nothing has a hint; once a config selects it, the hint goes', async (t) => {
+  const { stateDir, quiet, hints } = await hinted(t);
   const pods = [pod('uid-a', 'a'), pod('uid-b', 'b')];
   quiet.update(docs(selecting('a')), pods);
   t.same(hints(), ['uid-b'], 'b asks nothing; a asks net1');
@@ -31,15 +35,12 @@ t.test('a pod of the node that asks nothing has a hint; once a config selects it
   t.same(hints(), [], 'b is selected now');
   quiet.update(docs(), [pod('uid-a', 'a')]);
   t.same(hints(), ['uid-a'], 'a asks nothing any more, b is gone');
-  new QuietPods(tmp.path, silentLogger);
+  new QuietPods(stateDir, silentLogger);
   t.same(hints(), [], 'a new daemon starts from no hint: what an earlier one left may not hold');
 });
 
 t.test('without pods known ahead (standalone), every pod is quiet while no config exists', async (t) => {
-  const tmp = await dir({ unsafeCleanup: true });
-  t.teardown(() => tmp.cleanup());
-  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
-  const quiet = new QuietPods(tmp.path, silentLogger);
+  const { quiet, hints } = await hinted(t);
   quiet.update(docs(), undefined);
   t.same(hints(), ['_all']);
   quiet.update(docs(selecting('a')), undefined);
@@ -47,10 +48,7 @@ t.test('without pods known ahead (standalone), every pod is quiet while no confi
 });
 
 t.test('a pod is quiet only when nothing asks: a config selecting it asks, whatever the node would grant; a UID not of a UID\'s shape gets no file', async (t) => {
-  const tmp = await dir({ unsafeCleanup: true });
-  t.teardown(() => tmp.cleanup());
-  const hints = () => readdirSync(join(tmp.path, 'quiet-pods')).sort();
-  const quiet = new QuietPods(tmp.path, silentLogger);
+  const { quiet, hints } = await hinted(t);
   const primaryMac: PodNetworkConfig = { ...selecting('a'), spec: { podSelector: { matchLabels: { [podNameLabel]: 'a' } }, interfaces: [{ name: 'eth0', mac: '02:00:00:00:00:0a' }] } };
   const annotated = { ...pod('uid-c', 'c'), identity: { ...pod('uid-c', 'c').identity, annotation: { selections: [{ name: 'blue' }] } } };
   quiet.update(docs(primaryMac), [pod('uid-a', 'a'), pod('../uid-b', 'b'), pod('_all', 'd'), annotated]);
