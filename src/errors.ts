@@ -16,6 +16,9 @@ export const errorCodes = {
   // podnet's own (the spec leaves 100 and up to plugins): CHECK found the attachment not as
   // recorded. Not 3, which would tell the runtime it need not run DEL.
   CHECK_FAILED: { cni: 100, http: 409 },
+  // An attachment the pod marks required cannot be made (docs/adr/0028): its ADD fails, and the
+  // kubelet tries the sandbox again.
+  REQUIRED_UNMET: { cni: 101, http: 409 },
   // Daemon-side kinds; to a runtime they are I/O failures.
   NOT_FOUND: { cni: 5, http: 404 },
   CONFLICT: { cni: 5, http: 409 },

@@ -53,7 +53,7 @@ type Call =
   | { op: 'find'; key: AttachmentKey }
   | { op: 'ready' }
   | { op: 'delegatedGone'; containerId: string }
-  | { op: 'firstPass'; key: AttachmentKey; podUid?: string };
+  | { op: 'firstPass'; record: AttachmentRecord };
 
 interface FakeOptions {
   /** Paths the fake isNetworkNamespace calls network namespaces. */
@@ -102,8 +102,8 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
     async delegatedGone(containerId) {
       calls.push({ op: 'delegatedGone', containerId });
     },
-    async firstPass(k, podUid) {
-      calls.push({ op: 'firstPass', key: k, ...(podUid !== undefined ? { podUid } : {}) });
+    async firstPass(r) {
+      calls.push({ op: 'firstPass', record: r });
       return fake.firstPass;
     },
   };
@@ -163,19 +163,17 @@ t.test('ADD passes prevResult through and records the attachment', async (t) => 
     const out = await invoke(kubeletEnv('ADD'), config(v, { prevResult: prevResult(v) }));
     t.equal(out.exitCode, 0, `${v}: exit 0`);
     t.strictSame(out.answer, prevResult(v), `${v}: stdout is prevResult, cniVersion ${v}`);
-    t.strictSame(out.calls, [{
-      op: 'add',
-      record: {
-        containerId: key.containerId,
-        ifname: key.ifname,
-        network: 'kindnet',
-        netns: netnsPath,
-        cniVersion: v,
-        pod: { namespace: 'shop', name: 'web-0', uid: '7c1e-44aa', infraContainerId: '5b3c9a0e1f2d' },
-        prevResult: prevResult(v),
-        createdAt: '2026-03-01T12:00:00.000Z',
-      },
-    }, { op: 'firstPass', key, podUid: '7c1e-44aa' }], `${v}: the record sent, then its first pass waited for`);
+    const sent = {
+      containerId: key.containerId,
+      ifname: key.ifname,
+      network: 'kindnet',
+      netns: netnsPath,
+      cniVersion: v,
+      pod: { namespace: 'shop', name: 'web-0', uid: '7c1e-44aa', infraContainerId: '5b3c9a0e1f2d' },
+      prevResult: prevResult(v),
+      createdAt: '2026-03-01T12:00:00.000Z',
+    };
+    t.strictSame(out.calls, [{ op: 'add', record: sent }, { op: 'firstPass', record: sent }], `${v}: the record sent, then its first pass waited for`);
     t.strictSame(out.opened, [{ socketPath: '/run/podnet/podnet.sock', stateDir: '/var/lib/podnet', timeoutMs: 1000, firstPassTimeoutMs: 5000 }], `${v}: default settings`);
   }
 });
@@ -206,6 +204,13 @@ t.test("ADD passes prevResult through whatever its first pass came to: the pod's
     t.equal(out.exitCode, 0, firstPass?.outcome ?? 'no answer');
     t.strictSame(out.answer, prevResult('1.0.0'));
   }
+});
+
+t.test('ADD fails when the daemon refuses it for a required attachment, with the CNI error naming the attachment', async (t) => {
+  const error = "the pod's required attachments cannot be made: net1 on Network blue (Pod shop/web-0 metadata.annotations[\"podnetwork.opdev.io/networks\"][0]): no Network named blue";
+  const unmet = [{ document: 'Pod shop/web-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"][0]', network: 'blue', interface: 'net1', reason: 'no Network named blue' }];
+  const out = await invoke(kubeletEnv('ADD'), config('1.0.0', { prevResult: prevResult('1.0.0') }), { firstPass: { outcome: 'refused', error, unmet } });
+  assertCniError(t, out, { cniVersion: '1.0.0', code: 101, msg: /^podnet: the pod's required attachments cannot be made: net1 on Network blue .*no Network named blue$/ });
 });
 
 t.test('ADD converts a prevResult of the other family to the configuration\'s version', async (t) => {

@@ -170,8 +170,10 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   requireNetworkNamespace(ctx, record.netns);
   await inv.recorder.add(record);
   // The containers start once ADD returns: what the pod asks now is made first, when the daemon
-  // can within the bound (docs/adr/0028); else later, as the spool has it.
-  await inv.recorder.firstPass(key, record.pod.uid);
+  // can within the bound (docs/adr/0028); else later, as the spool has it. Only a daemon that
+  // answered that a required attachment cannot be made fails the pod (it took back what it made).
+  const firstPass = await inv.recorder.firstPass(record);
+  if (firstPass?.outcome === 'refused') throw new PodnetError('REQUIRED_UNMET', `podnet: ${firstPass.error ?? 'a required attachment cannot be made'}`);
   return success(result);
 }
 

@@ -7,7 +7,7 @@ import type { DaemonParts } from '../daemon/routes.ts';
 import { startServer } from '../daemon/server.ts';
 import { PodnetError } from '../errors.ts';
 import { silentLogger } from '../log.ts';
-import type { AttachmentKey, AttachmentRecord } from '../protocol/validate.ts';
+import type { AttachmentKey, AttachmentRecord, FirstPassResponse } from '../protocol/validate.ts';
 import { Registry } from '../registry/registry.ts';
 import { writeSpoolEntry } from '../registry/spool.ts';
 import { spoolRecorder, type Recorder } from './recorder.ts';
@@ -83,6 +83,7 @@ function record(containerId: string, network = 'kindnet'): AttachmentRecord {
 }
 
 const keyFor = (containerId: string): AttachmentKey => ({ containerId, ifname: 'eth0' });
+const withUid = (r: AttachmentRecord, uid: string): AttachmentRecord => ({ ...r, pod: { ...r.pod, uid } });
 const rejection = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
 
 /** A state dir that cannot exist: a path under a regular file. */
@@ -238,18 +239,18 @@ t.test("ADD's first pass: the daemon is handed the spooled record and the wait, 
   });
   const recorder = n.recorder(1000, 3000);
   await recorder.add(record('aaa'));
-  t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'applied' });
+  t.strictSame(await recorder.firstPass(record('aaa')), { outcome: 'applied' });
   t.same(asked.map((a) => a.containerId), ['aaa'], 'the record taken in from the spool first');
   t.ok(asked[0]!.waitMs <= 3000 && asked[0]!.waitMs > 2000, `the wait left of the plugin's 3000 ms (${asked[0]!.waitMs} ms): what reading the request and the spool took is counted`);
 });
 
 t.test("ADD's first pass without a daemon, with one that never answers, or turned off: no answer, no error", async (t) => {
   const n = await node(t);
-  t.equal(await n.recorder(1000, 3000).firstPass(keyFor('aaa')), undefined, 'no daemon: not waited for');
+  t.equal(await n.recorder(1000, 3000).firstPass(record('aaa')), undefined, 'no daemon: not waited for');
   const silent = await startSilentDaemon(n);
-  t.equal(await n.recorder(1000, 200).firstPass(keyFor('aaa')), undefined, 'a daemon that never answers: waited for, up to the bound');
+  t.equal(await n.recorder(1000, 200).firstPass(record('aaa')), undefined, 'a daemon that never answers: waited for, up to the bound');
   t.equal(silent.connections(), 1);
-  t.equal(await n.recorder(1000, 0).firstPass(keyFor('aaa')), undefined, 'turned off');
+  t.equal(await n.recorder(1000, 0).firstPass(record('aaa')), undefined, 'turned off');
   t.equal(silent.connections(), 1, 'not asked');
 });
 
@@ -258,8 +259,8 @@ t.test("ADD's first pass of a daemon that follows no documents: nothing asked; o
   await startDaemon(n);
   const recorder = n.recorder(1000, 3000);
   await recorder.add(record('aaa'));
-  t.strictSame(await recorder.firstPass(keyFor('aaa')), { outcome: 'nothing-asked' });
-  t.equal(await recorder.firstPass(keyFor('zzz')), undefined, 'the daemon has no record of it (404): not an error for the pod');
+  t.strictSame(await recorder.firstPass(record('aaa')), { outcome: 'nothing-asked' });
+  t.equal(await recorder.firstPass(record('zzz')), undefined, 'the daemon has no record of it (404): not an error for the pod');
 });
 
 t.test("ADD's first pass of a pod the daemon's hints call quiet: nothing asked, and the daemon not asked", async (t) => {
@@ -269,11 +270,38 @@ t.test("ADD's first pass of a pod the daemon's hints call quiet: nothing asked, 
   await mkdir(hints, { recursive: true });
   await writeFile(join(hints, 'uid-quiet'), '');
   const recorder = n.recorder(1000, 200);
-  t.strictSame(await recorder.firstPass(keyFor('aaa'), 'uid-quiet'), { outcome: 'nothing-asked' }, 'a pod of this node that asks nothing');
+  t.strictSame(await recorder.firstPass(withUid(record('aaa'), 'uid-quiet')), { outcome: 'nothing-asked' }, 'a pod of this node that asks nothing');
   t.equal(silent.connections(), 0);
-  t.equal(await recorder.firstPass(keyFor('bbb'), 'uid-asks'), undefined, 'another pod: the daemon is asked');
+  t.equal(await recorder.firstPass(withUid(record('bbb'), 'uid-asks')), undefined, 'another pod: the daemon is asked');
   t.equal(silent.connections(), 1);
   await writeFile(join(hints, '_all'), '');
-  t.strictSame(await recorder.firstPass(keyFor('ccc')), { outcome: 'nothing-asked' }, 'no document asks anything of any pod: no UID needed');
+  t.strictSame(await recorder.firstPass(record('ccc')), { outcome: 'nothing-asked' }, 'no document asks anything of any pod: no UID needed');
   t.equal(silent.connections(), 1);
+});
+
+t.test("an ADD whose first pass did not make the pod's network marks its record: its containers start first", async (t) => {
+  const n = await node(t);
+  await n.recorder(1000, 3000).firstPass(record('aaa'));
+  t.strictSame(await n.spooled(), [{ version: 1, op: 'add', record: { ...record('aaa'), startedWithoutNetwork: true } }], 'no daemon: the record again, marked');
+
+  const answers: Record<string, FirstPassResponse> = {
+    bbb: { outcome: 'applied' },
+    ccc: { outcome: 'pending' },
+    ddd: { outcome: 'refused', error: 'required', unmet: [] },
+    eee: { outcome: 'failed', error: 'the host has no interface eth9' },
+  };
+  const registry = await startDaemon(n, async (r) => answers[r.containerId]!);
+  const recorder = n.recorder(1000, 3000);
+  for (const id of Object.keys(answers)) {
+    await recorder.add(record(id));
+    await recorder.firstPass(record(id));
+  }
+  await mkdir(join(n.stateDir, 'quiet-pods'), { recursive: true });
+  await writeFile(join(n.stateDir, 'quiet-pods', 'uid-quiet'), '');
+  await recorder.add(withUid(record('fff'), 'uid-quiet'));
+  await recorder.firstPass(withUid(record('fff'), 'uid-quiet'));
+  await registry.drainSpool();
+  const marked = registry.list().filter((r) => r.startedWithoutNetwork === true).map((r) => r.containerId);
+  t.strictSame(marked, ['aaa', 'ccc', 'eee'], 'marked when not answered, pending or failed; not when applied or answered by a hint');
+  t.equal(registry.get(keyFor('ddd')), undefined, 'refused: its record is gone (its ADD fails)');
 });

@@ -32,12 +32,13 @@ export interface Recorder {
   /** Resolves when podnet can record changes now; throws NOT_AVAILABLE otherwise. */
   ready(): Promise<void>;
   /**
-   * Asks the daemon for the first pass of the sandbox `key` names, once its ADD is spooled, and
-   * waits at most firstPassTimeoutMs: what the pass came to, or undefined when the daemon did not
-   * answer (down, frozen, slower than the bound) or was not asked. Never an error: the pod starts
-   * all the same, and the daemon makes its network later.
+   * Asks the daemon for the first pass of the sandbox `record` tells of, once its ADD is spooled,
+   * and waits at most firstPassTimeoutMs: what the pass came to, or undefined when the daemon did
+   * not answer (down, frozen, slower than the bound) or was not asked. Never an error: the pod
+   * starts all the same, and the daemon makes its network later; when the daemon was asked and
+   * did not answer that the pod has what it asks, the record is marked startedWithoutNetwork.
    */
-  firstPass(key: AttachmentKey, podUid?: string): Promise<FirstPassResponse | undefined>;
+  firstPass(record: AttachmentRecord): Promise<FirstPassResponse | undefined>;
   /**
    * Resolves once the container has no delegated attachment on file (the daemon ran their
    * plugins' DEL), or after the timeout: never an error.
@@ -86,19 +87,26 @@ export function spoolRecorder(settings: RecorderSettings): Recorder {
       while (Date.now() < deadline && (!taken() || (await hasRecords()))) await new Promise((r) => setTimeout(r, 20));
     },
 
-    async firstPass(key, podUid) {
+    async firstPass(added) {
       const waitMs = settings.firstPassTimeoutMs;
       if (waitMs === 0) return undefined;
       // The daemon's hint that the pod asks for nothing: no round trip, which would cost every
       // such pod's creation more than all the rest of ADD (docs/adr/0028).
       const hints = join(settings.stateDir, stateLayout.quietPods);
+      const podUid = added.pod.uid;
       if (existsSync(join(hints, allPodsQuiet)) || (podUid !== undefined && existsSync(join(hints, podUid)))) return { outcome: 'nothing-asked' };
+      let answer: FirstPassResponse | undefined;
       try {
         // The daemon answers before waitMs is up; the client's bound is the plugin's own.
-        return (await callDaemon({ socketPath: settings.socketPath, method: 'POST', path: firstPassRoute(key), body: { waitMs }, timeoutMs: waitMs })) as FirstPassResponse;
+        answer = (await callDaemon({ socketPath: settings.socketPath, method: 'POST', path: firstPassRoute(added), body: { waitMs }, timeoutMs: waitMs })) as FirstPassResponse;
       } catch {
-        return undefined;
+        answer = undefined;
       }
+      if (answer?.outcome !== 'applied' && answer?.outcome !== 'nothing-asked' && answer?.outcome !== 'refused') {
+        // The containers start before the pod's network: the daemon tells it when it makes what the pod asked then.
+        await record({ op: 'add', record: { ...added, startedWithoutNetwork: true } }).catch(() => undefined);
+      }
+      return answer;
     },
 
     async ready() {

@@ -23,8 +23,9 @@ export async function rehearsePlugin(stateDir: string): Promise<void> {
     routes: [{ dst: '0.0.0.0/0' }],
     dns: {},
   };
-  // An ADD and a DEL never call the daemon. Were they to, this socket cannot be (/dev/null is no
-  // folder): a build on a node never reaches the node's daemon.
+  // The ADD asks the daemon for its first pass, as a pod's that asks something does: this socket
+  // cannot be (/dev/null is no folder), so a build on a node never reaches the node's daemon, and
+  // the ADD goes on as without a daemon (its record marked as started without its network).
   const config = { cniVersion: '1.1.0', name: 'rehearsal', type: 'podnet', stateDir, socketPath: '/dev/null/podnet-rehearsal.sock', prevResult };
   const context = (command: string): PluginContext => ({
     env: {

@@ -133,6 +133,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
             portSecuritySeen: () => following.portSecuritySeen(),
             diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents),
             firstPass: (record: AttachmentRecord, waitMs: number) => following.firstPass(record, waitMs),
+            passBy: (deadline: number) => following.passBy(deadline),
           }
         : {}),
     });

@@ -1,9 +1,10 @@
 // A sandbox's first pass inside its ADD (docs/adr/0028): the plugin, once its record is spooled,
 // asks the daemon to make what the pod asks now, and waits a bounded time. The daemon answers
 // before that time is up, done or not, and goes on after. Pods that ask podnet for nothing are
-// answered at once. What the answer says is worked out here from the ledger; the waiting is the
-// reconciler's.
-import { selectingConfigs, type SandboxIdentity } from '../model/identity.ts';
+// answered at once; a pod whose required attachments cannot be made is refused, and its ADD
+// fails. What the answer says is worked out here from the ledger; the waiting is the reconciler's.
+import { selectingConfigs, type RequiredAttachment, type SandboxIdentity } from '../model/identity.ts';
+import { unmetRequired, type UnmetAttachment } from '../status/status.ts';
 import type { AttachmentRecord, FirstPassResponse, PodNetworkConfig } from '../protocol/validate.ts';
 import type { SandboxLedger } from './ledger.ts';
 
@@ -24,13 +25,24 @@ export function asksAnything(pod: SandboxIdentity, configs: readonly PodNetworkC
 
 /**
  * What a sandbox's passes have come to so far: applied once a pass took it and made all it asks
- * (nothing left for the pass after), failed when its pass failed, else pending.
+ * (nothing left for the pass after), failed when its pass failed, else pending; refused instead of
+ * applied or failed when an attachment the pod marks required is not there.
  */
-export function firstPassOutcome(ledger: Pick<SandboxLedger, 'outcome' | 'track'>, record: AttachmentRecord): FirstPassResponse {
+export function firstPassOutcome(ledger: Pick<SandboxLedger, 'outcome' | 'track'>, record: AttachmentRecord, required: readonly RequiredAttachment[] = []): FirstPassResponse {
   const outcome = ledger.outcome(record.containerId);
   const track = ledger.track(record.containerId);
   // The outcome of this ADD's sandbox, not of an earlier one of the same container (podman keeps a container's id across a restart).
   if (!outcome || !track || outcome.record.netns !== record.netns || outcome.record.createdAt !== record.createdAt) return { outcome: 'pending' };
-  if (outcome.lastError !== undefined) return { outcome: 'failed', error: outcome.lastError.slice(0, 4096) };
-  return track.committed && !track.deferred ? { outcome: 'applied' } : { outcome: 'pending' };
+  const done = outcome.lastError !== undefined || (track.committed && !track.deferred);
+  if (!done) return { outcome: 'pending' };
+  const unmet = unmetRequired(outcome, required);
+  if (unmet.length > 0) return refusal(unmet);
+  return outcome.lastError !== undefined ? { outcome: 'failed', error: outcome.lastError.slice(0, 4096) } : { outcome: 'applied' };
+}
+
+/** The answer that fails the pod's ADD: each unmet required attachment, named as its document asks it, and why. */
+function refusal(unmet: readonly UnmetAttachment[]): FirstPassResponse {
+  const listed = unmet.slice(0, 64).map((u) => ({ ...u, reason: u.reason.slice(0, 2048) }));
+  const told = listed.map((u) => `${u.interface ?? 'an interface'} on Network ${u.network} (${u.document} ${u.field}): ${u.reason}`);
+  return { outcome: 'refused', unmet: listed, error: `the pod's required attachments cannot be made: ${told.join('; ')}`.slice(0, 4096) };
 }

@@ -8,7 +8,7 @@ import type { AppliedState, Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
-import type { SandboxFacts } from '../status/status.ts';
+import { attachmentKey, type SandboxFacts } from '../status/status.ts';
 import type { AttachmentState } from '../metrics.ts';
 import type { PodSight } from './views.ts';
 
@@ -98,9 +98,12 @@ export class SandboxLedger {
   }
 
   /** A sandbox a pass does not take keeps its outcome, with the documents' problems of now. */
-  refresh(containerId: string, wanted: DesiredSandbox, problems: readonly Problem[], known: boolean): void {
-    const outcome = this.outcomes.get(containerId);
+  refresh(record: AttachmentRecord, wanted: DesiredSandbox, problems: readonly Problem[], known: boolean): void {
+    const outcome = this.outcomes.get(record.containerId);
     if (!outcome) return;
+    const containerId = record.containerId;
+    // The same sandbox's record as the registry has it now: the plugin marks it once its ADD returned without the pod's network.
+    if (outcome.record.netns === record.netns && outcome.record.createdAt === record.createdAt) outcome.record = record;
     const track = this.tracks.get(containerId);
     outcome.problems = [...problems, ...(track?.delegateProblems ?? []), ...(track?.planProblems ?? [])];
     outcome.wanted = wanted;
@@ -109,6 +112,12 @@ export class SandboxLedger {
 
   /** A pass takes the sandbox: its new outcome and track, and the track its last pass left. */
   begin(outcome: SandboxOutcome, { desiredJson, records }: Omit<SandboxDue, 'containerId'>): { track: SandboxTrack; previous: SandboxTrack | undefined } {
+    // What the pod asked when its sandbox was first taken with the pod known: what was made after
+    // its containers started, when the plugin's ADD did not wait for it (docs/adr/0028).
+    const earlier = this.outcomes.get(outcome.containerId);
+    const sameSandbox = earlier?.record.netns === outcome.record.netns && earlier.record.createdAt === outcome.record.createdAt;
+    if (sameSandbox && earlier.askedAtStart) outcome.askedAtStart = earlier.askedAtStart;
+    else if (outcome.known) outcome.askedAtStart = new Set(outcome.wanted.attachments.map((w) => attachmentKey(w.network.metadata.name, w.interface)));
     this.outcomes.set(outcome.containerId, outcome);
     const previous = this.tracks.get(outcome.containerId);
     const track: SandboxTrack = { desired: desiredJson, records, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
@@ -159,7 +168,7 @@ export class SandboxLedger {
 
   /** Every sandbox's report, for `podnet explain`, with the documents' problems. */
   list(documentProblems: Problem[]): SandboxList {
-    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, ...report }) => report);
+    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, askedAtStart: _a, ...report }) => report);
     return { documentProblems, items: items as SandboxList['items'] };
   }
 

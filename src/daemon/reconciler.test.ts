@@ -655,3 +655,40 @@ t.test("an ADD of a container podnet has reconciled before, in a new netns, is i
   t.strictSame(await reconciler.firstPass(again, 5000), { outcome: 'applied' });
   t.ok(run.lines().slice(before).some((l) => l.startsWith(`netns ${again.netns} `)), 'made in the new netns before the answer');
 });
+
+t.test("an ADD's first pass of a pod whose required attachment cannot be made is refused, naming the attachment and why; a non-required one never refuses", async (t) => {
+  const requiring = (network: string, required: boolean) => config({ attachments: [{ network, interface: 'net1', required }, { network: 'blue', interface: 'net2' }] });
+  const refused = await setup(t, [requiring('red', true)]);
+  const answer = await refused.reconciler.firstPass(record, 5000);
+  t.equal(answer.outcome, 'refused');
+  t.strictSame(answer.unmet, [{ document: 'PodNetworkConfig default/cfg', field: 'spec.attachments[0]', network: 'red', interface: 'net1', reason: 'no Network named red' }]);
+  t.match(answer.error, /required attachments cannot be made: net1 on Network red \(PodNetworkConfig default\/cfg spec\.attachments\[0\]\): no Network named red/);
+
+  const optional = await setup(t, [requiring('red', false)]);
+  t.strictSame(await optional.reconciler.firstPass(record, 5000), { outcome: 'applied' }, 'not required: the rest is made and the pod starts');
+
+  const failing = await setup(t, [config({ attachments: [{ network: 'blue', interface: 'net1', required: true }] })]);
+  failing.run.failing = (line) => line.startsWith('link add');
+  const failed = await failing.reconciler.firstPass(record, 5000);
+  t.equal(failed.outcome, 'refused', 'a required attachment whose steps fail refuses too');
+  t.match(failed.unmet, [{ network: 'blue', interface: 'net1', reason: /Operation not permitted/ }]);
+});
+
+t.test('what a pod asked when its sandbox was first taken stays what it asked at start; a new ADD of it starts that again', async (t) => {
+  const { docs, records, observe, reconciler, madeByFirstPass } = await setup(t);
+  await reconciler.firstPass(record, 5000);
+  madeByFirstPass();
+  const facts = () => reconciler.facts().find((f) => f.record.containerId === 'c1');
+  t.strictSame([...(facts()?.askedAtStart ?? [])], ['blue net1']);
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }, { network: 'blue', interface: 'net3' }] })];
+  records.splice(0, 1, { ...record, startedWithoutNetwork: true });
+  await reconciler.schedule();
+  t.strictSame([...(facts()?.askedAtStart ?? [])], ['blue net1'], 'asked later: not of its start');
+  t.equal(facts()?.record.startedWithoutNetwork, true, "the plugin's mark reaches the facts");
+
+  const again: AttachmentRecord = { ...record, netns: '/run/netns/pod-a2', createdAt: '2026-01-01T00:01:00Z' };
+  records.splice(0, 1, again);
+  observe.pod(again.netns).set('eth0', FakeObserver.link('eth0'));
+  await reconciler.schedule();
+  t.strictSame([...(facts()?.askedAtStart ?? [])].sort(), ['blue net1', 'blue net3']);
+});

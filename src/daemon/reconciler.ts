@@ -14,7 +14,7 @@ import type { Logger } from '../log.ts';
 import { noMetrics, type AttachmentState, type PassMetrics } from '../metrics.ts';
 import { admit, withoutRefusedMacs, type AdmissionSandbox } from '../model/admission.ts';
 import { defaultLimits, type NodeLimits, type Problem } from '../model/desired.ts';
-import { identityOf } from '../model/identity.ts';
+import { identityOf, requiredAttachments } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
 import { resolveSandbox } from '../model/resolve.ts';
@@ -181,18 +181,24 @@ export class Reconciler {
       pod = source.synced ? source.identity(record) : undefined;
     }
     if (!pod) return { outcome: 'unknown-pod' };
-    if (!asksAnything(pod, source.documents().configs)) return { outcome: 'nothing-asked' };
+    const { configs } = source.documents();
+    if (!asksAnything(pod, configs)) return { outcome: 'nothing-asked' };
+    const required = requiredAttachments(pod, configs);
     // A pass that takes it (a new sandbox is always due), and the passes its plan left work to; one
     // that did not take it (its netns not seen, the pass cut short) is not run again for it here.
     for (;;) {
       if (this.closed) return { outcome: 'pending' };
-      let cancel: () => void = () => undefined;
-      const timedOut = new Promise<false>((resolve) => (cancel = this.opts.timer(Math.max(0, deadline - clock()), () => resolve(false))));
-      const passed = await Promise.race([this.schedule().then(() => true), timedOut]);
-      cancel();
-      const answer = firstPassOutcome(this.ledger, record);
+      const passed = await this.passBy(deadline);
+      const answer = firstPassOutcome(this.ledger, record, required);
       if (!passed || answer.outcome !== 'pending' || clock() >= deadline || this.ledger.track(record.containerId)?.deferred !== true) return answer;
     }
+  }
+
+  /** Runs a pass (one more after the pass under way), waiting for it until `deadline`: whether it ended by then. */
+  passBy(deadline: number): Promise<boolean> {
+    let cancel: () => void = () => undefined;
+    const timedOut = new Promise<false>((resolve) => (cancel = this.opts.timer(Math.max(0, deadline - this.opts.clock()), () => resolve(false))));
+    return Promise.race([this.schedule().then(() => true), timedOut]).finally(cancel);
   }
 
   private sleep(ms: number): Promise<void> {
@@ -325,7 +331,7 @@ export class Reconciler {
     const due: SandboxWork[] = [];
     for (const w of work) {
       if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resync, now)) due.push(w);
-      else this.ledger.refresh(w.record.containerId, w.wanted, w.problems, w.known);
+      else this.ledger.refresh(w.record, w.wanted, w.problems, w.known);
     }
     const attachments = work.flatMap((w) => w.desired.attachments);
     const host = this.host.forPass(attachments, resync);

@@ -9,6 +9,7 @@ import {
   collectGarbage,
   deleteAttachment,
   diff,
+  firstPass,
   getAttachment,
   getStatus,
   health,
@@ -202,4 +203,28 @@ t.test('the route table serves each of the client\'s paths, checking the bodies 
     '/v1/attachments/aaa/eth0': ['GET', 'PUT AttachmentRecord', 'DELETE'],
   });
   t.strictSame(served('/v1/attachments/aaa'), [], 'an attachment is named by container and interface');
+});
+
+t.test("a first pass the reconciler refuses (a required attachment) drops the sandbox's record and runs the pass that takes it back before answering", async (t) => {
+  const { registry, parts } = daemon();
+  registry.records.set(keyOf(record('aaa')), record('aaa'));
+  registry.records.set(keyOf(record('bbb')), record('bbb'));
+  const passes: { deadline: number; records: string[] }[] = [];
+  const refused = { outcome: 'refused' as const, error: 'required', unmet: [] };
+  const answers: Record<string, { outcome: 'refused' | 'applied' }> = { aaa: refused, bbb: { outcome: 'applied' } };
+  const withReconciler: DaemonParts = {
+    ...parts,
+    firstPass: async (r) => answers[r.containerId]!,
+    passBy: async (deadline) => {
+      passes.push({ deadline, records: registry.list().map((r) => r.containerId) });
+      return true;
+    },
+  };
+  const started = Date.now();
+  t.strictSame((await firstPass(withReconciler, request(['aaa', 'eth0'], { waitMs: 2000 }))).body, refused);
+  t.strictSame(passes.map((p) => p.records), [['bbb']], 'one pass, after the record went');
+  t.ok(passes[0]!.deadline <= started + 2000 && passes[0]!.deadline >= started + 1000, "bounded by the plugin's wait");
+  t.strictSame((await firstPass(withReconciler, request(['bbb', 'eth0'], { waitMs: 2000 }))).body, { outcome: 'applied' });
+  t.equal(passes.length, 1, 'an applied one: nothing more');
+  t.ok(registry.get({ containerId: 'bbb', ifname: 'eth0' }));
 });

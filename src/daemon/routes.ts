@@ -23,6 +23,7 @@ import {
 } from '../protocol/validate.ts';
 import type { Registry } from '../registry/registry.ts';
 import type { AppliedState } from '../model/state.ts';
+import { answerWithinMs } from './first-pass.ts';
 import type { TableSeen } from './views.ts';
 
 /** What the routes use of the registry. */
@@ -42,6 +43,8 @@ export interface DaemonParts {
   diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
   /** A new sandbox's first pass, answered within `waitMs` (docs/adr/0028); none: the daemon follows no documents. */
   firstPass?: (record: AttachmentRecord, waitMs: number) => Promise<FirstPassResponse>;
+  /** Runs a pass, waiting for it until `deadline` (ms since the epoch): what takes back a refused sandbox. */
+  passBy?: (deadline: number) => Promise<boolean>;
 }
 
 export interface RouteRequest<Body> {
@@ -184,6 +187,12 @@ export async function firstPass(daemon: DaemonParts, request: RouteRequest<First
   if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
   const left = waitMs - (Date.now() - arrived);
   const answer: FirstPassResponse = !daemon.firstPass ? { outcome: 'nothing-asked' } : left <= 0 ? { outcome: 'pending' } : await daemon.firstPass(record, left);
+  if (answer.outcome === 'refused') {
+    // Its ADD fails and the runtime tears the sandbox down: the record goes now, and the pass that
+    // takes back what podnet made of it runs before the answer, as far as the wait allows.
+    await daemon.registry.apply({ op: 'del', key });
+    await daemon.passBy?.(arrived + answerWithinMs(waitMs));
+  }
   return { status: 200, body: answer };
 }
 

@@ -172,6 +172,10 @@ export interface AttachmentRecord {
    * Set when podnet never saw this attachment's ADD: the libcni result cache file the daemon built the record from (the pod ran before podnet was chained).
    */
   adoptedFrom?: string;
+  /**
+   * Set by the plugin when its ADD returned without the daemon having made what the pod asks (no daemon, one slower than the wait, a pass that failed): the pod's containers started first, and what the pod asked then is told as made after start (docs/adr/0028).
+   */
+  startedWithoutNetwork?: boolean;
 }
 /**
  * An attachment record as the daemon shows it, with what it observed now.
@@ -227,10 +231,28 @@ export interface FirstPassRequest {
  */
 export interface FirstPassResponse {
   /**
-   * applied: what the pod asks is made; nothing-asked: the pod asks podnet for nothing; failed: its pass failed (error), tried again with its backoff; pending: not done yet (the daemon goes on after the answer); unknown-pod: the pod is not known to the daemon's source yet.
+   * applied: what the pod asks is made; nothing-asked: the pod asks podnet for nothing; failed: its pass failed (error), tried again with its backoff; pending: not done yet (the daemon goes on after the answer); unknown-pod: the pod is not known to the daemon's source yet; refused: an attachment the pod marks required cannot be made (unmet), and what podnet made of the sandbox is taken back: its ADD fails.
    */
-  outcome: 'applied' | 'nothing-asked' | 'failed' | 'pending' | 'unknown-pod';
+  outcome: 'applied' | 'nothing-asked' | 'failed' | 'pending' | 'unknown-pod' | 'refused';
   error?: string;
+  /**
+   * With refused: each required attachment that cannot be made, and why.
+   *
+   * @maxItems 64
+   */
+  unmet?: {
+    /**
+     * Who asked for it: the pod's annotation ("Pod ns/name") or a PodNetworkConfig ("PodNetworkConfig ns/name").
+     */
+    document: string;
+    /**
+     * Where in that document it is asked.
+     */
+    field: string;
+    network: string;
+    interface?: string;
+    reason: string;
+  }[];
 }
 /**
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -821,6 +843,10 @@ export interface Attachment {
    */
   ips?: Cidr[];
   bandwidth?: Bandwidth;
+  /**
+   * When true, a pod this config selects at its creation is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
+   */
+  required?: boolean;
 }
 /**
  * Rate limits of one attachment, as the reference bandwidth plugin takes them: rates in bits per second, bursts in bits; ingress is traffic into the pod. Applied with tc on podnet's host end of the veth (tbf; ifb and mirred for egress). A burst is at least 12000 bits, one full-size frame.
@@ -1113,6 +1139,10 @@ export interface NetworkSelection {
    * A unicast MAC address, lower case.
    */
   mac?: string;
+  /**
+   * When true, the pod is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
+   */
+  required?: boolean;
 }
 /**
  * One interface of a pod in the Network Plumbing WG network-status format (what Multus writes to k8s.v1.cni.cncf.io/network-status), or an attachment podnet could not make (problem set).
@@ -1145,6 +1175,10 @@ export interface NetworkStatusEntry {
    * The pod's primary interface.
    */
   default?: boolean;
+  /**
+   * podnet's own: the pod asked for this interface when it was created, and podnet made it after the pod's containers had started (its daemon did not answer the pod's ADD in time, or was down).
+   */
+  madeAfterStart?: boolean;
   /**
    * Default gateways the attachment's plugin gave (delegated Networks).
    */

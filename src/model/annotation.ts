@@ -8,6 +8,12 @@ import { parseDocument, type NetworkSelection, type NetworkStatusEntry } from '.
 export const networksAnnotation = 'podnetwork.opdev.io/networks';
 export const networkStatusAnnotation = 'podnetwork.opdev.io/network-status';
 
+/** Where in a pod the networks annotation is, as problems name it; with `index`, its entry. */
+export function annotationField(index?: number): string {
+  const base = `metadata.annotations["${networksAnnotation}"]`;
+  return index === undefined ? base : `${base}[${index}]`;
+}
+
 /** The annotation's selections, or why it could not be read (the pod's other networking still applies). */
 export type AnnotationRequest = { selections: NetworkSelection[] } | { problem: string };
 

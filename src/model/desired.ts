@@ -4,7 +4,7 @@
 // honoured is a Problem naming the document, the field and the reason, and is left out; whole
 // configs (ADR 17) are whole-configs.ts's, made from this merge. Pure.
 import type { AppliedConfig, Network, NetworkSelection, PodNetworkConfig, Problem } from '../protocol/validate.ts';
-import { networksAnnotation } from './annotation.ts';
+import { annotationField } from './annotation.ts';
 import { documentName, namespaceNameLabel, podDocumentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
 import { addressesGiven, attachmentRefusal, type AttachmentAsks } from './kinds/index.ts';
 import type { AskedMac } from './macs.ts';
@@ -154,11 +154,11 @@ class Merge {
     const request = identity.annotation;
     if (!request) return;
     const from = podDocumentName(identity);
-    const base = `metadata.annotations["${networksAnnotation}"]`;
+    const base = annotationField();
     // An unreadable value asks for nothing: what it held cannot be told apart from a typo.
     if ('problem' in request) return this.problem({ document: from, field: base, reason: request.problem });
     request.selections.forEach((selection: NetworkSelection, i) => {
-      const field = `${base}[${i}]`;
+      const field = annotationField(i);
       const network = this.reachable(selection.name, from, `${field}.name`);
       if (!network || !this.attachable(network, selection, from, field)) return;
       const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };

@@ -2,7 +2,7 @@
 // identity, the identity itself, how problems name a document or a pod's annotation, and which
 // configs select a pod. Pure.
 import type { AttachmentRecord, PodNetworkConfig } from '../protocol/validate.ts';
-import type { AnnotationRequest } from './annotation.ts';
+import { annotationField, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
@@ -48,4 +48,32 @@ export function selectingConfigs(identity: SandboxIdentity, configs: readonly Po
   return configs
     .filter((c) => namespaceOf(c.metadata.namespace) === identity.namespace && selects(c.spec.podSelector, identity.labels))
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+}
+
+/** An attachment a pod may not be created without (`required: true`), as its document asks it (docs/adr/0028). */
+export interface RequiredAttachment {
+  /** The pod's annotation (podDocumentName) or a PodNetworkConfig (documentName). */
+  document: string;
+  /** "metadata.annotations[...][0]" or "spec.attachments[1]". */
+  field: string;
+  network: string;
+  interface?: string;
+}
+
+/** What the pod's annotation and the configs that select it mark required. */
+export function requiredAttachments(identity: SandboxIdentity, configs: readonly PodNetworkConfig[]): RequiredAttachment[] {
+  const asks: RequiredAttachment[] = [];
+  const named = (name: string | undefined) => (name === undefined ? {} : { interface: name });
+  const request = identity.annotation;
+  if (request && 'selections' in request) {
+    request.selections.forEach((s, i) => {
+      if (s.required) asks.push({ document: podDocumentName(identity), field: annotationField(i), network: s.name, ...named(s.interface) });
+    });
+  }
+  for (const config of selectingConfigs(identity, configs)) {
+    (config.spec.attachments ?? []).forEach((a, i) => {
+      if (a.required) asks.push({ document: documentName(config), field: `spec.attachments[${i}]`, network: a.network, ...named(a.interface) });
+    });
+  }
+  return asks;
 }

@@ -21,8 +21,10 @@ import {
   unrecordedPod,
   unrecordedPods,
   unrecordedReason,
+  unmetRequired,
   type SandboxFacts,
 } from './status.ts';
+import { requiredAttachments } from '../model/identity.ts';
 
 const namespace = 'tenant-a';
 const node = 'node-a';
@@ -79,8 +81,10 @@ const facts = (opts: {
   lastError?: string;
   links?: Map<string, ObservedLink>;
   prevResult?: object;
+  startedWithoutNetwork?: boolean;
+  askedAtStart?: string[];
 }): SandboxFacts => {
-  const r = record(opts.pod, opts.prevResult);
+  const r = { ...record(opts.pod, opts.prevResult), ...(opts.startedWithoutNetwork ? { startedWithoutNetwork: true } : {}) };
   const identity = identityOf(r);
   const wanted = desiredFor({ ...identity, ...(opts.annotation ? { annotation: opts.annotation } : {}) }, networks, opts.configs ?? []);
   return {
@@ -92,6 +96,7 @@ const facts = (opts: {
     problems: [...wanted.problems, ...(opts.problems ?? [])],
     ...(opts.lastError ? { lastError: opts.lastError } : {}),
     links: opts.links,
+    ...(opts.askedAtStart ? { askedAtStart: new Set(opts.askedAtStart) } : {}),
   };
 };
 
@@ -490,4 +495,33 @@ t.test("which of a node's pods lack a record is counted on the clock given: a po
   const gone = unrecordedPods([counted('rec-0')], new Set([`${namespace}/rec-0`]), [selecting], later.since, 2_000 + unrecordedGraceMs);
   t.same([...gone.since], [], 'a pod recorded since, or gone, is forgotten');
   t.equal(identities, 0, 'who a recorded pod is is never asked');
+});
+
+t.test('network-status and events: what the pod asked at start and got after its containers started is marked, and told as a Warning; what it asked later is not', async (t) => {
+  const both = config('fast', { attachments: [{ network: 'blue', interface: 'net1' }, { network: 'green', interface: 'net2' }] });
+  const made = applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }, { interface: 'net2', network: 'green', addresses: ['198.18.6.2/24'] });
+  const late = facts({ configs: [both], applied: made, startedWithoutNetwork: true, askedAtStart: ['blue net1'] });
+  const entries = networkStatusOf(late);
+  t.equal(entries.find((e) => e.interface === 'net1')?.madeAfterStart, true);
+  t.equal(entries.find((e) => e.interface === 'net2')?.madeAfterStart, undefined, 'asked after the daemon first took the sandbox: a change at run time');
+  t.same(podEventsBetween(pod, [primary], toldEntries(late)).filter((e) => e.config === undefined), [
+    { type: 'Warning', reason: 'AttachedAfterStart', message: `attached net1 to Network blue with 198.18.5.2 after the pod's containers had started: podnet's daemon did not make it within the pod's ADD (asked by ${fastName})` },
+    { type: 'Normal', reason: 'Attached', message: `attached net2 to Network green with 198.18.6.2 (asked by ${fastName})` },
+  ]);
+  const inTime = facts({ configs: [both], applied: made, askedAtStart: ['blue net1'] });
+  t.notOk(networkStatusOf(inTime).some((e) => e.madeAfterStart), 'an ADD that waited for it: nothing marked');
+});
+
+t.test('required attachments: each unmet one is named with its document and field and why; one attached is met', async (t) => {
+  const annotation: AnnotationRequest = { selections: [{ name: 'red', interface: 'net1', required: true }, { name: 'blue', interface: 'net2', required: true }, { name: 'green', interface: 'net3' }] };
+  const needs = config('needs', { attachments: [{ network: 'nowhere', required: true }] });
+  const f = facts({ annotation, configs: [needs], applied: applied('cnf-0', { interface: 'net2', network: 'blue', addresses: ['198.18.5.2/24'] }) });
+  const required = requiredAttachments({ ...identityOf(f.record), annotation }, [needs]);
+  t.equal(required.length, 3, 'the annotation entries and the config attachment marked required, not the others');
+  t.same(unmetRequired(f, required), [
+    { document: 'Pod tenant-a/cnf-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"][0]', network: 'red', interface: 'net1', reason: 'Network red does not admit namespace tenant-a' },
+    { document: 'PodNetworkConfig tenant-a/needs', field: 'spec.attachments[0]', network: 'nowhere', reason: 'no Network named nowhere' },
+  ]);
+  const failing = facts({ annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] }, lastError: 'ip link add failed: File exists' });
+  t.match(unmetRequired(failing, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ interface: 'net2', reason: 'ip link add failed: File exists' }], "the pass's error when nothing else tells");
 });

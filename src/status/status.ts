@@ -2,7 +2,7 @@
 // network-status annotation, its entries in the PodNetworkConfigs that select it, its entry in
 // each Network, the conditions they add up to, and the Events between one pass and the next. Pure.
 import type { DesiredAttachment, DesiredSandbox, Problem } from '../model/desired.ts';
-import { documentName, podDocumentName, selectingConfigs, type SandboxIdentity } from '../model/identity.ts';
+import { documentName, podDocumentName, selectingConfigs, type RequiredAttachment, type SandboxIdentity } from '../model/identity.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetworkConfig, PodNetworkConfigStatus, NetworkStatus } from '../protocol/validate.ts';
 import { networksAnnotation } from '../model/annotation.ts';
@@ -22,6 +22,17 @@ export interface SandboxFacts {
   delegated?: readonly DelegatedRecord[];
   /** The pod's links as last read: MAC and MTU. */
   links?: ReadonlyMap<string, ObservedLink> | undefined;
+  /**
+   * The attachments ("network interface") the pod asked when the daemon first took its sandbox:
+   * with a record the plugin marked startedWithoutNetwork, these were made after its containers
+   * started (docs/adr/0028). Undefined until a pass took it with its pod known.
+   */
+  askedAtStart?: ReadonlySet<string>;
+}
+
+/** How askedAtStart keys an attachment. */
+export function attachmentKey(network: string, podInterface: string): string {
+  return `${network} ${podInterface}`;
 }
 
 type ConfigNodeEntry = NonNullable<PodNetworkConfigStatus['nodes']>[number];
@@ -40,6 +51,7 @@ function plain(cidr: string): string {
 export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
   const { record, links } = facts;
   const entries: NetworkStatusEntry[] = [primaryEntry(record, links)];
+  const late = record.startedWithoutNetwork === true ? facts.askedAtStart : undefined;
   for (const a of attachedOf(facts)) {
     const link = links?.get(a.interface);
     const mac = link?.mac ?? a.mac;
@@ -51,6 +63,7 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
       ...(link ? { mtu: link.mtu } : {}),
       ...(a.gateway?.length ? { gateway: a.gateway } : {}),
       ...(a.dns && Object.keys(a.dns).length > 0 ? { dns: a.dns } : {}),
+      ...(late?.has(attachmentKey(a.network, a.interface)) ? { madeAfterStart: true } : {}),
     });
   }
   for (const want of facts.wanted.attachments) {
@@ -84,7 +97,7 @@ export function toldEntries(facts: SandboxFacts): ToldEntry[] {
 export interface StatusEvent {
   config?: string;
   type: 'Normal' | 'Warning';
-  reason: 'Attached' | 'Detached' | 'AttachFailed' | 'InvalidAnnotation';
+  reason: 'Attached' | 'AttachedAfterStart' | 'Detached' | 'AttachFailed' | 'InvalidAnnotation';
   message: string;
 }
 
@@ -110,8 +123,12 @@ export function podEventsBetween(pod: { namespace: string; name: string }, befor
   for (const [key, { entry: e, from }] of is) {
     if (was.has(key)) continue;
     const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
-    events.push({ type: 'Normal', reason: 'Attached', message: `${message} (asked by ${config(from) ?? 'the pod annotation'})` });
-    if (config(from)) events.push({ config: config(from)!, type: 'Normal', reason: 'Attached', message: `pod ${pod.name}: ${message}` });
+    // Asked at the pod's creation and made after its containers started: a CNF that needs it at start did without.
+    const told = e.madeAfterStart
+      ? { type: 'Warning' as const, reason: 'AttachedAfterStart' as const, message: `${message} after the pod's containers had started: podnet's daemon did not make it within the pod's ADD` }
+      : { type: 'Normal' as const, reason: 'Attached' as const, message };
+    events.push({ ...told, message: `${told.message} (asked by ${config(from) ?? 'the pod annotation'})` });
+    if (config(from)) events.push({ ...told, config: config(from)!, message: `pod ${pod.name}: ${told.message}` });
   }
   for (const [key, { entry: e, from }] of was) {
     if (!is.has(key)) both(from, { type: 'Normal', reason: 'Detached', message: `detached ${e.interface} from Network ${e.name}` });
@@ -167,6 +184,29 @@ function missingReason(facts: SandboxFacts, want: DesiredAttachment): string | u
   const about = new Set([`pod interface ${want.interface}`, `Network ${want.network.metadata.name}`]);
   const p = facts.problems.find((p) => (p.document === want.from && p.field === want.field) || about.has(p.document));
   return p?.reason ?? facts.lastError;
+}
+
+/** A required attachment a sandbox lacks, and why. */
+export interface UnmetAttachment extends RequiredAttachment {
+  reason: string;
+}
+
+/**
+ * The required attachments the sandbox lacks, each with why: the problem of its document and field
+ * (an unknown Network, one that does not admit the pod's namespace, a config the node refuses
+ * whole), or why the attachment it was resolved to is not there.
+ */
+export function unmetRequired(facts: SandboxFacts, required: readonly RequiredAttachment[]): UnmetAttachment[] {
+  return required.flatMap((ask): UnmetAttachment[] => {
+    const want = facts.wanted.attachments.find((w) => w.from === ask.document && w.field === ask.field);
+    if (want && isAttached(facts, want)) return [];
+    const own = facts.problems.filter((p) => p.document === ask.document);
+    const reason = want
+      ? missingReason(facts, want)
+      : (own.find((p) => p.field === ask.field || p.field.startsWith(`${ask.field}.`)) ?? own[0])?.reason;
+    const name = want?.interface ?? ask.interface;
+    return [{ ...ask, ...(name === undefined ? {} : { interface: name }), reason: reason ?? facts.lastError ?? notAttachedYet }];
+  });
 }
 
 /**
