@@ -210,7 +210,7 @@ t.test('ADD fails when the daemon refuses it for a required attachment, with the
   const error = "the pod's required attachments cannot be made: net1 on Network blue (Pod shop/web-0 metadata.annotations[\"podnetwork.opdev.io/networks\"][0]): no Network named blue";
   const unmet = [{ document: 'Pod shop/web-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"][0]', network: 'blue', interface: 'net1', reason: 'no Network named blue' }];
   const out = await invoke(kubeletEnv('ADD'), config('1.0.0', { prevResult: prevResult('1.0.0') }), { firstPass: { outcome: 'refused', error, unmet } });
-  assertCniError(t, out, { cniVersion: '1.0.0', code: 101, msg: /^podnet: the pod's required attachments cannot be made: net1 on Network blue .*no Network named blue$/ });
+  assertCniError(t, out, { cniVersion: '1.0.0', code: 101, msg: /^the pod's required attachments cannot be made: net1 on Network blue .*no Network named blue$/ });
 });
 
 t.test('ADD converts a prevResult of the other family to the configuration\'s version', async (t) => {

@@ -173,7 +173,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
   // can within the bound (docs/adr/0028); else later, as the spool has it. Only a daemon that
   // answered that a required attachment cannot be made fails the pod (it took back what it made).
   const firstPass = await inv.recorder.firstPass(record);
-  if (firstPass?.outcome === 'refused') throw new PodnetError('REQUIRED_UNMET', `podnet: ${firstPass.error ?? 'a required attachment cannot be made'}`);
+  if (firstPass?.outcome === 'refused') throw new PodnetError('REQUIRED_UNMET', firstPass.error ?? "the pod's required attachments cannot be made");
   return success(result);
 }
 
