@@ -157,6 +157,54 @@ for (const runtime of nodeRuntimes) {
     t.pass("pods asking blue at their creation, by the config and by the annotation, found it in their init container");
     await asTenant(['delete', 'pod', 'cnf-born', 'cnf-annotated', '--wait=true']);
 
+    // The daemon away (its DaemonSet kept off the node): a pod the config selects starts all the
+    // same, without net1; net1 comes once the daemon is back, and the pod is told it came late.
+    const daemonSet = ['-n', 'podnet-system', 'daemonset/podnet'];
+    await node.kubectl(['patch', ...daemonSet, '--type=merge', '-p', JSON.stringify({ spec: { template: { spec: { nodeSelector: { 'podnet-e2e/away': 'true' } } } } })]);
+    await until('no podnet daemon pod on the node', async () => ((await node.kubectl(['get', 'pods', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-o', 'name'])).stdout.trim() === '' ? true : undefined), 120_000);
+    await runPod('cnf-late');
+    await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-late', '--timeout=120s']);
+    t.equal(await podAddress(node, tenant, 'cnf-late', 'net1'), undefined, 'cnf-late runs without net1 while the daemon is away');
+    await node.kubectl(['patch', ...daemonSet, '--type=json', '-p', JSON.stringify([{ op: 'remove', path: '/spec/template/spec/nodeSelector/podnet-e2e~1away' }])]);
+    await node.kubectl(['rollout', 'status', ...daemonSet, '--timeout=180s']);
+    t.match(await net1Of('cnf-late'), /^198\.18\.231\./, 'net1 once the daemon is back');
+    await until("cnf-late's network-status says net1 was made after its containers started", async () => {
+      const value = (await podJson(node, tenant, 'cnf-late')).metadata.annotations?.[networkStatusAnnotation];
+      return value && (JSON.parse(value) as { interface?: string; madeAfterStart?: boolean }[]).some((e) => e.interface === 'net1' && e.madeAfterStart === true) ? true : undefined;
+    });
+    const eventsOf = async (pod: string, reason: string) =>
+      (await asTenant(['get', 'events', '--field-selector', `involvedObject.name=${pod},reason=${reason}`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'])).stdout.trim();
+    t.match(await until('an AttachedAfterStart Warning on cnf-late', async () => (await eventsOf('cnf-late', 'AttachedAfterStart')) || undefined), /attached net1 to Network blue .*after the pod's containers had started/);
+    t.equal(await eventsOf('cnf-late', 'FailedCreatePodSandBox'), '', 'its sandbox was made at the first try: podnet away failed nothing');
+    await asTenant(['delete', 'pod', 'cnf-late', '--wait=true']);
+
+    // A pod that requires an attachment to a Network that does not exist yet: its sandbox fails,
+    // naming the attachment, and is tried again by the kubelet, leaving no port of its other
+    // attachment on blue's bridge; once the admin makes the Network, the pod runs with both.
+    const ports = async () => (JSON.parse((await execa('ip', ['-json', 'link', 'show', 'master', bridge])).stdout) as unknown[]).length;
+    const portsBefore = await ports();
+    const selections = [{ name: 'blue', interface: 'net2' }, { name: 'green', interface: 'net3', required: true }];
+    const requiring = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'cnf-required', annotations: { [networksAnnotation]: JSON.stringify(selections) } },
+      spec: { containers: [{ name: 'main', image: busyboxImage, imagePullPolicy: 'Never', command: ['/bin/sleep', '3600'] }] },
+    };
+    await asTenant(['apply', '-f', '-'], stringify(requiring));
+    t.match(
+      await until('FailedCreatePodSandBox on cnf-required', async () => (await eventsOf('cnf-required', 'FailedCreatePodSandBox')) || undefined, 120_000),
+      /net3 on Network green \(Pod tenant-a\/cnf-required metadata\.annotations\["podnetwork\.opdev\.io\/networks"\]\[1\]\): no Network named green/,
+      'the kubelet tells which required attachment and why',
+    );
+    await until("blue's bridge has no more ports than before cnf-required: nothing of its failed sandboxes left", async () => ((await ports()) === portsBefore ? true : undefined), 60_000);
+    const green = bridgeNetwork(t, 'green', ['198.18.236.0/24'], [tenant]);
+    made.links.push(green.spec.bridge.name);
+    await node.kubectl(['apply', '-f', '-'], { input: stringify(green) });
+    await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-required', '--timeout=180s']);
+    t.match(await podAddress(node, tenant, 'cnf-required', 'net3'), /^198\.18\.236\./, 'once green exists the kubelet made the pod, with net3 on green');
+    t.match(await podAddress(node, tenant, 'cnf-required', 'net2'), /^198\.18\.231\./, 'and net2 on blue');
+    await asTenant(['delete', 'pod', 'cnf-required', '--wait=true']);
+
     const status = await until('cnf-a tells net1 in its network-status', async () => {
       const value = (await podJson(node, tenant, 'cnf-a')).metadata.annotations?.[networkStatusAnnotation];
       return value?.includes('"net1"') ? value : undefined;

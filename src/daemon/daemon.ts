@@ -269,11 +269,18 @@ const criTimeoutMs = 5000;
  * file on upgrade, which drops podnet from the chain. Checked on every change to the conf dir, and
  * every few seconds in case a change notice is missed (a conf dir that is a mount may give none).
  */
-function keepChained(dir: string, entry: PodnetEntry, log: Logger): { stop(): void } {
+function keepChained(dir: string, configured: PodnetEntry, log: Logger): { stop(): void } {
   let lastError: string | undefined;
+  // The waits the admin's install wrote (ADR 28's firstPassTimeoutMs among them), as last seen: a
+  // primary that rewrote its file gets podnet back with them, not with the defaults.
+  let entry = configured;
+  const remember = (waits: Pick<PodnetEntry, 'timeoutMs' | 'firstPassTimeoutMs'>) => {
+    const { timeoutMs: _t, firstPassTimeoutMs: _f, ...placed } = configured;
+    entry = { ...placed, ...waits };
+  };
   const check = () => {
     try {
-      const chained = chainIfMissing(dir, entry);
+      const chained = chainIfMissing(dir, entry, remember);
       if (chained) log.info('chained podnet into the primary CNI config again', { file: chained });
       lastError = undefined;
     } catch (err) {

@@ -93,6 +93,18 @@ export function callsPodnet(list: PluginList): boolean {
   return list.plugins.some(isPodnet);
 }
 
+/**
+ * The waits of podnet's entry in the list (timeoutMs, firstPassTimeoutMs), as an install set them:
+ * what chaining it again keeps. Only whole numbers in the plugin's bounds are taken.
+ */
+export function chainedWaits(list: PluginList): Pick<PodnetEntry, 'timeoutMs' | 'firstPassTimeoutMs'> {
+  const ours = list.plugins.find(isPodnet);
+  const wait = (value: unknown, max: number) => (Number.isInteger(value) && (value as number) >= 0 && (value as number) <= max ? (value as number) : undefined);
+  const timeoutMs = wait(ours?.['timeoutMs'], 60_000);
+  const firstPassTimeoutMs = wait(ours?.['firstPassTimeoutMs'], 60_000);
+  return { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(firstPassTimeoutMs !== undefined ? { firstPassTimeoutMs } : {}) };
+}
+
 /** Whether the list already calls podnet, with exactly these settings. */
 export function isChained(list: PluginList, entry: PodnetEntry): boolean {
   const ours = list.plugins.filter(isPodnet);

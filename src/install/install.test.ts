@@ -1,7 +1,8 @@
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sameContent } from './install.ts';
+import { podnetEntry } from './conflist.ts';
+import { chainIfMissing, sameContent } from './install.ts';
 
 t.test('two files are the same content only when every byte is, also past the first chunk', async (t) => {
   const dir = t.testdir();
@@ -18,4 +19,22 @@ t.test('two files are the same content only when every byte is, also past the fi
   t.notOk(sameContent(a, at('shorter', big.subarray(1))), 'another size');
   t.notOk(sameContent(a, join(dir, 'missing')), 'a file that is not there');
   t.ok(sameContent(at('empty', Buffer.alloc(0)), at('empty2', Buffer.alloc(0))), 'two empty files');
+});
+
+t.test("the daemon's re-chaining keeps the waits the install wrote: a primary that rewrote its file gets podnet back with them", async (t) => {
+  const dir = t.testdir();
+  const file = join(dir, '10-primary.conflist');
+  const primary = { cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'bridge' }] };
+  writeFileSync(file, JSON.stringify({ ...primary, plugins: [...primary.plugins, { type: 'podnet', stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 2000 }] }));
+  const seen: object[] = [];
+  t.equal(chainIfMissing(dir, podnetEntry({ stateDir: '/srv/podnet' }), (waits) => seen.push(waits)), undefined, 'chained already: nothing written');
+  t.strictSame(seen, [{ timeoutMs: 250, firstPassTimeoutMs: 2000 }], 'its waits are told');
+
+  writeFileSync(file, JSON.stringify({ ...primary, plugins: [...primary.plugins, { type: 'podnet', firstPassTimeoutMs: 'soon' }] }));
+  chainIfMissing(dir, podnetEntry({}), (waits) => seen.push(waits));
+  t.strictSame(seen[1], {}, 'a wait that is not a whole number of ms is not taken');
+
+  writeFileSync(file, JSON.stringify(primary));
+  t.equal(chainIfMissing(dir, podnetEntry({ stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 2000 })), file);
+  t.strictSame(JSON.parse(readFileSync(file, 'utf8')).plugins, [{ type: 'bridge' }, { type: 'podnet', stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 2000 }]);
 });

@@ -9,6 +9,7 @@ import { parseDocument } from '../protocol/validate.ts';
 import { syncDir, tempPrefix, writeFileAtomic } from '../registry/atomic-file.ts';
 import {
   callsPodnet,
+  chainedWaits,
   chain,
   configText,
   conflistNameFor,
@@ -183,13 +184,17 @@ export function chainPrimary(confDir: string, entry: PodnetEntry, primary: strin
 /**
  * What the daemon does when the conf dir changes: chains podnet into the primary config when the
  * primary's file does not call it (a primary that rewrote its file on upgrade, or a new primary).
- * An entry already there is left as `podnet install` wrote it. Returns the file it chained into.
+ * An entry already there is left as `podnet install` wrote it, and its waits are what `entry` is
+ * given when it must be chained again (`remember`). Returns the file it chained into.
  */
-export function chainIfMissing(confDir: string, entry: PodnetEntry): string | undefined {
+export function chainIfMissing(confDir: string, entry: PodnetEntry, remember: (waits: Pick<PodnetEntry, 'timeoutMs' | 'firstPassTimeoutMs'>) => void = () => undefined): string | undefined {
   const primary = primaryConfigName(configNames(confDir));
   if (primary === undefined) return undefined;
   const path = join(confDir, primary);
-  if (!isSinglePlugin(primary) && callsPodnet(parsePrimary(path, readFileSync(path, 'utf8')))) return undefined;
+  if (!isSinglePlugin(primary)) {
+    const list = parsePrimary(path, readFileSync(path, 'utf8'));
+    if (callsPodnet(list)) return void remember(chainedWaits(list));
+  }
   return chainPrimary(confDir, entry, primary).config;
 }
 
