@@ -81,7 +81,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   };
 
   const server = createServer((req, res) => void handle(req, res));
-  server.maxConnections = opts.maxConnections ?? 64;
+  // Each ADD of a pod that asks something holds a connection through its first pass (ADR 28): a
+  // node restart makes every pod's sandbox at once (the kubelet's default bound is 110 pods), and
+  // an ADD refused here starts its pod without its network.
+  server.maxConnections = opts.maxConnections ?? 256;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 5_000;
