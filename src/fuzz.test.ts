@@ -21,12 +21,13 @@ import { errorCodes, PodnetError } from './errors.ts';
 import { parseCniArgs, podIdentityFromArgs } from './protocol/cni-args.ts';
 import { runPlugin, type PluginContext } from './cni/plugin.ts';
 import type { Recorder } from './cni/recorder.ts';
-import { routeTable, type AttachmentRegistry, type DaemonParts } from './daemon/routes.ts';
+import { routeTable, type DaemonParts } from './daemon/routes.ts';
+import { MemoryRegistry } from './testing/memory-registry.ts';
 import { NodeIpam } from './ipam/ipam.ts';
 import { networksAnnotation, parseNetworksAnnotation } from './model/annotation.ts';
 import { nestingPast, nestsDeeperThan, parseBoundedJson } from './protocol/bounded-json.ts';
-import { isDocument, parseDocument, type AttachmentRecord, type DiffResponse, type DocumentName, type IpRange, type SandboxList, type SpoolEntry } from './protocol/validate.ts';
-import { applyChanges, changesFor, keyOf, type FoldOutcome } from './registry/fold.ts';
+import { isDocument, parseDocument, type AttachmentRecord, type DiffResponse, type DocumentName, type IpRange, type SandboxList } from './protocol/validate.ts';
+import { keyOf } from './registry/fold.ts';
 import { parseStateDocument, stateDocumentText } from './registry/state-document.ts';
 import { parseDocuments } from './sources/documents.ts';
 
@@ -1068,36 +1069,6 @@ const stateFiles: Target = {
 };
 
 // -- socket bodies and paths: the routes' documents, as the server reads them, then their handlers
-
-class MemoryRegistry implements AttachmentRegistry {
-  readonly records = new Map<string, AttachmentRecord>();
-  get size(): number {
-    return this.records.size;
-  }
-  list(): AttachmentRecord[] {
-    return [...this.records.values()];
-  }
-  get(key: { containerId: string; ifname: string }): AttachmentRecord | undefined {
-    return this.records.get(keyOf(key));
-  }
-  quarantined() {
-    return [];
-  }
-  async writableProblem(): Promise<string | undefined> {
-    return undefined;
-  }
-  async spoolPending(): Promise<number> {
-    return 0;
-  }
-  async apply(entry: SpoolEntry): Promise<FoldOutcome> {
-    const changes = changesFor(this.records, entry);
-    applyChanges(this.records, changes);
-    return changes;
-  }
-  async drainSpool(): Promise<number> {
-    return 0;
-  }
-}
 
 const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'demo-blue' }, spec: { type: 'bridge', bridge: { name: 'pnbr-demo', gateway: true }, mtu: 1450, ipam: { ranges: [{ subnet: '198.18.201.0/24' }] } } };
 const podConfig = {

@@ -4,6 +4,7 @@
 // answered at once; a pod whose required attachments cannot be made is refused, and its ADD
 // fails. What the answer says is worked out here from the ledger; the waiting is the reconciler's.
 import { selectingConfigs, type RequiredAttachment, type SandboxIdentity } from '../model/identity.ts';
+import type { ErrorCode } from '../errors.ts';
 import { unmetRequired, type UnmetAttachment } from '../status/status.ts';
 import type { AttachmentRecord, FirstPassResponse, PodNetworkConfig } from '../protocol/validate.ts';
 import type { SandboxLedger } from './ledger.ts';
@@ -36,13 +37,21 @@ export function firstPassOutcome(ledger: Pick<SandboxLedger, 'outcome' | 'track'
   const done = outcome.lastError !== undefined || (track.committed && !track.deferred);
   if (!done) return { outcome: 'pending' };
   const unmet = unmetRequired(outcome, required);
-  if (unmet.length > 0) return refusal(unmet);
-  return outcome.lastError !== undefined ? { outcome: 'failed', error: outcome.lastError.slice(0, 4096) } : { outcome: 'applied' };
+  // Refused for what the required attachments themselves cannot have; not for the node being
+  // short of something for a while, nor for another part of the pod's network that failed and
+  // took them back with it (a pod's other requests never fail its creation): those start the pod,
+  // and the retries make what it asks.
+  const transient = track.failedWith !== undefined && transientFailures.has(track.failedWith);
+  if (unmet.some((u) => u.own) && !transient) return refusal(unmet);
+  return outcome.lastError !== undefined ? { outcome: 'failed', error: outcome.lastError.slice(0, 4096) } : unmet.length > 0 ? { outcome: 'pending' } : { outcome: 'applied' };
 }
+
+/** Failures of the node's for a while (a plugin timed out, a tool or the port security table not there yet), not of what a pod asks. */
+const transientFailures: ReadonlySet<ErrorCode> = new Set(['TRY_AGAIN_LATER', 'NOT_AVAILABLE', 'BUSY']);
 
 /** The answer that fails the pod's ADD: each unmet required attachment, named as its document asks it, and why. */
 function refusal(unmet: readonly UnmetAttachment[]): FirstPassResponse {
-  const listed = unmet.slice(0, 64).map((u) => ({ ...u, reason: u.reason.slice(0, 2048) }));
+  const listed = unmet.slice(0, 64).map(({ own: _own, ...u }) => ({ ...u, reason: u.reason.slice(0, 2048) }));
   const told = listed.map((u) => `${u.interface ?? 'an interface'} on Network ${u.network} (${u.document} ${u.field}): ${u.reason}`);
   return { outcome: 'refused', unmet: listed, error: `the pod's required attachments cannot be made: ${told.join('; ')}`.slice(0, 4096) };
 }

@@ -2,6 +2,7 @@
 // retry timer, and the one outcome each reader sees (the socket's list, the status's facts, the
 // metrics' attachment states).
 import t from 'tap';
+import { PodnetError } from '../errors.ts';
 import type { Network } from '../protocol/validate.ts';
 import type { Resolved } from '../model/state.ts';
 import { fakeClock } from '../testing/fakes.ts';
@@ -48,8 +49,9 @@ t.test('a failed sandbox waits for its backoff, doubling; one retry timer runs a
   const due = { containerId: 'c1', desiredJson: '{}', records: 'r1' };
   const first = outcome('c1');
   const began = ledger.begin(first, due);
-  t.equal(ledger.failed(first, began.track, began.previous, 'it broke'), 500);
+  t.equal(ledger.failed(first, began.track, began.previous, new PodnetError('IO_FAILURE', 'it broke')), 500);
   t.equal(first.lastError, 'it broke');
+  t.equal(began.track.failedWith, 'IO_FAILURE', 'its kind kept');
   t.notOk(ledger.isDue(due, false, clock.now()));
   t.notOk(ledger.isDue(due, true, clock.now()), 'not at a resync either, unless it waits for the port security table');
   began.track.waitsForTable = true;
@@ -63,7 +65,7 @@ t.test('a failed sandbox waits for its backoff, doubling; one retry timer runs a
   t.equal(passes, 1);
   t.ok(ledger.isDue(due, false, clock.now()), 'due once its wait is over');
   const again = ledger.begin(outcome('c1'), due);
-  t.equal(ledger.failed(outcome('c1'), again.track, again.previous, 'still'), 1000, 'the second failure in a row waits twice as long');
+  t.equal(ledger.failed(outcome('c1'), again.track, again.previous, new PodnetError('IO_FAILURE', 'still')), 1000, 'the second failure in a row waits twice as long');
   ledger.close();
 });
 

@@ -2,13 +2,14 @@
 // pass (what `podnet explain`, `podnet status`, the metrics and the Kubernetes status all read),
 // and its track (what tells the next pass whether it needs the sandbox: the desired state it was
 // reconciled to, failures and when the next try is due, the view of its netns the pass left).
+import type { ErrorCode, PodnetError } from '../errors.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import type { DesiredSandbox, Problem } from '../model/desired.ts';
 import type { AppliedState, Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
-import { attachmentKey, type SandboxFacts } from '../status/status.ts';
+import { attachedKeys, attachmentKey, type SandboxFacts } from '../status/status.ts';
 import type { AttachmentState } from '../metrics.ts';
 import type { PodSight } from './views.ts';
 
@@ -42,6 +43,8 @@ export interface SandboxTrack {
   delegateProblems: Problem[];
   /** Failed passes in a row, and when the next try is due. */
   failures: number;
+  /** What kind of failure the last one was. */
+  failedWith?: ErrorCode;
   retryAt: number;
   /** Its last plan left part of the desired state to the pass after (tuning a link being made). */
   deferred: boolean;
@@ -112,12 +115,16 @@ export class SandboxLedger {
 
   /** A pass takes the sandbox: its new outcome and track, and the track its last pass left. */
   begin(outcome: SandboxOutcome, { desiredJson, records }: Omit<SandboxDue, 'containerId'>): { track: SandboxTrack; previous: SandboxTrack | undefined } {
-    // What the pod asked when its sandbox was first taken with the pod known: what was made after
-    // its containers started, when the plugin's ADD did not wait for it (docs/adr/0028).
+    // What the pod asked when its sandbox was first taken with the pod known, less what it had then
+    // (docs/adr/0028). A record marked already was not answered by this daemon (it was down, or
+    // restarted since): what it has may have come late too, and is kept as it was told.
     const earlier = this.outcomes.get(outcome.containerId);
     const sameSandbox = earlier?.record.netns === outcome.record.netns && earlier.record.createdAt === outcome.record.createdAt;
-    if (sameSandbox && earlier.askedAtStart) outcome.askedAtStart = earlier.askedAtStart;
-    else if (outcome.known) outcome.askedAtStart = new Set(outcome.wanted.attachments.map((w) => attachmentKey(w.network.metadata.name, w.interface)));
+    if (sameSandbox && earlier.awaitedAtStart) outcome.awaitedAtStart = earlier.awaitedAtStart;
+    else if (outcome.known) {
+      const had = outcome.record.startedWithoutNetwork === true ? new Set<string>() : attachedKeys(outcome);
+      outcome.awaitedAtStart = new Set(outcome.wanted.attachments.map((w) => attachmentKey(w.network.metadata.name, w.interface)).filter((k) => !had.has(k)));
+    }
     this.outcomes.set(outcome.containerId, outcome);
     const previous = this.tracks.get(outcome.containerId);
     const track: SandboxTrack = { desired: desiredJson, records, planProblems: [], delegateProblems: [], failures: 0, retryAt: 0, deferred: false, committed: false, waitsForTable: false };
@@ -125,9 +132,18 @@ export class SandboxLedger {
     return { track, previous };
   }
 
-  /** The sandbox's pass failed with `message`: told on its outcome, and its next try put off by its backoff; how long, in ms. */
-  failed(outcome: SandboxOutcome, track: SandboxTrack, previous: SandboxTrack | undefined, message: string): number {
-    outcome.lastError = message;
+  /** The sandbox's ADD is answered now: what it has by then was there before its containers started. */
+  answered(record: AttachmentRecord): void {
+    const outcome = this.outcomes.get(record.containerId);
+    if (!outcome?.awaitedAtStart || outcome.record.netns !== record.netns || outcome.record.createdAt !== record.createdAt) return;
+    const has = attachedKeys(outcome);
+    outcome.awaitedAtStart = new Set([...outcome.awaitedAtStart].filter((k) => !has.has(k)));
+  }
+
+  /** The sandbox's pass failed with `error`: told on its outcome, and its next try put off by its backoff; how long, in ms. */
+  failed(outcome: SandboxOutcome, track: SandboxTrack, previous: SandboxTrack | undefined, error: PodnetError): number {
+    outcome.lastError = error.message;
+    track.failedWith = error.code;
     track.failures = (previous?.failures ?? 0) + 1;
     track.retryAt = this.clock() + retryWaitMs(track.failures);
     return track.retryAt - this.clock();
@@ -168,7 +184,7 @@ export class SandboxLedger {
 
   /** Every sandbox's report, for `podnet explain`, with the documents' problems. */
   list(documentProblems: Problem[]): SandboxList {
-    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, askedAtStart: _a, ...report }) => report);
+    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, awaitedAtStart: _a, ...report }) => report);
     return { documentProblems, items: items as SandboxList['items'] };
   }
 

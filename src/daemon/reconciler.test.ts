@@ -672,23 +672,34 @@ t.test("an ADD's first pass of a pod whose required attachment cannot be made is
   const failed = await failing.reconciler.firstPass(record, 5000);
   t.equal(failed.outcome, 'refused', 'a required attachment whose steps fail refuses too');
   t.match(failed.unmet, [{ network: 'blue', interface: 'net1', reason: /Operation not permitted/ }]);
+  t.notOk(failed.unmet?.some((u) => 'own' in u), 'the answer is the schema\'s');
+
+  const other = await setup(t, [config({ attachments: [{ network: 'blue', interface: 'net1', required: true }, { network: 'blue', interface: 'net2' }] })]);
+  other.run.failing = (line) => line.startsWith('link add') && line.includes('peer name net2');
+  const byOther = await other.reconciler.firstPass(record, 5000);
+  t.equal(byOther.outcome, 'failed', 'another part failing took net1 back with it: the pod starts, and its retry makes both');
+  t.match(byOther.error, /spec\.attachments\[1\]: .*net2/);
 });
 
-t.test('what a pod asked when its sandbox was first taken stays what it asked at start; a new ADD of it starts that again', async (t) => {
-  const { docs, records, observe, reconciler, madeByFirstPass } = await setup(t);
-  await reconciler.firstPass(record, 5000);
-  madeByFirstPass();
+t.test('what a pod asked at start and did not have when its ADD was answered is what can come late; a new ADD of it starts that again', async (t) => {
+  const { docs, records, sight, observe, reconciler, madeByFirstPass } = await setup(t);
   const facts = () => reconciler.facts().find((f) => f.record.containerId === 'c1');
-  t.strictSame([...(facts()?.askedAtStart ?? [])], ['blue net1']);
-  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }, { network: 'blue', interface: 'net3' }] })];
+  sight.set(netns, 'unsure');
+  t.strictSame(await reconciler.firstPass(record, 5000), { outcome: 'pending' });
+  t.strictSame([...(facts()?.awaitedAtStart ?? ['none taken'])], ['none taken'], 'no pass took it yet');
+  sight.delete(netns);
   records.splice(0, 1, { ...record, startedWithoutNetwork: true });
   await reconciler.schedule();
-  t.strictSame([...(facts()?.askedAtStart ?? [])], ['blue net1'], 'asked later: not of its start');
+  madeByFirstPass();
+  t.strictSame([...(facts()?.awaitedAtStart ?? [])], ['blue net1'], 'first taken after the ADD returned: net1 came late');
   t.equal(facts()?.record.startedWithoutNetwork, true, "the plugin's mark reaches the facts");
+  docs.configs = [config({ attachments: [{ network: 'blue', interface: 'net1' }, { network: 'blue', interface: 'net3' }] })];
+  await reconciler.schedule();
+  t.strictSame([...(facts()?.awaitedAtStart ?? [])], ['blue net1'], 'asked later: a change at run time, not of its start');
 
   const again: AttachmentRecord = { ...record, netns: '/run/netns/pod-a2', createdAt: '2026-01-01T00:01:00Z' };
   records.splice(0, 1, again);
   observe.pod(again.netns).set('eth0', FakeObserver.link('eth0'));
-  await reconciler.schedule();
-  t.strictSame([...(facts()?.askedAtStart ?? [])].sort(), ['blue net1', 'blue net3']);
+  t.strictSame(await reconciler.firstPass(again, 5000), { outcome: 'applied' });
+  t.strictSame([...(facts()?.awaitedAtStart ?? ['none'])], [], 'a new ADD answered applied: everything it asked was there in time');
 });

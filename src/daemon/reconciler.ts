@@ -187,11 +187,17 @@ export class Reconciler {
     // A pass that takes it (a new sandbox is always due), and the passes its plan left work to; one
     // that did not take it (its netns not seen, the pass cut short) is not run again for it here.
     for (;;) {
-      if (this.closed) return { outcome: 'pending' };
+      if (this.closed) return this.answer(record, { outcome: 'pending' });
       const passed = await this.passBy(deadline);
       const answer = firstPassOutcome(this.ledger, record, required);
-      if (!passed || answer.outcome !== 'pending' || clock() >= deadline || this.ledger.track(record.containerId)?.deferred !== true) return answer;
+      if (!passed || answer.outcome !== 'pending' || clock() >= deadline || this.ledger.track(record.containerId)?.deferred !== true) return this.answer(record, answer);
     }
+  }
+
+  /** What the ADD is answered: what its sandbox has by now was there before its containers started. */
+  private answer(record: AttachmentRecord, answer: FirstPassResponse): FirstPassResponse {
+    this.ledger.answered(record);
+    return answer;
   }
 
   /** Runs a pass (one more after the pass under way), waiting for it until `deadline`: whether it ended by then. */

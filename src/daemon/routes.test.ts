@@ -2,9 +2,10 @@ import t from 'tap';
 import type { TableSeen } from './views.ts';
 import type { DaemonStatus, SandboxList } from '../protocol/validate.ts';
 import { attachmentRoute, routes } from '../protocol/paths.ts';
-import type { AttachmentKey, AttachmentRecord, DiffRequest, DiffResponse, SpoolEntry } from '../protocol/validate.ts';
-import { applyChanges, changesFor, keyOf, type FoldOutcome } from '../registry/fold.ts';
+import type { DiffRequest, DiffResponse } from '../protocol/validate.ts';
+import { keyOf } from '../registry/fold.ts';
 import { liveRecord } from '../testing/records.ts';
+import { MemoryRegistry } from '../testing/memory-registry.ts';
 import {
   collectGarbage,
   deleteAttachment,
@@ -18,47 +19,9 @@ import {
   putAttachment,
   readiness,
   routeTable,
-  type AttachmentRegistry,
   type DaemonParts,
   type RouteRequest,
 } from './routes.ts';
-
-/** The registry in memory, folding changes as the real one does; `spooled` is what the plugins left. */
-class MemoryRegistry implements AttachmentRegistry {
-  readonly records = new Map<string, AttachmentRecord>();
-  spooled: SpoolEntry[] = [];
-  problem: string | undefined;
-
-  get size(): number {
-    return this.records.size;
-  }
-  list(): AttachmentRecord[] {
-    return [...this.records.values()];
-  }
-  get(key: AttachmentKey): AttachmentRecord | undefined {
-    return this.records.get(keyOf(key));
-  }
-  quarantined() {
-    return [{ file: '1-1-broken@eth0.json', reason: 'not JSON' }];
-  }
-  async writableProblem(): Promise<string | undefined> {
-    return this.problem;
-  }
-  async spoolPending(): Promise<number> {
-    return this.spooled.length;
-  }
-  async apply(entry: SpoolEntry): Promise<FoldOutcome> {
-    await this.drainSpool();
-    const changes = changesFor(this.records, entry);
-    applyChanges(this.records, changes);
-    return changes;
-  }
-  async drainSpool(): Promise<number> {
-    const entries = this.spooled.splice(0);
-    for (const entry of entries) applyChanges(this.records, changesFor(this.records, entry));
-    return entries.length;
-  }
-}
 
 const daemon = (reconciler: Pick<DaemonParts, 'sandboxes' | 'portSecuritySeen' | 'diff'> = {}) => {
   const registry = new MemoryRegistry();
@@ -227,4 +190,12 @@ t.test("a first pass the reconciler refuses (a required attachment) drops the sa
   t.strictSame((await firstPass(withReconciler, request(['bbb', 'eth0'], { waitMs: 2000 }))).body, { outcome: 'applied' });
   t.equal(passes.length, 1, 'an applied one: nothing more');
   t.ok(registry.get({ containerId: 'bbb', ifname: 'eth0' }));
+
+  // The plugin gave up before the refusal: its pod starts, its record marked in the spool.
+  registry.records.set(keyOf(record('ccc')), record('ccc'));
+  answers['ccc'] = refused;
+  const gaveUp: DaemonParts = { ...withReconciler, firstPass: async (r) => (registry.spooled.push({ op: 'add', record: { ...r, startedWithoutNetwork: true } }), refused) };
+  t.strictSame((await firstPass(gaveUp, request(['ccc', 'eth0'], { waitMs: 2000 }))).body, { outcome: 'failed', error: 'required' }, 'a failure, not a refusal');
+  t.equal(registry.get({ containerId: 'ccc', ifname: 'eth0' })?.startedWithoutNetwork, true, 'the running pod keeps its record');
+  t.equal(passes.length, 1, 'and nothing is taken back');
 });

@@ -27,7 +27,7 @@ import { answerWithinMs } from './first-pass.ts';
 import type { TableSeen } from './views.ts';
 
 /** What the routes use of the registry. */
-export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quarantined' | 'writableProblem' | 'spoolPending' | 'apply' | 'drainSpool'>;
+export type AttachmentRegistry = Pick<Registry, 'size' | 'list' | 'get' | 'quarantined' | 'writableProblem' | 'spoolPending' | 'apply' | 'drainSpool' | 'withdraw'>;
 
 /** The parts of the daemon the routes answer from. */
 export interface DaemonParts {
@@ -187,12 +187,15 @@ export async function firstPass(daemon: DaemonParts, request: RouteRequest<First
   if (!record) throw new PodnetError('NOT_FOUND', `no attachment recorded for container ${key.containerId} interface ${key.ifname}`);
   const left = waitMs - (Date.now() - arrived);
   const answer: FirstPassResponse = !daemon.firstPass ? { outcome: 'nothing-asked' } : left <= 0 ? { outcome: 'pending' } : await daemon.firstPass(record, left);
-  if (answer.outcome === 'refused') {
-    // Its ADD fails and the runtime tears the sandbox down: the record goes now, and the pass that
-    // takes back what podnet made of it runs before the answer, as far as the wait allows.
-    await daemon.registry.apply({ op: 'del', key });
-    await daemon.passBy?.(arrived + answerWithinMs(waitMs));
+  if (answer.outcome !== 'refused') return { status: 200, body: answer };
+  // Its ADD fails and the runtime tears the sandbox down: the record goes now, and the pass that
+  // takes back what podnet made of it runs before the answer, as far as the wait allows. Not when
+  // the plugin gave up waiting first (its pod starts, its record marked): then it is a failure.
+  const deadline = arrived + answerWithinMs(waitMs);
+  if (Date.now() >= deadline || !(await daemon.registry.withdraw(record))) {
+    return { status: 200, body: { outcome: 'failed', ...(answer.error ? { error: answer.error } : {}) } satisfies FirstPassResponse };
   }
+  await daemon.passBy?.(deadline);
   return { status: 200, body: answer };
 }
 

@@ -131,7 +131,7 @@ export class SandboxRoom {
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       this.opts.metrics.sandboxFailed(e.code);
-      const retryInMs = ledger.failed(report, track, previous, e.message);
+      const retryInMs = ledger.failed(report, track, previous, e);
       const outcome = track.committed ? 'the rest of its config was applied' : undoFailed.has(e) ? 'taking back what this pass took failed too' : 'what this pass took was undone';
       log.warn(`reconcile failed; ${outcome}`, { pod, error: e.message, retryInMs });
     }

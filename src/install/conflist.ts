@@ -5,7 +5,7 @@
 // else: other plugins' entries, their order and their keys stay as the primary wrote them.
 import { PodnetError } from '../errors.ts';
 import { isSupportedVersion, supportedVersions } from '../protocol/cni-version.ts';
-import { isJsonObject } from '../protocol/validate.ts';
+import { isDocument, isJsonObject } from '../protocol/validate.ts';
 
 /** The file names libcni reads as network configs. */
 const configExtensions = ['.conf', '.conflist', '.json'] as const;
@@ -95,14 +95,16 @@ export function callsPodnet(list: PluginList): boolean {
 
 /**
  * The waits of podnet's entry in the list (timeoutMs, firstPassTimeoutMs), as an install set them:
- * what chaining it again keeps. Only whole numbers in the plugin's bounds are taken.
+ * what chaining it again keeps. Each only when the plugin's config schema takes it.
  */
 export function chainedWaits(list: PluginList): Pick<PodnetEntry, 'timeoutMs' | 'firstPassTimeoutMs'> {
   const ours = list.plugins.find(isPodnet);
-  const wait = (value: unknown, max: number) => (Number.isInteger(value) && (value as number) >= 0 && (value as number) <= max ? (value as number) : undefined);
-  const timeoutMs = wait(ours?.['timeoutMs'], 60_000);
-  const firstPassTimeoutMs = wait(ours?.['firstPassTimeoutMs'], 60_000);
-  return { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(firstPassTimeoutMs !== undefined ? { firstPassTimeoutMs } : {}) };
+  const waits: Pick<PodnetEntry, 'timeoutMs' | 'firstPassTimeoutMs'> = {};
+  for (const key of ['timeoutMs', 'firstPassTimeoutMs'] as const) {
+    const value = ours?.[key];
+    if (value !== undefined && isDocument('PluginConfig', { cniVersion: '1.0.0', name: 'podnet', type: 'podnet', [key]: value })) waits[key] = value as number;
+  }
+  return waits;
 }
 
 /** Whether the list already calls podnet, with exactly these settings. */

@@ -271,3 +271,19 @@ t.test('an ADD under an unknown boot id, or read by a daemon that cannot read it
   t.ok(addOfEarlierBoot(spoolFileName('0123', 5n, 1), { op: 'add' }, 'fedc'), 'both known and different: an earlier boot');
   t.notOk(addOfEarlierBoot(spoolFileName('0123', 5n, 1), { op: 'del' }, 'fedc'), 'a DEL of an earlier boot is applied');
 });
+
+t.test("a refused ADD's record is withdrawn, unless the spool by then has it marked (the plugin gave up waiting) or it is another sandbox's", async (t) => {
+  const path = await stateDir(t);
+  const registry = await reopen(path);
+  for (const r of [a, b, c]) await registry.apply({ op: 'add', record: r });
+  t.equal(await registry.withdraw(a), true);
+  t.equal(registry.get(keyFor('aaa')), undefined, 'gone');
+  t.strictSame(await ls(join(path, 'records')), ['bbb@eth0.json', 'ccc@eth0.json'], 'its file too');
+
+  writeSpoolEntry(path, { op: 'add', record: { ...b, startedWithoutNetwork: true } });
+  t.equal(await registry.withdraw(b), false, 'marked in the spool after the refusal was decided');
+  t.equal(registry.get(keyFor('bbb'))?.startedWithoutNetwork, true, 'kept, marked');
+
+  t.equal(await registry.withdraw({ ...c, netns: '/var/run/netns/other', createdAt: '2026-03-01T12:01:00.000Z' }), false, 'a newer ADD of the same container');
+  t.ok(registry.get(keyFor('ccc')));
+});

@@ -103,6 +103,21 @@ export class Registry {
     });
   }
 
+  /**
+   * Removes the record of a sandbox whose ADD the daemon refuses (ADR 28), after everything
+   * spooled: unless the record is by then another sandbox's, or the plugin's, marked
+   * startedWithoutNetwork (it gave up waiting, and the pod starts). Whether it was removed.
+   */
+  withdraw(record: AttachmentRecord): Promise<boolean> {
+    return this.serialize(async () => {
+      await this.replaySpool();
+      const now = this.records.get(keyOf(record));
+      if (!now || now.netns !== record.netns || now.createdAt !== record.createdAt || now.startedWithoutNetwork === true) return false;
+      this.commit({ op: 'del', key: { containerId: record.containerId, ifname: record.ifname } });
+      return true;
+    });
+  }
+
   /** Replays whatever the plugins spooled; the number of entries applied. */
   drainSpool(): Promise<number> {
     return this.serialize(() => this.replaySpool());

@@ -82,7 +82,7 @@ const facts = (opts: {
   links?: Map<string, ObservedLink>;
   prevResult?: object;
   startedWithoutNetwork?: boolean;
-  askedAtStart?: string[];
+  awaitedAtStart?: string[];
 }): SandboxFacts => {
   const r = { ...record(opts.pod, opts.prevResult), ...(opts.startedWithoutNetwork ? { startedWithoutNetwork: true } : {}) };
   const identity = identityOf(r);
@@ -96,7 +96,7 @@ const facts = (opts: {
     problems: [...wanted.problems, ...(opts.problems ?? [])],
     ...(opts.lastError ? { lastError: opts.lastError } : {}),
     links: opts.links,
-    ...(opts.askedAtStart ? { askedAtStart: new Set(opts.askedAtStart) } : {}),
+    ...(opts.awaitedAtStart ? { awaitedAtStart: new Set(opts.awaitedAtStart) } : {}),
   };
 };
 
@@ -500,7 +500,7 @@ t.test("which of a node's pods lack a record is counted on the clock given: a po
 t.test('network-status and events: what the pod asked at start and got after its containers started is marked, and told as a Warning; what it asked later is not', async (t) => {
   const both = config('fast', { attachments: [{ network: 'blue', interface: 'net1' }, { network: 'green', interface: 'net2' }] });
   const made = applied('cnf-0', { interface: 'net1', network: 'blue', addresses: ['198.18.5.2/24'] }, { interface: 'net2', network: 'green', addresses: ['198.18.6.2/24'] });
-  const late = facts({ configs: [both], applied: made, startedWithoutNetwork: true, askedAtStart: ['blue net1'] });
+  const late = facts({ configs: [both], applied: made, startedWithoutNetwork: true, awaitedAtStart: ['blue net1'] });
   const entries = networkStatusOf(late);
   t.equal(entries.find((e) => e.interface === 'net1')?.madeAfterStart, true);
   t.equal(entries.find((e) => e.interface === 'net2')?.madeAfterStart, undefined, 'asked after the daemon first took the sandbox: a change at run time');
@@ -508,8 +508,14 @@ t.test('network-status and events: what the pod asked at start and got after its
     { type: 'Warning', reason: 'AttachedAfterStart', message: `attached net1 to Network blue with 198.18.5.2 after the pod's containers had started: podnet's daemon did not make it within the pod's ADD (asked by ${fastName})` },
     { type: 'Normal', reason: 'Attached', message: `attached net2 to Network green with 198.18.6.2 (asked by ${fastName})` },
   ]);
-  const inTime = facts({ configs: [both], applied: made, askedAtStart: ['blue net1'] });
+  const inTime = facts({ configs: [both], applied: made, awaitedAtStart: ['blue net1'] });
   t.notOk(networkStatusOf(inTime).some((e) => e.madeAfterStart), 'an ADD that waited for it: nothing marked');
+  t.same(
+    podEventsBetween(pod, toldEntries(inTime), toldEntries(late)).filter((e) => e.config === undefined),
+    [{ type: 'Warning', reason: 'AttachedAfterStart', message: "net1 on Network blue was attached after the pod's containers had started: podnet's daemon did not make it within the pod's ADD" }],
+    "told Attached before the plugin's mark came in: the Warning once the mark is known",
+  );
+  t.same(podEventsBetween(pod, toldEntries(late), toldEntries(late)), [], 'and once');
 });
 
 t.test('required attachments: each unmet one is named with its document and field and why; one attached is met', async (t) => {
@@ -519,9 +525,11 @@ t.test('required attachments: each unmet one is named with its document and fiel
   const required = requiredAttachments({ ...identityOf(f.record), annotation }, [needs]);
   t.equal(required.length, 3, 'the annotation entries and the config attachment marked required, not the others');
   t.same(unmetRequired(f, required), [
-    { document: 'Pod tenant-a/cnf-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"][0]', network: 'red', interface: 'net1', reason: 'Network red does not admit namespace tenant-a' },
-    { document: 'PodNetworkConfig tenant-a/needs', field: 'spec.attachments[0]', network: 'nowhere', reason: 'no Network named nowhere' },
+    { document: 'Pod tenant-a/cnf-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"][0]', network: 'red', interface: 'net1', reason: 'Network red does not admit namespace tenant-a', own: true },
+    { document: 'PodNetworkConfig tenant-a/needs', field: 'spec.attachments[0]', network: 'nowhere', reason: 'no Network named nowhere', own: true },
   ]);
   const failing = facts({ annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] }, lastError: 'ip link add failed: File exists' });
-  t.match(unmetRequired(failing, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ interface: 'net2', reason: 'ip link add failed: File exists' }], "the pass's error when nothing else tells");
+  t.match(unmetRequired(failing, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ interface: 'net2', reason: 'ip link add failed: File exists', own: false }], "the pass's error when nothing else tells: another part's, as it names no origin of this one");
+  const ownStep = { ...failing, lastError: 'Pod tenant-a/cnf-0 metadata.annotations["podnetwork.opdev.io/networks"][0]: ip link add failed: File exists' };
+  t.match(unmetRequired(ownStep, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ own: true }], 'its own step failing, named by its origin');
 });

@@ -23,16 +23,22 @@ export interface SandboxFacts {
   /** The pod's links as last read: MAC and MTU. */
   links?: ReadonlyMap<string, ObservedLink> | undefined;
   /**
-   * The attachments ("network interface") the pod asked when the daemon first took its sandbox:
-   * with a record the plugin marked startedWithoutNetwork, these were made after its containers
-   * started (docs/adr/0028). Undefined until a pass took it with its pod known.
+   * The attachments ("network interface") the pod asked when the daemon first took its sandbox
+   * that were not there when its ADD was answered: with a record the plugin marked
+   * startedWithoutNetwork, those made since were made after its containers started
+   * (docs/adr/0028). Undefined until a pass took it with its pod known.
    */
-  askedAtStart?: ReadonlySet<string>;
+  awaitedAtStart?: ReadonlySet<string>;
 }
 
-/** How askedAtStart keys an attachment. */
+/** How awaitedAtStart keys an attachment. */
 export function attachmentKey(network: string, podInterface: string): string {
   return `${network} ${podInterface}`;
+}
+
+/** The attachments the sandbox has, podnet's own links and its delegated plugins' alike, as attachmentKey. */
+export function attachedKeys(facts: Pick<SandboxFacts, 'applied' | 'delegated'>): Set<string> {
+  return new Set([...(facts.applied?.attachments ?? []), ...(facts.delegated ?? [])].map((a) => attachmentKey(a.network, a.interface)));
 }
 
 type ConfigNodeEntry = NonNullable<PodNetworkConfigStatus['nodes']>[number];
@@ -51,7 +57,7 @@ function plain(cidr: string): string {
 export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
   const { record, links } = facts;
   const entries: NetworkStatusEntry[] = [primaryEntry(record, links)];
-  const late = record.startedWithoutNetwork === true ? facts.askedAtStart : undefined;
+  const late = record.startedWithoutNetwork === true ? facts.awaitedAtStart : undefined;
   for (const a of attachedOf(facts)) {
     const link = links?.get(a.interface);
     const mac = link?.mac ?? a.mac;
@@ -121,6 +127,10 @@ export function podEventsBetween(pod: { namespace: string; name: string }, befor
     if (asked) events.push({ ...event, config: asked, message: `pod ${pod.name}: ${event.message}` });
   };
   for (const [key, { entry: e, from }] of is) {
+    if (was.get(key)?.entry.madeAfterStart === undefined && was.has(key) && e.madeAfterStart) {
+      // Told attached before the plugin's mark came in: what it is now known to be.
+      both(from, { type: 'Warning', reason: 'AttachedAfterStart', message: `${e.interface} on Network ${e.name} was attached after the pod's containers had started: podnet's daemon did not make it within the pod's ADD` });
+    }
     if (was.has(key)) continue;
     const message = `attached ${e.interface} to Network ${e.name}${e.ips?.length ? ` with ${e.ips.join(', ')}` : ''}`;
     // Asked at the pod's creation and made after its containers started: a CNF that needs it at start did without.
@@ -181,14 +191,24 @@ function isAttached(facts: SandboxFacts, want: DesiredAttachment): boolean {
  * src/planner/links.ts), else the pass's error; undefined when nothing tells.
  */
 function missingReason(facts: SandboxFacts, want: DesiredAttachment): string | undefined {
+  return missingProblem(facts, want)?.reason ?? facts.lastError;
+}
+
+/** The problem that tells why a desired attachment is not there, when one does. */
+function missingProblem(facts: SandboxFacts, want: DesiredAttachment): Problem | undefined {
   const about = new Set([`pod interface ${want.interface}`, `Network ${want.network.metadata.name}`]);
-  const p = facts.problems.find((p) => (p.document === want.from && p.field === want.field) || about.has(p.document));
-  return p?.reason ?? facts.lastError;
+  return facts.problems.find((p) => (p.document === want.from && p.field === want.field) || about.has(p.document));
 }
 
 /** A required attachment a sandbox lacks, and why. */
 export interface UnmetAttachment extends RequiredAttachment {
   reason: string;
+  /**
+   * Whether the reason is the attachment's own: a problem of its document (its field, or the
+   * config refused whole), of its pod interface or Network, or its own step failing. Not when the
+   * pass failed on another part of the pod's network and took it back with the rest.
+   */
+  own: boolean;
 }
 
 /**
@@ -200,12 +220,14 @@ export function unmetRequired(facts: SandboxFacts, required: readonly RequiredAt
   return required.flatMap((ask): UnmetAttachment[] => {
     const want = facts.wanted.attachments.find((w) => w.from === ask.document && w.field === ask.field);
     if (want && isAttached(facts, want)) return [];
-    const own = facts.problems.filter((p) => p.document === ask.document);
-    const reason = want
-      ? missingReason(facts, want)
-      : (own.find((p) => p.field === ask.field || p.field.startsWith(`${ask.field}.`)) ?? own[0])?.reason;
+    const ofDocument = facts.problems.filter((p) => p.document === ask.document);
+    const problem = want ? missingProblem(facts, want) : (ofDocument.find((p) => p.field === ask.field || p.field.startsWith(`${ask.field}.`)) ?? ofDocument[0]);
+    // A failed step names who asked it first (`${document} ${field}: ...`, model/step.ts stamp).
+    const origin = `${ask.document} ${ask.field}`;
+    const ownStep = facts.lastError !== undefined && (facts.lastError.startsWith(`${origin}:`) || facts.lastError.startsWith(`${origin},`));
     const name = want?.interface ?? ask.interface;
-    return [{ ...ask, ...(name === undefined ? {} : { interface: name }), reason: reason ?? facts.lastError ?? notAttachedYet }];
+    const reason = problem?.reason ?? facts.lastError ?? notAttachedYet;
+    return [{ ...ask, ...(name === undefined ? {} : { interface: name }), reason, own: problem !== undefined || ownStep }];
   });
 }
 
