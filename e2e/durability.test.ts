@@ -40,10 +40,12 @@ t.test('daemon down during ADD and DEL, then started: nothing lost', { skip }, a
   const atts = ['a', 'b', 'c'].map((id): Attachment => ({ containerId: uniqueName(`down-${id}-`), netns: netns.path, ifname: 'eth0' }));
   for (const att of atts) await plugin(t, daemon, 'ADD', att);
   await plugin(t, daemon, 'DEL', atts[1]!);
-  t.equal((await spoolFiles(daemon)).length, 4, 'the four changes wait in the spool');
+  // Each ADD's record, then the same record marked as started without its network (ADR 28), then the DEL.
+  t.equal((await spoolFiles(daemon)).length, 7, 'the seven changes wait in the spool');
 
   await daemon.start();
   t.same(await recordedIds(daemon), [atts[0]!.containerId, atts[2]!.containerId].sort(), 'replayed in order');
+  t.ok((await daemon.records()).every((r) => r.startedWithoutNetwork === true), 'each record says its pod started without its network');
   t.same(await spoolFiles(daemon), [], 'the spool is empty once replayed');
 });
 

@@ -44,6 +44,7 @@ const validated = {
   PodNetworkConfig: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfig',
   NetworkSelectionList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkSelectionList',
   NetworkStatusList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatusList',
+  PodNetworkViewList: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkViewList',
   PodNetworkConfigStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfigStatus',
   NetworkStatus: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatus',
   Name: 'https://podnet.opdev.io/schemas/api.json#/$defs/Name',

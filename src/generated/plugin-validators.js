@@ -18,6 +18,7 @@ export const Network = () => { throw new Error('Network is not a document of the
 export const PodNetworkConfig = () => { throw new Error('PodNetworkConfig is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const NetworkSelectionList = () => { throw new Error('NetworkSelectionList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const NetworkStatusList = () => { throw new Error('NetworkStatusList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
+export const PodNetworkViewList = () => { throw new Error('PodNetworkViewList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const PodNetworkConfigStatus = () => { throw new Error('PodNetworkConfigStatus is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const NetworkStatus = () => { throw new Error('NetworkStatus is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const Name = () => { throw new Error('Name is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };

@@ -1209,6 +1209,85 @@ export interface NetworkStatusEntry {
    */
   problem?: string;
 }
+/**
+ * What `kubectl podnet explain` tells of one pod, from the API alone and with a tenant's view rights: its interfaces as its network-status has them, what asks for them (its annotation's entries, the PodNetworkConfigs that select it), the configs' state, each problem with the document and field, and its recent Events.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkView".
+ */
+export interface PodNetworkView {
+  namespace: string;
+  name: string;
+  /**
+   * The node the pod is bound to.
+   */
+  node?: string;
+  /**
+   * The pod's podnet.opdev.io/network-status; empty when podnet has written none.
+   */
+  interfaces: NetworkStatusEntry[];
+  /**
+   * Each attachment asked of the pod, and who asks it.
+   */
+  askedBy: {
+    /**
+     * The pod's annotation ("Pod ns/name") or a PodNetworkConfig ("PodNetworkConfig ns/name").
+     */
+    document: string;
+    field: string;
+    network: string;
+    interface?: string;
+    required?: boolean;
+  }[];
+  /**
+   * The PodNetworkConfigs that select the pod, with their Ready condition.
+   */
+  configs: {
+    name: string;
+    ready: 'True' | 'False' | 'Unknown';
+    message?: string;
+    /**
+     * What else the config asks of the pod beside attachments: interface settings, routes, rules, sysctls.
+     */
+    also?: string[];
+  }[];
+  /**
+   * What the pod asks and does not have, or cannot: the document and field when known, and why.
+   */
+  problems: ViewProblem[];
+  /**
+   * The pod's recent Events, newest last.
+   */
+  events: {
+    type: string;
+    reason: string;
+    message: string;
+    count?: number;
+    /**
+     * When it was last seen, RFC 3339.
+     */
+    lastSeen?: string;
+  }[];
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "ViewProblem".
+ */
+export interface ViewProblem {
+  document: string;
+  field?: string;
+  interface?: string;
+  reason: string;
+}
+/**
+ * What `kubectl podnet get -o json|yaml` prints: a PodNetworkView per pod.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkViewList".
+ */
+export interface PodNetworkViewList {
+  items: PodNetworkView[];
+}
 
 /**
  * A pass's id: the clock in base 36, a dash, the monotonic clock in base 36.

@@ -65,6 +65,26 @@ export class KubeApi {
     return new KubeApi(config, deadlineMs);
   }
 
+  /**
+   * As a person's kubectl would: the kubeconfig given, else $KUBECONFIG or ~/.kube/config (else the
+   * pod's service account), with `context` or its current one; and the namespace that context names.
+   */
+  static forUser({ kubeconfig, context }: { kubeconfig?: string | undefined; context?: string | undefined }): { api: KubeApi; namespace: string } {
+    const config = new KubeConfig();
+    try {
+      if (kubeconfig) config.loadFromFile(kubeconfig);
+      else config.loadFromDefault();
+    } catch (err) {
+      throw new PodnetError('INVALID_CONFIG', `cannot load ${kubeconfig ? `the kubeconfig ${kubeconfig}` : 'a kubeconfig ($KUBECONFIG or ~/.kube/config)'}: ${(err as Error).message}`);
+    }
+    if (context !== undefined) {
+      if (!config.getContextObject(context)) throw new PodnetError('INVALID_CONFIG', `context "${context}" does not exist`);
+      config.setCurrentContext(context);
+    }
+    const namespace = config.getContextObject(config.getCurrentContext())?.namespace || 'default';
+    return { api: new KubeApi(config, requestDeadlineMs), namespace };
+  }
+
   get<T = Json>(path: string): Promise<T> {
     return this.send('GET', path) as Promise<T>;
   }
@@ -114,6 +134,8 @@ export class KubeApi {
     }
     if (status >= 200 && status < 300) return answer;
     const message = `${method} ${path}: ${status} ${typeof answer['message'] === 'string' ? answer['message'] : text.slice(0, 200)}`;
-    throw new PodnetError(status === 404 ? 'NOT_FOUND' : status === 409 ? 'CONFLICT' : 'IO_FAILURE', message);
+    // The Status's reason (NotFound, Forbidden, ...), as kubectl tells a server's error.
+    const reason = typeof answer['reason'] === 'string' ? answer['reason'] : undefined;
+    throw new PodnetError(status === 404 ? 'NOT_FOUND' : status === 409 ? 'CONFLICT' : 'IO_FAILURE', message, reason);
   }
 }

@@ -9,11 +9,10 @@ import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
 import { retryWaitMs } from '../retry.ts';
 import type { Problem } from '../model/desired.ts';
-import { documentName, namespaceNameLabel, type SandboxIdentity } from '../model/identity.ts';
-import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
-import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { documentName, type SandboxIdentity } from '../model/identity.ts';
+import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
 import type { KubeApi } from './api.ts';
-import { paths, type ApiObject, type PodObject } from './resources.ts';
+import { parseApiObject, paths, podIdentityOf, type ApiObject, type PodObject } from './resources.ts';
 import type { ApiMetrics, WatchedResource } from '../metrics.ts';
 import { emptyDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 
@@ -211,15 +210,7 @@ export class KubeSource implements DesiredSource {
 
   /** Who a pod of this node is, from its object alone: its labels, its namespace's, its annotation. */
   podIdentity(pod: PodObject): SandboxIdentity {
-    const { namespace, name } = pod.metadata;
-    const annotation = pod.metadata.annotations?.[networksAnnotation];
-    return {
-      namespace,
-      name,
-      labels: pod.metadata.labels ?? {},
-      namespaceLabels: this.namespaceLabels(namespace) ?? { [namespaceNameLabel]: namespace },
-      ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
-    };
+    return podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace));
   }
 
   /** The pods bound to this node, as the API server last showed them. */
@@ -262,17 +253,6 @@ export class KubeSource implements DesiredSource {
     }, ms);
     timer.unref();
     this.timers.add(timer);
-  }
-}
-
-/** A Network or PodNetworkConfig through podnet's schema (the CRD's is looser: it prunes rather than refuses). */
-function parseApiObject(kind: 'Network' | 'PodNetworkConfig', object: ApiObject): Network | PodNetworkConfig | Problem {
-  const { status: _status, ...spec } = object as ApiObject & Record<string, unknown>;
-  const doc = { ...spec, metadata: { ...object.metadata } };
-  try {
-    return parseDocument(kind, doc, kind);
-  } catch (err) {
-    return { document: documentName({ kind, metadata: object.metadata }), field: 'spec', reason: (err as Error).message };
   }
 }
 

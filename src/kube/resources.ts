@@ -1,6 +1,10 @@
 // podnet's side of the API, shared by the informers and the publisher: its group and version, the
 // collections a node watches, and the objects' shapes as podnet reads them.
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
+import type { Problem } from '../model/desired.ts';
+import { documentName, namespaceNameLabel, type SandboxIdentity } from '../model/identity.ts';
+import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
 
 export const apiGroup = 'podnetwork.opdev.io';
 export const apiVersion = 'v1alpha1';
@@ -24,3 +28,27 @@ export interface PodObject extends KubernetesObject {
 
 /** A Network or PodNetworkConfig as the API server holds it, status included. */
 export type ApiObject = KubernetesObject & { metadata: { name: string; namespace?: string; uid?: string; generation?: number; resourceVersion?: string }; status?: Record<string, unknown> };
+
+/** Who a pod is, from its object and its namespace's labels (the name label alone while they are not known): its labels and its annotation. */
+export function podIdentityOf(pod: PodObject, namespaceLabels: Record<string, string> | undefined): SandboxIdentity {
+  const { namespace, name } = pod.metadata;
+  const annotation = pod.metadata.annotations?.[networksAnnotation];
+  return {
+    namespace,
+    name,
+    labels: pod.metadata.labels ?? {},
+    namespaceLabels: namespaceLabels ?? { [namespaceNameLabel]: namespace },
+    ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
+  };
+}
+
+/** A Network or PodNetworkConfig through podnet's schema (the CRD's is looser: it prunes rather than refuses). */
+export function parseApiObject(kind: 'Network' | 'PodNetworkConfig', object: ApiObject): Network | PodNetworkConfig | Problem {
+  const { status: _status, ...spec } = object as ApiObject & Record<string, unknown>;
+  const doc = { ...spec, metadata: { ...object.metadata } };
+  try {
+    return parseDocument(kind, doc, kind);
+  } catch (err) {
+    return { document: documentName({ kind, metadata: object.metadata }), field: 'spec', reason: (err as Error).message };
+  }
+}

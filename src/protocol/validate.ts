@@ -43,6 +43,7 @@ function byName(m: typeof firstViolation): Record<DocumentName, Validator> {
     PodNetworkConfig: m.PodNetworkConfig as Validator,
     NetworkSelectionList: m.NetworkSelectionList as Validator,
     NetworkStatusList: m.NetworkStatusList as Validator,
+    PodNetworkViewList: m.PodNetworkViewList as Validator,
     PodNetworkConfigStatus: m.PodNetworkConfigStatus as Validator,
     NetworkStatus: m.NetworkStatus as Validator,
     Name: m.Name as Validator,
@@ -92,6 +93,8 @@ export interface DocumentTypes {
   PodNetworkConfig: Doc.PodNetworkConfig;
   NetworkSelectionList: Doc.NetworkSelectionList;
   NetworkStatusList: Doc.NetworkStatusList;
+  /** What `kubectl podnet explain` and `get` print (src/kube/pod-view.ts). */
+  PodNetworkViewList: Doc.PodNetworkViewList;
   PodNetworkConfigStatus: Doc.PodNetworkConfigStatus;
   NetworkStatus: Doc.NetworkStatus;
   /** A Kubernetes object name (a DNS-1123 subdomain): a Network's, a node's. */
