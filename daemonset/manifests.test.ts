@@ -140,7 +140,7 @@ t.test('uninstall.yaml takes podnet off each node, with no API access', async (t
 
 t.test('daemonset/metrics/: the base with the daemon serving metrics on the node address, and a PodMonitor that finds them', async (t) => {
   const overlay = parse(readFileSync(here('metrics/kustomization.yaml'), 'utf8')) as { resources: string[]; patches: { path: string }[] };
-  t.strictSame(overlay.resources, ['../', 'podmonitor.yaml']);
+  t.strictSame(overlay.resources, ['../', 'podmonitor.yaml', 'alerts.yaml']);
   const [patch] = documents('metrics/daemon-metrics.yaml');
   const base = find('DaemonSet', 'podnet')!;
   t.equal(patch!['metadata']['name'], base['metadata']['name']);
@@ -154,4 +154,8 @@ t.test('daemonset/metrics/: the base with the daemon serving metrics on the node
   t.equal(monitor!['metadata']['namespace'], base['metadata']['namespace']);
   t.equal(monitor!['spec']['podMetricsEndpoints'][0]['port'], (daemon!['ports'] as Obj[])[0]!['name'], 'by the port the patch names');
   t.notOk(kustomization.resources.some((r) => r.includes('metrics')), 'not in the default install');
+  const [rules] = documents('metrics/alerts.yaml');
+  t.equal(rules!['metadata']['namespace'], base['metadata']['namespace']);
+  const expressions = (rules!['spec']['groups'] as Obj[]).flatMap((g) => (g['rules'] as Obj[]).map((r) => String(r['expr'])));
+  t.ok(expressions.some((e) => e.includes(`job="${monitor!['metadata']['namespace']}/${monitor!['metadata']['name']}"`)), "the daemon-down alert names the PodMonitor's job");
 });
