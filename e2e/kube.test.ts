@@ -5,11 +5,13 @@
 import t from 'tap';
 import { execa } from 'execa';
 import { dir } from 'tmp-promise';
+import { mkdir, writeFile } from 'node:fs/promises';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { prepareClusterTest } from './cluster/cluster.ts';
+import { findGo } from './cluster/binaries.ts';
 import { linkOf, until } from './lib/engine.ts';
 import { CniRuntime } from './lib/cni-runtime.ts';
-import { missingPrerequisite, podnetBinary, referencePluginDir } from './lib/env.ts';
+import { missingPrerequisite, podnetBinary, referencePluginDir, repoRoot } from './lib/env.ts';
 import { addressesIn } from './lib/netns.ts';
 import { networksAnnotation } from '../src/model/annotation.ts';
 import type { PodNetworkConfigStatus } from '../src/protocol/validate.ts';
@@ -316,6 +318,46 @@ t.test('the daemon refuses a Kubernetes mode it cannot follow, saying which opti
   t.match(both.stderr, /not both/);
   const lonelyKubeconfig = await daemon('--kubeconfig', `${tmp.path}/kubeconfig`);
   t.match(lonelyKubeconfig.stderr, /--kubeconfig needs --node-name/);
+  const lonelyStandard = await daemon('--config-dir', `${tmp.path}/config.d`, '--standard-network-status');
+  t.match(lonelyStandard.stderr, /--standard-network-status needs --node-name/);
+  // Multus writes the standard network-status itself: two writers would overwrite each other.
+  await mkdir(`${tmp.path}/net.d`);
+  await writeFile(`${tmp.path}/net.d/00-multus.conf`, JSON.stringify({ cniVersion: '0.3.1', name: 'multus-cni-network', type: 'multus-shim' }));
+  const multus = await daemon('--node-name', 'node-1', '--kubeconfig', `${tmp.path}/kubeconfig`, '--cni-conf-dir', `${tmp.path}/net.d`, '--standard-network-status');
+  t.not(multus.exitCode, 0);
+  t.match(multus.stderr, /--standard-network-status: the node's primary CNI config .*00-multus\.conf is Multus's/, 'refused at start, saying why');
+});
+
+t.test("--standard-network-status: the Network Plumbing WG's own client library reads the pod's interfaces from k8s.v1.cni.cncf.io/network-status as podnet wrote it", { skip: skip ?? (findGo() ? undefined : 'needs Go to build the client library\'s reader') }, async (t) => {
+  const { admin, daemon } = await podnetCluster(t, ['--standard-network-status']);
+  // The reader: a small Go program on the library (e2e/nad-status), built here.
+  const out = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-nad-' });
+  t.teardown(() => out.cleanup());
+  await execa(findGo()!, ['build', '-o', `${out.path}/nad-status`, '.'], { cwd: `${repoRoot}e2e/nad-status`, env: { GOTOOLCHAIN: 'local', GOWORK: 'off', GOFLAGS: '-mod=mod', CGO_ENABLED: '0' } });
+
+  const runtime = new CniRuntime([referencePluginDir, daemon.binDir]);
+  const list = await primaryConflist(t, daemon, '198.18.112.0/24');
+  await admin.objects.create(bridgeNetwork(t, 'blue', ['198.18.113.0/24'], [tenantNamespace]));
+  const pod = await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-std', { annotations: { [networksAnnotation]: 'blue@net1, red@net2' } });
+  const own = await networkStatusWhen(admin, pod, 'lists net1, and red as a problem', (s) => s.some((e) => e.interface === 'net1' && e.ips?.length) && s.some((e) => e.problem));
+  const read = async (...args: string[]) => {
+    const object = await admin.core.readNamespacedPod({ namespace: tenantNamespace, name: pod.name });
+    return execa(`${out.path}/nad-status`, args, { input: JSON.stringify(object), reject: false });
+  };
+  const parsed = await until('the standard annotation, as the library reads it', async () => {
+    const r = await read('-strict');
+    return r.exitCode === 0 ? (JSON.parse(r.stdout) as { name: string; interface?: string; ips?: string[]; mac?: string; default?: boolean }[]) : undefined;
+  });
+  const net1 = own.find((e) => e.interface === 'net1')!;
+  t.same(parsed.map((e) => [e.name, e.interface, e.default ?? false]), [['primary', 'eth0', true], ['blue', 'net1', false]], 'the primary interface and net1: what the pod has, not the Network it could not get');
+  t.same(parsed[1]!.ips, net1.ips);
+  t.equal(parsed[1]!.mac, net1.mac);
+  // The reader is strict: podnet's own annotation (its problem entries) in the standard's place is refused.
+  const object = await admin.core.readNamespacedPod({ namespace: tenantNamespace, name: pod.name });
+  object.metadata!.annotations!['k8s.v1.cni.cncf.io/network-status'] = JSON.stringify(own);
+  const strict = await execa(`${out.path}/nad-status`, ['-strict'], { input: JSON.stringify(object), reject: false });
+  t.equal(strict.exitCode, 1, 'fields the standard does not have are refused');
+  t.match(strict.stderr, /not the standard's fields: .*"problem"/);
 });
 
 t.test('cleanup: a label removed, a Network deleted, a pod deleted each take back exactly what they caused', { skip }, async (t) => {

@@ -16,7 +16,7 @@ import { emptyDocuments, type DesiredSource } from '../sources/source.ts';
 import { QuietPods } from './quiet-pods.ts';
 import type { Logger } from '../log.ts';
 import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
-import { chainIfMissing, primaryNetworkName } from '../install/install.ts';
+import { chainIfMissing, multusPrimary, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
 import { startToolsWith } from '../netns/runner.ts';
@@ -41,7 +41,8 @@ export interface DaemonOptions {
    * Kubernetes mode: this node's name, and a kubeconfig file (none: the pod's service account).
    * The desired state is the API's pods on this node, Networks and PodNetworkConfigs.
    */
-  kube?: { nodeName: string; kubeconfig?: string };
+  /** standardNetworkStatus: also write the k8s.v1.cni.cncf.io/network-status of pods (refused when the primary CNI config is Multus's). */
+  kube?: { nodeName: string; kubeconfig?: string; standardNetworkStatus?: boolean };
   /** Where delegated Networks' plugins are found, and how long one may take. */
   plugins: PluginRunnerOptions;
   /** What this node's admin bounds per pod (default: defaultLimits in model/desired.ts). */
@@ -108,12 +109,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     }
     const reported = metrics ? { metrics } : {};
     if (opts.kube) {
+      // Two writers of one annotation would overwrite each other at every pass.
+      const multus = opts.kube.standardNetworkStatus && opts.cniConf ? multusPrimary(opts.cniConf.dir) : undefined;
+      if (multus) throw new PodnetError('INVALID_CONFIG', `--standard-network-status: the node's primary CNI config ${multus} is Multus's, which writes k8s.v1.cni.cncf.io/network-status itself; podnet writes podnetwork.opdev.io/network-status alone here`);
       const { KubeApi, KubeSource, StatusPublisher } = await import('../kube/mode.ts');
       const api = KubeApi.load(opts.kube.kubeconfig);
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, ...reported });
       source = kubeSource;
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish(), ...reported });
-      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported });
+      publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported, ...(opts.kube.standardNetworkStatus ? { standardNetworkStatus: true } : {}) });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, ...reported });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { podnetEntry } from './conflist.ts';
-import { chainIfMissing, sameContent } from './install.ts';
+import { chainIfMissing, multusPrimary, sameContent } from './install.ts';
 
 t.test('two files are the same content only when every byte is, also past the first chunk', async (t) => {
   const dir = t.testdir();
@@ -37,4 +37,15 @@ t.test("the daemon's re-chaining keeps the waits the install wrote: a primary th
   writeFileSync(file, JSON.stringify(primary));
   t.equal(chainIfMissing(dir, podnetEntry({ stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 2000 })), file);
   t.strictSame(JSON.parse(readFileSync(file, 'utf8')).plugins, [{ type: 'bridge' }, { type: 'podnet', stateDir: '/srv/podnet', timeoutMs: 250, firstPassTimeoutMs: 2000 }]);
+});
+
+t.test("Multus's config as the node's primary is told (what --standard-network-status refuses), another's is not", async (t) => {
+  const dir = t.testdir();
+  writeFileSync(join(dir, '10-primary.conflist'), JSON.stringify({ cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'bridge' }, { type: 'podnet' }] }));
+  t.equal(multusPrimary(dir), undefined);
+  writeFileSync(join(dir, '00-multus.conf'), JSON.stringify({ cniVersion: '0.3.1', name: 'multus-cni-network', type: 'multus-shim', logLevel: 'verbose' }));
+  t.equal(multusPrimary(dir), join(dir, '00-multus.conf'), 'thick Multus, first in the dir');
+  writeFileSync(join(dir, '00-multus.conf'), JSON.stringify({ cniVersion: '0.3.1', name: 'multus-cni-network', type: 'multus', kubeconfig: '/etc/cni/net.d/multus.d/multus.kubeconfig' }));
+  t.equal(multusPrimary(dir), join(dir, '00-multus.conf'), 'thin Multus');
+  t.equal(multusPrimary(t.testdir({})), undefined, 'no config at all');
 });

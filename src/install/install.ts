@@ -198,6 +198,15 @@ export function chainIfMissing(confDir: string, entry: PodnetEntry, remember: (w
   return chainPrimary(confDir, entry, primary).config;
 }
 
+/** The primary's config file when it is Multus's (a plugin of type multus or multus-shim), else undefined. */
+export function multusPrimary(confDir: string): string | undefined {
+  const primary = primaryConfigName(configNames(confDir));
+  if (primary === undefined) return undefined;
+  const path = join(confDir, primary);
+  const list = parsePrimary(path, readFileSync(path, 'utf8'));
+  return list.plugins.some((p) => typeof p['type'] === 'string' && /^multus(-shim)?$/.test(p['type'])) ? path : undefined;
+}
+
 /**
  * The network the primary's config defines, whose pods the runtime hands podnet once it is
  * chained (the daemon adopts that network's pods from before). Undefined without a primary.

@@ -5,7 +5,7 @@ import { networkStatusAnnotation } from '../model/annotation.ts';
 import type { AttachmentRecord, Network, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import { desiredFor, type Problem } from '../model/desired.ts';
 import { documentName, type SandboxIdentity } from '../model/identity.ts';
-import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
+import { networksAnnotation, standardNetworkStatusAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import type { ApiMetrics } from '../metrics.ts';
 import { unrecordedGraceMs, unrecordedReason, type SandboxFacts } from '../status/status.ts';
 import type { KubeSource } from './informers.ts';
@@ -258,11 +258,13 @@ function fakeCluster(t: Test) {
       for (const sent of undelivered.splice(0)) {
         if (sent.verb === 'merge') {
           const name = sent.path.split('/').at(-1)!;
-          const value = (sent.body as { metadata: { annotations: Record<string, string | null> } }).metadata.annotations[networkStatusAnnotation];
+          const patched = (sent.body as { metadata: { annotations: Record<string, string | null> } }).metadata.annotations;
           cluster.editPod(name, (pod) => {
             const annotations = { ...pod.metadata.annotations };
-            if (value === null || value === undefined) delete annotations[networkStatusAnnotation];
-            else annotations[networkStatusAnnotation] = value;
+            for (const [key, value] of Object.entries(patched)) {
+              if (value === null) delete annotations[key];
+              else annotations[key] = value;
+            }
             pod.metadata.annotations = annotations;
           });
         } else if (sent.verb === 'apply') {
@@ -278,7 +280,7 @@ function fakeCluster(t: Test) {
       }
     },
     /** A node's daemon: its sandboxes, its records, its publisher, and what it sends. */
-    node(name = 'node-a') {
+    node(name = 'node-a', options: { standardNetworkStatus?: boolean } = {}) {
       const node = {
         /** The sandboxes the last pass left (the reconciler's facts). */
         sandboxes: [] as SandboxFacts[],
@@ -352,6 +354,7 @@ function fakeCluster(t: Test) {
           log: silentLogger,
           metrics,
           clock: () => clock.now,
+          ...options,
         });
         t.teardown(() => made.close());
         return made;
@@ -397,6 +400,46 @@ t.test("a pod's network-status: written once, by a merge patch of that one key, 
   );
   c.deliver();
   t.same(await a.publish(), [], 'and not again');
+});
+
+t.test('with --standard-network-status the same patch writes k8s.v1.cni.cncf.io/network-status too: the interfaces the pod has, in the standard fields alone', async (t) => {
+  const c = fakeCluster(t);
+  c.add(blue);
+  c.add(fleet);
+  c.addPod('app');
+  const a = c.node('node-a', { standardNetworkStatus: true });
+  const late = { ...sandbox('app', { configs: [fleet], attached: true }), awaitedAtStart: new Set(['blue net1']) };
+  late.record = { ...late.record, startedWithoutNetwork: true };
+  a.sandboxes = [late];
+  const [merge] = (await a.publish()).filter((s) => s.verb === 'merge');
+  const annotations = (merge?.body as { metadata: { annotations: Record<string, string> } }).metadata.annotations;
+  t.strictSame(Object.keys(annotations), [networkStatusAnnotation, standardNetworkStatusAnnotation], 'both, in one patch');
+  t.strictSame(JSON.parse(annotations[standardNetworkStatusAnnotation]!), [primary, net1], "podnet's madeAfterStart left out");
+  t.equal(JSON.parse(annotations[networkStatusAnnotation]!)[1].madeAfterStart, true, "podnet's own keeps it");
+  c.deliver();
+  t.same(await a.publish(), [], 'both shown: nothing sent');
+
+  // Someone removes the standard one: written again, podnet's unchanged.
+  c.editPod('app', (pod) => void delete pod.metadata.annotations![standardNetworkStatusAnnotation]);
+  const again = (await a.publish()).filter((s) => s.verb === 'merge');
+  t.equal(again.length, 1, 'the standard one missing: written again');
+
+  // An attachment that cannot be made is no interface of the pod's in the standard annotation.
+  c.deliver();
+  a.sandboxes = [sandbox('app', { configs: [fleet] , problems: [{ document: 'Network blue', field: 'spec', reason: 'bridge is gone' }] })];
+  const failing = (await a.publish()).filter((s) => s.verb === 'merge');
+  const told = (failing[0]?.body as { metadata: { annotations: Record<string, string> } }).metadata.annotations;
+  t.ok(JSON.parse(told[networkStatusAnnotation]!).some((e: { problem?: string }) => e.problem !== undefined), "podnet's tells the problem");
+  t.strictSame(JSON.parse(told[standardNetworkStatusAnnotation]!), [primary], 'the standard one lists what the pod has');
+
+  const plain = fakeCluster(t);
+  plain.add(blue);
+  plain.add(fleet);
+  plain.addPod('app');
+  const b = plain.node();
+  b.sandboxes = [sandbox('app', { configs: [fleet], attached: true })];
+  const [only] = (await b.publish()).filter((s) => s.verb === 'merge');
+  t.strictSame(Object.keys((only?.body as { metadata: { annotations: object } }).metadata.annotations), [networkStatusAnnotation], 'without the flag: podnet\'s alone');
 });
 
 t.test('Events: Attached, Detached and AttachFailed told once each, on the pod and on the config that asked', async (t) => {

@@ -7,11 +7,11 @@ import type { ApiMetrics, WrittenResource } from '../metrics.ts';
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/identity.ts';
-import { formatNetworkStatus, networkStatusAnnotation } from '../model/annotation.ts';
+import { formatNetworkStatus, networkStatusAnnotation, standardNetworkStatus, standardNetworkStatusAnnotation } from '../model/annotation.ts';
 import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, Problem } from '../protocol/validate.ts';
 import { systemClock, type Clock } from '../retry.ts';
 import type { KubeSource } from './informers.ts';
-import { apiGroup, apiVersion, paths, type ApiObject } from './resources.ts';
+import { apiGroup, apiVersion, paths, type ApiObject, type PodObject } from './resources.ts';
 import {
   configNodeEntry,
   configStatus,
@@ -49,6 +49,8 @@ export interface PublisherOptions {
   metrics?: ApiMetrics;
   /** What a pod's time without a record is counted on (default: the system's). */
   clock?: Clock;
+  /** Also write the standard k8s.v1.cni.cncf.io/network-status (podnet daemon --standard-network-status). */
+  standardNetworkStatus?: boolean;
 }
 
 /** What the publisher reads of the passes: the sandboxes as the last one left them, and the documents' problems as the passes judge them. */
@@ -185,7 +187,7 @@ export class StatusPublisher {
     const value = formatNetworkStatus(told.map((t) => t.entry));
     const current = pod.metadata.annotations?.[networkStatusAnnotation];
     const before = this.told.get(key) ?? parseEntries(current).map((entry) => ({ entry }));
-    if (current !== value && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
+    if (!this.shows(pod, value) && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
       await this.networkStatus(facts.namespace, facts.name, value, pod.metadata.resourceVersion);
     }
     this.told.set(key, told);
@@ -246,7 +248,7 @@ export class StatusPublisher {
     if (!pod) return;
     const value = formatNetworkStatus(unrecordedNetworkStatus(lacking));
     const key = `${lacking.namespace}/${lacking.name}`;
-    if (pod.metadata.annotations?.[networkStatusAnnotation] !== value && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
+    if (!this.shows(pod, value) && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
       await this.networkStatus(lacking.namespace, lacking.name, value, pod.metadata.resourceVersion);
     }
     const before = this.toldUnrecorded.get(key);
@@ -320,10 +322,25 @@ export class StatusPublisher {
     this.wrote[resource].set(key, { over, value });
   }
 
-  /** Sets (or with null, removes) a pod's network-status annotation: a merge patch of that one key. */
+  /**
+   * Sets (or with null, removes) a pod's network-status annotation, and the standard one made from
+   * it when the daemon writes that too: a merge patch of those keys alone.
+   */
   private networkStatus(namespace: string, name: string, value: string | null, over: string | undefined): Promise<void> {
-    const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: { [networkStatusAnnotation]: value } } });
+    const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: this.annotationsOf(value) } });
     return this.remembered('pods', `${namespace}/${name}`, request, over, value);
+  }
+
+  /** The annotations a network-status value is written as. */
+  private annotationsOf(value: string | null): Record<string, string | null> {
+    if (!this.opts.standardNetworkStatus) return { [networkStatusAnnotation]: value };
+    return { [networkStatusAnnotation]: value, [standardNetworkStatusAnnotation]: value === null ? null : standardNetworkStatus(value) };
+  }
+
+  /** Whether the pod, as the cache has it, shows the network-status `value` already, in every annotation it is written as. */
+  private shows(pod: PodObject, value: string): boolean {
+    const annotations = pod.metadata.annotations ?? {};
+    return Object.entries(this.annotationsOf(value)).every(([key, wanted]) => (annotations[key] ?? null) === wanted);
   }
 
   /** This node's entries of an object's status, by server-side apply as podnet/<node>. */

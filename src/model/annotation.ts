@@ -64,3 +64,20 @@ function shortFormSelections(text: string): { selections: Record<string, string>
 export function formatNetworkStatus(entries: readonly NetworkStatusEntry[]): string {
   return JSON.stringify(entries);
 }
+
+/**
+ * The Network Plumbing WG's own annotation, which Multus writes and tools built on its client
+ * library read: podnet writes it too when its daemon is told to (--standard-network-status) and no
+ * other meta plugin does.
+ */
+export const standardNetworkStatusAnnotation = 'k8s.v1.cni.cncf.io/network-status';
+
+/**
+ * The standard annotation's value for podnet's network-status value: the interfaces the pod has,
+ * in the standard's fields alone (podnet's `problem` entries and `madeAfterStart` are its own);
+ * null when that leaves none.
+ */
+export function standardNetworkStatus(value: string): string | null {
+  const entries = (JSON.parse(value) as NetworkStatusEntry[]).filter((e) => e.problem === undefined).map(({ madeAfterStart: _late, problem: _problem, ...entry }) => entry);
+  return entries.length === 0 ? null : JSON.stringify(entries);
+}
