@@ -74,12 +74,24 @@ const cases: Case[] = [
     value: '1',
   },
   {
+    // Every write failing from the start (RBAC wrong since the install): the daemon serves its successes at 0.
+    alert: 'PodnetApiWritesFailing',
+    input: [
+      { series: series('podnet_api_write_failures_total', { ...daemon, resource: 'events' }), values: '0+5x40' },
+      { series: series('podnet_api_writes_total', { ...daemon, resource: 'events' }), values: '0x40' },
+    ],
+    quiet: '14m',
+    firing: '30m',
+    labels: pod,
+    value: '1',
+  },
+  {
     alert: 'PodnetPluginCallsFailing',
     input: [{ series: series('podnet_plugin_call_failures_total', { ...daemon, plugin: 'macvlan', command: 'ADD' }), values: '0+1x40' }],
     quiet: '14m',
-    firing: '30m',
+    firing: '31m',
     labels: { ...pod, plugin: 'macvlan', command: 'ADD' },
-    value: '0.016666666666666666',
+    value: '15',
   },
 ];
 
@@ -92,6 +104,8 @@ const healthy = [
   { series: series('podnet_api_writes_total', { ...daemon, resource: 'pods' }), values: '0+10x40' },
   { series: series('podnet_api_write_failures_total', { ...daemon, resource: 'pods' }), values: '0x40' },
   { series: series('podnet_plugin_call_failures_total', { ...daemon, plugin: 'macvlan', command: 'ADD' }), values: '3x40' },
+  // A call failing now and then (a tenant's bad Network retried with backoff) is not a plugin that keeps failing.
+  { series: series('podnet_plugin_call_failures_total', { ...daemon, plugin: 'bridge', command: 'ADD' }), values: '0+0.1x40' },
 ];
 
 function testFile(expected: (c: Case) => Record<string, string>) {
@@ -113,7 +127,7 @@ function testFile(expected: (c: Case) => Record<string, string>) {
 }
 
 t.test("the alert rules are valid, and each fires on its trouble after its wait, with its labels and what to do; none for a healthy daemon", { skip, timeout: 900_000 }, async (t) => {
-  t.strictSame(rules.map((r) => r.alert).sort(), cases.map((c) => c.alert).sort(), 'every alert has its case');
+  t.strictSame(rules.map((r) => r.alert).sort(), [...new Set(cases.map((c) => c.alert))].sort(), 'every alert has its case');
   const promtool = await ensurePromtool();
   const work = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-alerts-' });
   t.teardown(() => work.cleanup());

@@ -329,7 +329,10 @@ t.test('the daemon refuses a Kubernetes mode it cannot follow, saying which opti
 });
 
 t.test("--standard-network-status: the Network Plumbing WG's own client library reads the pod's interfaces from k8s.v1.cni.cncf.io/network-status as podnet wrote it", { skip: skip ?? (findGo() ? undefined : 'needs Go to build the client library\'s reader') }, async (t) => {
-  const { admin, daemon } = await podnetCluster(t, ['--standard-network-status']);
+  const conf = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-netd-' });
+  t.teardown(() => conf.cleanup());
+  await writeFile(`${conf.path}/10-primary.conflist`, JSON.stringify({ cniVersion: '1.0.0', name: 'primary', plugins: [{ type: 'bridge' }] }));
+  const { admin, daemon } = await podnetCluster(t, ['--standard-network-status', '--cni-conf-dir', conf.path]);
   // The reader: a small Go program on the library (e2e/nad-status), built here.
   const out = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-nad-' });
   t.teardown(() => out.cleanup());
@@ -358,6 +361,14 @@ t.test("--standard-network-status: the Network Plumbing WG's own client library 
   const strict = await execa(`${out.path}/nad-status`, ['-strict'], { input: JSON.stringify(object), reject: false });
   t.equal(strict.exitCode, 1, 'fields the standard does not have are refused');
   t.match(strict.stderr, /not the standard's fields: .*"problem"/);
+
+  // Multus comes to the node: from then on it writes the standard annotation, and podnet stops.
+  await writeFile(`${conf.path}/00-multus.conf`, JSON.stringify({ cniVersion: '0.3.1', name: 'multus-cni-network', type: 'multus-shim' }));
+  await until('the daemon says it stopped writing the standard annotation', async () => (daemon.log().includes('podnet no longer writes it') ? true : undefined));
+  await annotate(admin, tenantNamespace, pod.name, 'blue@net1, blue@net3');
+  await networkStatusWhen(admin, pod, 'lists net3', (s) => s.some((e) => e.interface === 'net3' && e.ips?.length));
+  const after = await read();
+  t.notOk((JSON.parse(after.stdout) as { interface?: string }[]).some((e) => e.interface === 'net3'), "net3 is in podnet's own annotation, not in the standard one, which Multus writes now");
 });
 
 t.test('cleanup: a label removed, a Network deleted, a pod deleted each take back exactly what they caused', { skip }, async (t) => {

@@ -21,7 +21,8 @@ export interface PluginMetrics {
 }
 
 /** What the daemon writes to the API server: pods' network-status, status entries, Events. */
-export type WrittenResource = 'pods' | 'podnetworkconfigs' | 'networks' | 'events';
+export const writtenResources = ['pods', 'podnetworkconfigs', 'networks', 'events'] as const;
+export type WrittenResource = (typeof writtenResources)[number];
 
 /** The resources the daemon's informers watch. */
 export type WatchedResource = 'pods' | 'namespaces' | 'networks' | 'podnetworkconfigs' | 'network-attachment-definitions';

@@ -6,7 +6,8 @@ import { Command, Option } from 'commander';
 import { stringify } from 'yaml';
 import { PodnetError } from '../errors.ts';
 import { KubeApi } from '../kube/api.ts';
-import { podNetworkView, type EventObject } from '../kube/pod-view.ts';
+import { namespaceConfigs, podNetworkView, type EventObject, type NamespaceConfigs } from '../kube/pod-view.ts';
+import { mapLimited } from '../daemon/map-limited.ts';
 import { paths, type ApiObject, type PodObject } from '../kube/resources.ts';
 import type { PodNetworkView, PodNetworkViewList } from '../protocol/validate.ts';
 import { formatAge, formatTable } from './format.ts';
@@ -36,20 +37,25 @@ const list = <T>(api: KubeApi, path: string) => api.get<{ items?: T[] }>(path).t
 const podsPath = (namespace: string) => `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`;
 const configsPath = (namespace: string) => `${paths.podNetworkConfigs.replace(/\/podnetworkconfigs$/, '')}/namespaces/${encodeURIComponent(namespace)}/podnetworkconfigs`;
 
-/** The configs of a namespace; none when the caller may not list them (a cluster without podnet's CRDs, or a role without them). */
-async function configsOf(api: KubeApi, namespace: string): Promise<ApiObject[]> {
+/** The configs of a namespace, read once for its pods; told as not listed when the caller may not (a role without them, a cluster without podnet's CRDs). */
+async function configsOf(api: KubeApi, namespace: string): Promise<NamespaceConfigs> {
   try {
-    return await list<ApiObject>(api, configsPath(namespace));
+    return namespaceConfigs(await list<ApiObject>(api, configsPath(namespace)));
   } catch (err) {
-    if (err instanceof PodnetError && (err.details === 'Forbidden' || err.details === 'NotFound' || err.code === 'NOT_FOUND')) return [];
+    if (err instanceof PodnetError && err.details === 'Forbidden') return namespaceConfigs({ unlisted: 'you may not list them (Forbidden)' });
+    if (err instanceof PodnetError && err.code === 'NOT_FOUND') return namespaceConfigs({ unlisted: "the cluster does not serve them (podnet's CRDs are not installed)" });
     throw err;
   }
 }
 
+/** Namespaces whose configs `get -A` reads at once: one request each, through a few connections. */
+const namespacesAtOnce = 4;
+
 async function explain(name: string, options: ClusterOptions): Promise<void> {
   const { api, namespace } = connect(options);
   const pod = await api.get<PodObject>(`${podsPath(namespace)}/${encodeURIComponent(name)}`);
-  const selector = new URLSearchParams({ fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}` });
+  // This pod's, not an earlier pod's of the same name (a StatefulSet's made again).
+  const selector = new URLSearchParams({ fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name},involvedObject.uid=${pod.metadata.uid}` });
   const [configs, events] = await Promise.all([configsOf(api, namespace), list<EventObject>(api, `/api/v1/namespaces/${encodeURIComponent(namespace)}/events?${selector}`)]);
   const view = podNetworkView(pod, configs, events);
   if (options.output === 'json') return void process.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
@@ -92,8 +98,8 @@ async function get(options: ClusterOptions & { allNamespaces?: boolean }): Promi
   const { api, namespace } = connect(options);
   const pods = await list<PodObject>(api, options.allNamespaces ? '/api/v1/pods' : podsPath(namespace));
   const namespaces = [...new Set(pods.map((p) => p.metadata.namespace))];
-  const configs = new Map(await Promise.all(namespaces.map(async (ns) => [ns, await configsOf(api, ns)] as const)));
-  const views: PodNetworkViewList = { items: pods.map((pod) => podNetworkView(pod, configs.get(pod.metadata.namespace) ?? [], [])) };
+  const configs = new Map(await mapLimited(namespaces, namespacesAtOnce, async (ns) => [ns, await configsOf(api, ns)] as const));
+  const views: PodNetworkViewList = { items: pods.map((pod) => podNetworkView(pod, configs.get(pod.metadata.namespace)!, [])) };
   if (options.output === 'json') return void process.stdout.write(`${JSON.stringify(views, null, 2)}\n`);
   if (options.output === 'yaml') return void process.stdout.write(stringify(views));
   if (views.items.length === 0) {
@@ -131,7 +137,10 @@ export function kubectlProgram(name = 'kubectl podnet'): Command {
   return program;
 }
 
-/** kubectl's way of telling an error: the server's reason when it has one. */
+/** kubectl's way of telling an error: the server's reason and its message when it has one. */
 export function kubectlError(err: PodnetError): string {
-  return err.details !== undefined && /^[A-Z][A-Za-z]+$/.test(err.details) ? `Error from server (${err.details}): ${err.message}\n` : `error: ${err.message}\n`;
+  if (err.details === undefined || !/^[A-Z][A-Za-z]+$/.test(err.details)) return `error: ${err.message}\n`;
+  // KubeApi says "GET /path: 404 message"; kubectl tells the server's message alone.
+  const told = /^[A-Z]+ \S+: \d{3} (.*)$/s.exec(err.message)?.[1] ?? err.message;
+  return `Error from server (${err.details}): ${told}\n`;
 }

@@ -210,7 +210,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     }, opts.resyncMs ?? 10_000);
   }
 
-  const chaining = opts.cniConf ? keepChained(opts.cniConf.dir, opts.cniConf.entry, log) : undefined;
+  // Multus may come to the node after the daemon started (it writes its config once the default
+  // network's is there): from then on it writes the standard network-status, and podnet stops (ADR 29).
+  let multusSeen = false;
+  const primaryChanged = (dir: string) => {
+    if (!opts.kube?.standardNetworkStatus || multusSeen) return;
+    const multus = multusPrimary(dir);
+    if (!multus) return;
+    multusSeen = true;
+    publisher?.stopStandardNetworkStatus();
+    log.error('Multus is the primary CNI config now, and writes k8s.v1.cni.cncf.io/network-status itself: podnet no longer writes it (--standard-network-status)', { config: multus });
+  };
+  if (opts.kube?.standardNetworkStatus && !opts.cniConf) log.warn('--standard-network-status without --cni-conf-dir: podnet cannot tell whether Multus runs on this node and writes the annotation too');
+  const chaining = opts.cniConf ? keepChained(opts.cniConf.dir, opts.cniConf.entry, log, primaryChanged) : undefined;
 
   return {
     registry,
@@ -273,7 +285,7 @@ const criTimeoutMs = 5000;
  * file on upgrade, which drops podnet from the chain. Checked on every change to the conf dir, and
  * every few seconds in case a change notice is missed (a conf dir that is a mount may give none).
  */
-function keepChained(dir: string, configured: PodnetEntry, log: Logger): { stop(): void } {
+function keepChained(dir: string, configured: PodnetEntry, log: Logger, primaryChanged: (dir: string) => void = () => undefined): { stop(): void } {
   let lastError: string | undefined;
   // The waits the admin's install wrote (ADR 28's firstPassTimeoutMs among them), as last seen: a
   // primary that rewrote its file gets podnet back with them, not with the defaults.
@@ -292,6 +304,11 @@ function keepChained(dir: string, configured: PodnetEntry, log: Logger): { stop(
       // Once per distinct problem, not every few seconds.
       if (message !== lastError) log.warn('could not chain podnet into the primary CNI config', { dir, error: message });
       lastError = message;
+    }
+    try {
+      primaryChanged(dir);
+    } catch {
+      // A primary config that cannot be read is told above.
     }
   };
   check();

@@ -62,6 +62,8 @@ t.test('GET /metrics serves what the reports and the gauges say, in the expositi
   t.equal(sample(text, 'podnet_api_writes_total{resource="podnetworkconfigs"}'), 1);
   t.equal(sample(text, 'podnet_api_writes_total{resource="events"}'), 2);
   t.equal(sample(text, 'podnet_api_write_failures_total{resource="pods"}'), 1);
+  t.equal(sample(text, 'podnet_api_writes_total{resource="pods"}'), 0, 'a resource none of whose writes succeeded is served at 0: the failure ratio has its denominator');
+  t.equal(sample(text, 'podnet_api_write_failures_total{resource="networks"}'), 0);
   t.equal(sample(text, 'podnet_api_watch_events_total{resource="pods"}'), 1);
   t.ok(sample(text, 'process_resident_memory_bytes')! > 0, "and the process's own (memory, CPU, event loop)");
 

@@ -3,7 +3,7 @@
 import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { PodnetError, type ErrorCode } from '../errors.ts';
-import type { AttachmentState, Metrics, WatchedResource, WrittenResource } from '../metrics.ts';
+import { writtenResources, type AttachmentState, type Metrics, type WatchedResource, type WrittenResource } from '../metrics.ts';
 
 /** What the gauges read at each scrape. */
 export interface MetricsSources {
@@ -67,6 +67,12 @@ export class PrometheusMetrics implements Metrics {
     this.apiWrites = new Counter({ name: 'podnet_api_writes_total', help: 'Writes to the API server that succeeded (network-status patches, status applies, Events), by resource', labelNames: ['resource'], registers });
     this.apiFailures = new Counter({ name: 'podnet_api_write_failures_total', help: 'Writes to the API server that failed, by resource', labelNames: ['resource'], registers });
     this.watchEvents = new Counter({ name: 'podnet_api_watch_events_total', help: "Objects the daemon's informers were told of by the API server (each watch event, and each object a list added, changed or removed), by resource", labelNames: ['resource'], registers });
+    // Served at 0 from the start: a daemon none of whose writes ever succeeded (RBAC wrong since the
+    // install) must still have the writes its failure ratio divides by (daemonset/metrics/alerts.yaml).
+    for (const resource of writtenResources) {
+      this.apiWrites.inc({ resource }, 0);
+      this.apiFailures.inc({ resource }, 0);
+    }
   }
 
   passEnded({ seconds, steps, resync }: { seconds: number; steps: number; resync: boolean }): void {

@@ -3,7 +3,7 @@ import { networkStatusAnnotation, networksAnnotation } from '../model/annotation
 import type { NetworkStatusEntry } from '../protocol/validate.ts';
 import { explainText, getText, kubectlError } from '../cli/kubectl.ts';
 import { PodnetError } from '../errors.ts';
-import { podNetworkView, viewEvents, type EventObject } from './pod-view.ts';
+import { namespaceConfigs, podNetworkView, viewEvents, type EventObject } from './pod-view.ts';
 import type { ApiObject, PodObject } from './resources.ts';
 
 const status: NetworkStatusEntry[] = [
@@ -23,13 +23,13 @@ const config = (name: string, spec: object, conditions: object[] = [{ type: 'Rea
 t.test("a pod's view: its network-status, who asks each attachment, its configs' state, each problem with who asked, and its Events", async (t) => {
   const view = podNetworkView(
     pod({ [networkStatusAnnotation]: JSON.stringify(status), [networksAnnotation]: '[{"name": "blue", "interface": "net1", "required": true}]' }),
-    [
+    namespaceConfigs([
       config('fast', { attachments: [{ network: 'red', interface: 'net2' }], interfaces: [{ name: 'eth0', mtu: 1400 }], routes: [{ to: '10.1.0.0/16', via: '198.18.5.1', table: 100 }] }, [
         { type: 'Ready', status: 'False', message: 'not ready' },
         { type: 'Degraded', status: 'True', message: 'spec.attachments[0].network: no Network named red' },
       ]),
       config('elsewhere', { podSelector: { matchLabels: { app: 'db' } }, attachments: [{ network: 'blue' }] }),
-    ],
+    ]),
     [{ type: 'Normal', reason: 'Attached', message: 'attached net1', lastTimestamp: '2026-11-28T10:00:00Z', count: 2 }],
   );
   t.equal(view.node, 'node-a');
@@ -54,11 +54,11 @@ t.test("a pod's view: its network-status, who asks each attachment, its configs'
 });
 
 t.test("a view of a pod podnet has not told of yet, one whose annotations are not readable, and one with many Events", async (t) => {
-  const bare = podNetworkView(pod({}, {}), [], []);
+  const bare = podNetworkView(pod({}, {}), namespaceConfigs([]), []);
   t.same({ ...bare, node: undefined }, { namespace: 'tenant-a', name: 'cnf-0', node: undefined, interfaces: [], askedBy: [], configs: [], problems: [], events: [] });
   t.match(explainText(bare, 0), /Interfaces:\n  <none told yet>\nAsked by:\n  <nothing asks podnet for an attachment>\nConfigs:\n  <none selects the pod>\nProblems:\n  <none>\nEvents:\n  <none>/);
 
-  const unreadable = podNetworkView(pod({ [networkStatusAnnotation]: '{"not": "a list"}', [networksAnnotation]: '[{"name": 7}]' }), [config('bad', { attachments: 'all' })], []);
+  const unreadable = podNetworkView(pod({ [networkStatusAnnotation]: '{"not": "a list"}', [networksAnnotation]: '[{"name": 7}]' }), namespaceConfigs([config('bad', { attachments: 'all' })]), []);
   t.same(unreadable.interfaces, []);
   t.match(unreadable.problems, [
     { document: 'Pod tenant-a/cnf-0', field: 'metadata.annotations["podnetwork.opdev.io/networks"]', reason: /name/ },
@@ -67,18 +67,23 @@ t.test("a view of a pod podnet has not told of yet, one whose annotations are no
   ]);
 
   const many: EventObject[] = Array.from({ length: viewEvents + 5 }, (_, i) => ({ reason: `E${i}`, message: '', lastTimestamp: `2026-11-28T10:${String(i).padStart(2, '0')}:00Z` })).reverse();
-  const events = podNetworkView(pod(), [], many).events;
+  const events = podNetworkView(pod(), namespaceConfigs([]), many).events;
   t.equal(events.length, viewEvents);
   t.equal(events.at(-1)?.reason, `E${viewEvents + 4}`, 'the newest last');
 });
 
 t.test('get: a row per pod with its podnet interfaces; wide adds MTU, node and configs; all namespaces a column', async (t) => {
-  const view = podNetworkView(pod({ [networkStatusAnnotation]: JSON.stringify(status) }), [config('fast', { attachments: [{ network: 'blue', interface: 'net1' }] })], []);
+  const view = podNetworkView(pod({ [networkStatusAnnotation]: JSON.stringify(status) }), namespaceConfigs([config('fast', { attachments: [{ network: 'blue', interface: 'net1' }] })]), []);
   t.equal(getText({ items: [view] }, false, false), 'NAME    INTERFACES             ASKED   PROBLEMS\ncnf-0   net1=blue:198.18.5.2   1       1\n');
   t.match(getText({ items: [view] }, true, true), /^NAMESPACE +NAME +INTERFACES +ASKED +PROBLEMS +NODE +CONFIGS\ntenant-a +cnf-0 +net1=blue:198\.18\.5\.2\/mtu 1500 +1 +1 +node-a +fast\n$/);
 });
 
-t.test("errors are told as kubectl tells them: the server's reason when it has one", async (t) => {
-  t.equal(kubectlError(new PodnetError('NOT_FOUND', 'GET /api/v1/namespaces/a/pods/x: 404 pods "x" not found', 'NotFound')), 'Error from server (NotFound): GET /api/v1/namespaces/a/pods/x: 404 pods "x" not found\n');
+t.test('a tenant who may not list the namespace\'s configs is told so, not told that none selects the pod', async (t) => {
+  const view = podNetworkView(pod(), namespaceConfigs({ unlisted: 'you may not list them (Forbidden)' }), []);
+  t.same(view.problems, [{ document: 'PodNetworkConfigs of namespace tenant-a', reason: 'you may not list them (Forbidden): which of them select the pod is not known' }]);
+});
+
+t.test("errors are told as kubectl tells them: the server's reason and message when it has one", async (t) => {
+  t.equal(kubectlError(new PodnetError('NOT_FOUND', 'GET /api/v1/namespaces/a/pods/x: 404 pods "x" not found', 'NotFound')), 'Error from server (NotFound): pods "x" not found\n');
   t.equal(kubectlError(new PodnetError('INVALID_CONFIG', 'context "x" does not exist')), 'error: context "x" does not exist\n');
 });

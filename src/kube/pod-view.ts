@@ -57,8 +57,29 @@ function readyOf(object: ApiObject): { ready: 'True' | 'False' | 'Unknown'; mess
   return { ready: ready?.status ?? 'Unknown', ...(message ? { message } : {}) };
 }
 
+/** A namespace's PodNetworkConfigs read once for all its pods: parsed, the problems of those that do not parse, or why they cannot be listed. */
+export interface NamespaceConfigs {
+  objects: readonly ApiObject[];
+  parsed: PodNetworkConfig[];
+  problems: ViewProblem[];
+  /** Why the caller may not list them (then which select a pod is not known). */
+  unlisted?: string;
+}
+
+export function namespaceConfigs(objects: readonly ApiObject[] | { unlisted: string }): NamespaceConfigs {
+  if ('unlisted' in objects) return { objects: [], parsed: [], problems: [], unlisted: objects.unlisted };
+  const parsed: PodNetworkConfig[] = [];
+  const problems: ViewProblem[] = [];
+  for (const object of objects) {
+    const doc = parseApiObject('PodNetworkConfig', object);
+    if ('reason' in doc) problems.push(doc);
+    else parsed.push(doc as PodNetworkConfig);
+  }
+  return { objects, parsed, problems };
+}
+
 /** The pod's network as a tenant may see it. */
-export function podNetworkView(pod: PodObject, configObjects: readonly ApiObject[], events: readonly EventObject[]): PodNetworkView {
+export function podNetworkView(pod: PodObject, namespace: NamespaceConfigs, events: readonly EventObject[]): PodNetworkView {
   const identity = podIdentityOf(pod, undefined);
   const own = podDocumentName(identity);
   const askedBy: Asked[] = [];
@@ -69,13 +90,10 @@ export function podNetworkView(pod: PodObject, configObjects: readonly ApiObject
     request.selections.forEach((s, i) => askedBy.push({ document: own, field: annotationField(i), network: s.name, ...(s.interface ? { interface: s.interface } : {}), ...(s.required ? { required: true } : {}) }));
   }
 
-  const parsed: PodNetworkConfig[] = [];
-  for (const object of configObjects) {
-    const doc = parseApiObject('PodNetworkConfig', object);
-    if ('reason' in doc) problems.push(doc);
-    else parsed.push(doc as PodNetworkConfig);
-  }
-  const selecting = selectingConfigs(identity, parsed);
+  problems.push(...namespace.problems);
+  if (namespace.unlisted) problems.push({ document: `PodNetworkConfigs of namespace ${identity.namespace}`, reason: `${namespace.unlisted}: which of them select the pod is not known` });
+  const selecting = selectingConfigs(identity, namespace.parsed);
+  const configObjects = namespace.objects;
   const configs = selecting.map((config) => {
     const document = documentName(config);
     (config.spec.attachments ?? []).forEach((a, i) => askedBy.push({ document, field: `spec.attachments[${i}]`, network: a.network, ...(a.interface ? { interface: a.interface } : {}), ...(a.required ? { required: true } : {}) }));

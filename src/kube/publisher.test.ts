@@ -686,6 +686,27 @@ t.test('a pod with no record: nothing during the grace, then its network-status 
   t.same(await a.publish(), [], 'and then nothing');
 });
 
+t.test("with --standard-network-status, a pod with no record has no interface of podnet's to list: another writer's standard annotation is left alone", async (t) => {
+  const c = fakeCluster(t);
+  c.add(blue);
+  c.add(fleet);
+  const foreign = JSON.stringify([{ name: 'other', interface: 'eth0', ips: ['10.0.0.9'], default: true }]);
+  c.addPod('legacy', { annotations: { [standardNetworkStatusAnnotation]: foreign } });
+  const a = c.node('node-a', { standardNetworkStatus: true });
+  await a.publish();
+  c.clock.now += unrecordedGraceMs;
+  const told = (await a.publish()).filter((s) => s.verb === 'merge');
+  t.strictSame(Object.keys((told[0]?.body as { metadata: { annotations: object } }).metadata.annotations), [networkStatusAnnotation], "podnet's alone: the standard one is someone else's");
+  c.deliver();
+  t.same((await a.publish()).filter((s) => s.verb === 'merge'), [], 'shown: nothing more, however the other writer keeps its own');
+  t.equal(c.pod('legacy')?.metadata.annotations?.[standardNetworkStatusAnnotation], foreign);
+
+  // The pod no longer asks: podnet's own is taken back, the other writer's stays.
+  c.editPod('legacy', (pod) => void (pod.metadata.labels = { app: 'web' }));
+  const back = (await a.publish()).filter((s) => s.verb === 'merge');
+  t.strictSame(back.map((s) => s.body), [{ metadata: { annotations: { [networkStatusAnnotation]: null } } }]);
+});
+
 t.test("a pod with no record that asks by its annotation, in the node's network namespace: its reason", async (t) => {
   const c = fakeCluster(t);
   c.add(blue);

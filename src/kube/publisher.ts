@@ -104,11 +104,20 @@ export class StatusPublisher {
   private retry: NodeJS.Timeout | undefined;
   readonly publish = coalesce(() => this.run().catch((err: Error) => this.opts.log.error('publishing status failed', { error: err.message })));
 
+  /** Whether the standard network-status is written too: from the options, until Multus is seen on the node. */
+  private standard: boolean;
+
   constructor(opts: PublisherOptions) {
     this.opts = opts;
+    this.standard = opts.standardNetworkStatus === true;
     this.node = opts.source.nodeName;
     this.fieldManager = `podnet/${this.node}`;
     this.clock = opts.clock ?? systemClock;
+  }
+
+  /** Stops writing the standard network-status (Multus came to the node, and writes it itself); what was written stays. */
+  stopStandardNetworkStatus(): void {
+    this.standard = false;
   }
 
   async close(): Promise<void> {
@@ -160,7 +169,7 @@ export class StatusPublisher {
         this.toldUnrecorded.delete(key);
         continue;
       }
-      untold.push(this.networkStatus(namespace, name, null, pod.metadata.resourceVersion).then(() => void this.toldUnrecorded.delete(key)));
+      untold.push(this.networkStatus(pod, null).then(() => void this.toldUnrecorded.delete(key)));
     }
     for (const key of this.toldProblems.keys()) if (!configs.has(key)) this.toldProblems.delete(key);
     for (const key of this.wrote.podnetworkconfigs.keys()) if (!configs.has(key)) this.wrote.podnetworkconfigs.delete(key);
@@ -188,7 +197,7 @@ export class StatusPublisher {
     const current = pod.metadata.annotations?.[networkStatusAnnotation];
     const before = this.told.get(key) ?? parseEntries(current).map((entry) => ({ entry }));
     if (!this.shows(pod, value) && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
-      await this.networkStatus(facts.namespace, facts.name, value, pod.metadata.resourceVersion);
+      await this.networkStatus(pod, value);
     }
     this.told.set(key, told);
     const podRef = { kind: 'Pod', apiVersion: 'v1', name: pod.metadata.name, namespace: pod.metadata.namespace, uid: pod.metadata.uid };
@@ -249,7 +258,7 @@ export class StatusPublisher {
     const value = formatNetworkStatus(unrecordedNetworkStatus(lacking));
     const key = `${lacking.namespace}/${lacking.name}`;
     if (!this.shows(pod, value) && !this.written('pods', key, pod.metadata.resourceVersion, (v) => v === value)) {
-      await this.networkStatus(lacking.namespace, lacking.name, value, pod.metadata.resourceVersion);
+      await this.networkStatus(pod, value);
     }
     const before = this.toldUnrecorded.get(key);
     this.toldUnrecorded.set(key, { reason: lacking.reason, status: value });
@@ -324,23 +333,33 @@ export class StatusPublisher {
 
   /**
    * Sets (or with null, removes) a pod's network-status annotation, and the standard one made from
-   * it when the daemon writes that too: a merge patch of those keys alone.
+   * it when the daemon writes that too: a merge patch of those keys alone, over the pod as cached.
    */
-  private networkStatus(namespace: string, name: string, value: string | null, over: string | undefined): Promise<void> {
-    const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: this.annotationsOf(value) } });
-    return this.remembered('pods', `${namespace}/${name}`, request, over, value);
+  private networkStatus(pod: PodObject, value: string | null): Promise<void> {
+    const { namespace, name, resourceVersion } = pod.metadata;
+    const request = this.opts.api.merge(`/api/v1/namespaces/${namespace}/pods/${name}`, { metadata: { annotations: this.annotationsOf(pod, value) } });
+    return this.remembered('pods', `${namespace}/${name}`, request, resourceVersion, value);
   }
 
-  /** The annotations a network-status value is written as. */
-  private annotationsOf(value: string | null): Record<string, string | null> {
-    if (!this.opts.standardNetworkStatus) return { [networkStatusAnnotation]: value };
-    return { [networkStatusAnnotation]: value, [standardNetworkStatusAnnotation]: value === null ? null : standardNetworkStatus(value) };
+  /**
+   * The annotations a network-status value is written as on `pod`. The standard one only with the
+   * flag; where the value leaves it nothing to list (no interface the pod has), it is removed only
+   * while it is podnet's own (made from podnet's annotation as the pod shows it), never another
+   * writer's (ADR 29).
+   */
+  private annotationsOf(pod: PodObject, value: string | null): Record<string, string | null> {
+    if (!this.standard) return { [networkStatusAnnotation]: value };
+    const standard = value === null ? null : standardNetworkStatus(value);
+    if (standard !== null) return { [networkStatusAnnotation]: value, [standardNetworkStatusAnnotation]: standard };
+    const shown = pod.metadata.annotations ?? {};
+    const own = shown[standardNetworkStatusAnnotation] !== undefined && shown[networkStatusAnnotation] !== undefined && standardNetworkStatus(shown[networkStatusAnnotation]) === shown[standardNetworkStatusAnnotation];
+    return own ? { [networkStatusAnnotation]: value, [standardNetworkStatusAnnotation]: null } : { [networkStatusAnnotation]: value };
   }
 
   /** Whether the pod, as the cache has it, shows the network-status `value` already, in every annotation it is written as. */
   private shows(pod: PodObject, value: string): boolean {
     const annotations = pod.metadata.annotations ?? {};
-    return Object.entries(this.annotationsOf(value)).every(([key, wanted]) => (annotations[key] ?? null) === wanted);
+    return Object.entries(this.annotationsOf(pod, value)).every(([key, wanted]) => (annotations[key] ?? null) === wanted);
   }
 
   /** This node's entries of an object's status, by server-side apply as podnet/<node>. */

@@ -78,6 +78,14 @@ export const standardNetworkStatusAnnotation = 'k8s.v1.cni.cncf.io/network-statu
  * null when that leaves none.
  */
 export function standardNetworkStatus(value: string): string | null {
-  const entries = (JSON.parse(value) as NetworkStatusEntry[]).filter((e) => e.problem === undefined).map(({ madeAfterStart: _late, problem: _problem, ...entry }) => entry);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return null;
+  }
+  // A value podnet did not write (someone's edit): nothing of podnet's to list.
+  if (!Array.isArray(parsed)) return null;
+  const entries = (parsed as NetworkStatusEntry[]).filter((e) => e.problem === undefined).map(({ madeAfterStart: _late, problem: _problem, ...entry }) => entry);
   return entries.length === 0 ? null : JSON.stringify(entries);
 }
