@@ -138,10 +138,10 @@ t.test('uninstall.yaml takes podnet off each node, with no API access', async (t
   t.notOk(kustomization.resources.includes('uninstall.yaml'), 'not part of what apply -k installs');
 });
 
-t.test('daemonset/metrics/: the base with the daemon serving metrics on the node address, and a PodMonitor that finds them', async (t) => {
-  const overlay = parse(readFileSync(here('metrics/kustomization.yaml'), 'utf8')) as { resources: string[]; patches: { path: string }[] };
-  t.strictSame(overlay.resources, ['../', 'podmonitor.yaml', 'alerts.yaml']);
-  const [patch] = documents('metrics/daemon-metrics.yaml');
+t.test('daemonset-metrics/: the base with the daemon serving metrics on the node address, and a PodMonitor that finds them', async (t) => {
+  const overlay = parse(readFileSync(here('../daemonset-metrics/kustomization.yaml'), 'utf8')) as { resources: string[]; patches: { path: string }[] };
+  t.strictSame(overlay.resources, ['../daemonset/', 'podmonitor.yaml', 'alerts.yaml']);
+  const [patch] = documents('../daemonset-metrics/daemon-metrics.yaml');
   const base = find('DaemonSet', 'podnet')!;
   t.equal(patch!['metadata']['name'], base['metadata']['name']);
   const [daemon] = patch!['spec']['template']['spec']['containers'] as Obj[];
@@ -149,12 +149,12 @@ t.test('daemonset/metrics/: the base with the daemon serving metrics on the node
   t.equal(daemon!['name'], baseDaemon!['name'], 'patches the daemon container');
   t.strictSame(daemon!['args'], [...(baseDaemon!['args'] as string[]), '--metrics-address', '$(POD_IP):9109'], "the base's arguments and the metrics address: the overlay does not drift from the base");
   t.strictSame(daemon!['env'], [...(baseDaemon!['env'] as Obj[]), { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }]);
-  const [monitor] = documents('metrics/podmonitor.yaml');
+  const [monitor] = documents('../daemonset-metrics/podmonitor.yaml');
   t.strictSame(monitor!['spec']['selector']['matchLabels'], { 'app.kubernetes.io/name': base['spec']['template']['metadata']['labels']['app.kubernetes.io/name'] }, "selects the daemon's pods");
   t.equal(monitor!['metadata']['namespace'], base['metadata']['namespace']);
   t.equal(monitor!['spec']['podMetricsEndpoints'][0]['port'], (daemon!['ports'] as Obj[])[0]!['name'], 'by the port the patch names');
   t.notOk(kustomization.resources.some((r) => r.includes('metrics')), 'not in the default install');
-  const [rules] = documents('metrics/alerts.yaml');
+  const [rules] = documents('../daemonset-metrics/alerts.yaml');
   t.equal(rules!['metadata']['namespace'], base['metadata']['namespace']);
   const expressions = (rules!['spec']['groups'] as Obj[]).flatMap((g) => (g['rules'] as Obj[]).map((r) => String(r['expr'])));
   t.ok(expressions.some((e) => e.includes(`job="${monitor!['metadata']['namespace']}/${monitor!['metadata']['name']}"`)), "the daemon-down alert names the PodMonitor's job");

@@ -1,4 +1,4 @@
-// The alert rules podnet ships (daemonset/metrics/alerts.yaml), run by promtool's rule unit tests:
+// The alert rules podnet ships (daemonset-metrics/alerts.yaml), run by promtool's rule unit tests:
 // each alert fires on the series that mean its trouble, only after its `for`, with its labels and
 // its annotations as Prometheus renders them; none fires for a healthy daemon. promtool is built
 // from the Go module proxy once per machine (e2e/cluster/binaries.ts).
@@ -19,7 +19,7 @@ interface Rule {
   labels: Record<string, string>;
   annotations: Record<string, string>;
 }
-const ruleObject = parse(readFileSync(join(repoRoot, 'daemonset/metrics/alerts.yaml'), 'utf8')) as { spec: { groups: { name: string; rules: Rule[] }[] } };
+const ruleObject = parse(readFileSync(join(repoRoot, 'daemonset-metrics/alerts.yaml'), 'utf8')) as { spec: { groups: { name: string; rules: Rule[] }[] } };
 const rules = ruleObject.spec.groups.flatMap((g) => g.rules);
 
 const skip = process.getuid?.() !== 0 ? 'needs root (promtool is cached in a system folder)' : findGo() ? undefined : 'needs Go to build promtool';

@@ -11,13 +11,16 @@
 //    kilobytes of schema code rather than a megabyte;
 //  - src/generated/schema-types.ts: the TypeScript types of the same documents;
 //  - daemonset/crds.yaml: the CustomResourceDefinitions of Network and PodNetworkConfig (scripts/crds.ts).
+//  - charts/podnet: the Helm chart, made from daemonset/ (scripts/chart.ts).
 // `npm run generate` writes them; a unit test fails when they are stale.
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standalone from 'ajv/dist/standalone/index.js';
 import { compile } from 'json-schema-to-typescript';
 import { crdsYaml, kubernetesKeywords, patternRuleKeyword } from './crds.ts';
+import { chartFiles } from './chart.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -145,11 +148,13 @@ export async function generatedFiles(): Promise<Record<string, string>> {
     'src/generated/plugin-validators.js': await validatorsSource(schemas, false, pluginDocuments),
     'src/generated/schema-types.ts': await typesSource(schemas),
     'daemonset/crds.yaml': crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!),
+    ...chartFiles(crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!)),
   };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   for (const [file, text] of Object.entries(await generatedFiles())) {
+    await mkdir(dirname(`${root}${file}`), { recursive: true });
     await writeFile(`${root}${file}`, text);
     console.log(`wrote ${file}`);
   }

@@ -45,6 +45,9 @@ export const referencePluginsVersion = '1.9.1';
  */
 export const prometheusModuleVersion = '0.316.0';
 
+/** helm, for the chart's tests (e2e/helm.test.ts): the newest Helm 4 release on the proxy. */
+export const helmVersion = '4.3.1';
+
 /** The reference plugins built, by binary name, and the package each is built from. */
 const referencePluginPackages = {
   bridge: 'github.com/containernetworking/plugins/plugins/main/bridge',
@@ -130,6 +133,15 @@ const promtoolSpec: BinarySpec = {
   build: buildPromtool,
 };
 
+const helmSpec: BinarySpec = {
+  component: 'helm',
+  version: `v${helmVersion}`,
+  binary: 'helm',
+  versionArgs: ['version', '--template', '{{ .Version }}'],
+  versionText: `v${helmVersion}`,
+  build: buildHelm,
+};
+
 const referencePluginSpecs: BinarySpec[] = Object.entries(referencePluginPackages).map(([binary, pkg]) => ({
   component: 'cni-plugins',
   version: `v${referencePluginsVersion}`,
@@ -206,6 +218,11 @@ export async function cachedNodeBinaries(): Promise<NodeBinaries | undefined> {
 /** promtool at prometheusModuleVersion, built first when missing (needs Go). */
 export function ensurePromtool(): Promise<string> {
   return ensureBinary(promtoolSpec);
+}
+
+/** helm at helmVersion, built first when missing (needs Go). */
+export function ensureHelm(): Promise<string> {
+  return ensureBinary(helmSpec);
 }
 
 /** The folder of the reference plugins at referencePluginsVersion, built first when missing (needs Go). */
@@ -301,6 +318,13 @@ async function buildPromtool(go: string, work: string, out: string): Promise<voi
   await runGo(go, work, ['mod', 'init', 'podnet.local/build/promtool']);
   await runGo(go, work, ['get', `github.com/prometheus/prometheus@v${prometheusModuleVersion}`]);
   await goBuild(go, work, out, 'github.com/prometheus/prometheus/cmd/promtool', []);
+}
+
+/** helm, stamped with its release as its own build does. */
+async function buildHelm(go: string, work: string, out: string): Promise<void> {
+  await runGo(go, work, ['mod', 'init', 'podnet.local/build/helm']);
+  await runGo(go, work, ['get', `helm.sh/helm/v4@v${helmVersion}`]);
+  await goBuild(go, work, out, 'helm.sh/helm/v4/cmd/helm', [`-X helm.sh/helm/v4/internal/version.version=v${helmVersion}`]);
 }
 
 /** A reference plugin, stamped with its release as the project's own build does. */
@@ -409,5 +433,6 @@ if (import.meta.main) {
   const referencePlugins = await ensureReferencePlugins();
   const node = await ensureNodeBinaries();
   const promtool = await ensurePromtool();
-  process.stdout.write(`${JSON.stringify({ ...binaries, referencePlugins, ...node, promtool }, null, 2)}\n`);
+  const helm = await ensureHelm();
+  process.stdout.write(`${JSON.stringify({ ...binaries, referencePlugins, ...node, promtool, helm }, null, 2)}\n`);
 }

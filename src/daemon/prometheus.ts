@@ -68,7 +68,7 @@ export class PrometheusMetrics implements Metrics {
     this.apiFailures = new Counter({ name: 'podnet_api_write_failures_total', help: 'Writes to the API server that failed, by resource', labelNames: ['resource'], registers });
     this.watchEvents = new Counter({ name: 'podnet_api_watch_events_total', help: "Objects the daemon's informers were told of by the API server (each watch event, and each object a list added, changed or removed), by resource", labelNames: ['resource'], registers });
     // Served at 0 from the start: a daemon none of whose writes ever succeeded (RBAC wrong since the
-    // install) must still have the writes its failure ratio divides by (daemonset/metrics/alerts.yaml).
+    // install) must still have the writes its failure ratio divides by (daemonset-metrics/alerts.yaml).
     for (const resource of writtenResources) {
       this.apiWrites.inc({ resource }, 0);
       this.apiFailures.inc({ resource }, 0);
