@@ -13,7 +13,8 @@ import { networkStatusAnnotation, networksAnnotation } from '../src/model/annota
 import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
 import { busyboxImage, machineTraces, missingNodePrerequisite, nodeProcesses, nodeRuntimes, otherNodeRunning, prepareNodeTest, startNode, type Node, type NodeRuntime } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
-import { missingPrerequisite } from './lib/env.ts';
+import { ensureHelm } from './cluster/binaries.ts';
+import { missingPrerequisite, repoRoot } from './lib/env.ts';
 import { installPodnet, overlay, podnetImage } from './lib/podnet-node.ts';
 import { bridgeNetwork, podNetworkConfig } from './lib/kube.ts';
 
@@ -339,6 +340,37 @@ for (const runtime of nodeRuntimes) {
     await ping('cnf-a', b);
   });
 }
+
+t.test('containerd-2: installed, upgraded and uninstalled with helm: the chart runs podnet as kubectl apply -k does, an upgrade rolls it, an uninstall keeps the tenants\' configs', { skip, timeout: 900_000 }, async (t) => {
+  const { cluster, node, tag, asTenant, runPod, offerBlue, configBlue, net1Of } = await podnetNode(t, 'containerd-2', { primary: '198.18.237.0/24', blue: '198.18.238.0/24' });
+  const helm = await ensureHelm();
+  const server = new URL(cluster.server);
+  // What this machine lacks (no kube-proxy): the apiserver's address, as the kustomize overlay of installPodnet gives it.
+  const env = [{ name: 'KUBERNETES_SERVICE_HOST', value: server.hostname }, { name: 'KUBERNETES_SERVICE_PORT', value: server.port }];
+  const helmRun = (args: string[]) => execa(helm, [...args, '--kubeconfig', cluster.kubeconfig('admin')], { all: true });
+  await helmRun(['install', 'podnet', `${repoRoot}charts/podnet`, '--set', `image.tag=${tag}`, '--set-json', `extraEnv=${JSON.stringify(env)}`, '--wait', '--timeout', '5m']);
+  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  const chained = JSON.parse(await readFile(join(node.folder('/etc/cni/net.d'), '10-primary.conflist'), 'utf8')) as { plugins: { type: string }[] };
+  t.same(chained.plugins.map((p) => p.type), ['bridge', 'podnet'], "helm's install chained podnet after the primary");
+
+  await offerBlue();
+  await runPod('cnf-helm', 'Always');
+  await asTenant(['wait', '--for=condition=Ready', 'pod/cnf-helm', '--timeout=120s']);
+  await configBlue();
+  const address = await net1Of('cnf-helm');
+  t.match(address, /^198\.18\.238\./, 'a tenant pod got net1 on blue');
+
+  await helmRun(['upgrade', 'podnet', `${repoRoot}charts/podnet`, '--reuse-values', '--set', 'limits.maxAttachmentsPerPod=8', '--wait', '--timeout', '5m']);
+  await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+  const ds = JSON.parse((await node.kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'json'])).stdout) as { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+  t.match(ds.spec.template.spec.containers[0]!.args.join(' '), /--max-attachments-per-pod 8/, 'the upgrade gave the daemon the new limit');
+  t.equal(await podAddress(node, tenant, 'cnf-helm', 'net1'), address, 'the pod kept net1 and its address through the upgrade');
+
+  await helmRun(['uninstall', 'podnet', '--wait', '--timeout', '5m']);
+  t.equal((await node.kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet'], { reject: false })).exitCode, 1, 'the DaemonSet is gone');
+  // (The tenant's roles went with the chart: the admin looks.)
+  t.equal((await node.kubectl(['get', 'podnetworkconfig', '-n', tenant, 'cnf-blue'], { reject: false })).exitCode, 0, "the CRDs and the tenants' configs are kept");
+});
 
 /** The ids of the tenant's pod sandboxes, as containerd's libcni cache names them. */
 async function sandboxIds(node: Node): Promise<string[]> {

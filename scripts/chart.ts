@@ -130,6 +130,9 @@ function daemonSetTemplate(labels: Record<string, string>): string {
           `${inner}    fieldRef:`,
           `${inner}      fieldPath: status.podIP`,
           `{{- end }}`,
+          `{{- with .Values.extraEnv }}`,
+          `{{- toYaml . | nindent ${inner.length} }}`,
+          `{{- end }}`,
         ].join('\n');
       case 'DAEMON_PORTS':
         return [`{{- if .Values.metrics.enabled }}`, `${indent}${key}:`, `${inner}- name: metrics`, `${inner}  containerPort: {{ .Values.metrics.port }}`, `${inner}  protocol: TCP`, `{{- end }}`].join('\n');
@@ -170,6 +173,9 @@ metrics:
   port: 9109
   podMonitor: true
   alerts: true
+# More environment of the daemon container (a cluster without kube-proxy gives it
+# KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT here).
+extraEnv: []
 tolerations:
 ${stringify(pod.tolerations).trimEnd().split('\n').map((l) => `  ${l}`).join('\n')}
 resources:
