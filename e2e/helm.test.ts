@@ -57,4 +57,11 @@ t.test('the chart lints clean and renders what kustomize renders, with metrics o
   t.match((daemon['volumeMounts'] as Obj[]).find((m) => m['name'] === 'cri-socket'), { mountPath: '/run/crio', readOnly: true });
   t.match(pod.volumes.find((v) => v['name'] === 'cri-socket'), { hostPath: { path: '/run/crio' } });
   t.equal(pod.tolerations, undefined, 'tolerations as the values say');
+
+  // The values' schema refuses, naming the value, what would render a wrong DaemonSet.
+  for (const bad of ['limits.maxAttachmentsPerPod=', 'firstPassTimeoutMs=soon', 'criSocket=unix:///run/containerd/containerd.sock']) {
+    const refused = await execa(helm, ['template', 'podnet', chart, '--set', bad], { reject: false, all: true });
+    t.not(refused.exitCode, 0, `${bad} refused`);
+    t.match(refused.all, new RegExp(bad.split('=')[0]!.split('.').at(-1)!), 'naming the value');
+  }
 });

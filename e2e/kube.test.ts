@@ -318,6 +318,8 @@ t.test('the daemon refuses a Kubernetes mode it cannot follow, saying which opti
   t.match(both.stderr, /not both/);
   const lonelyKubeconfig = await daemon('--kubeconfig', `${tmp.path}/kubeconfig`);
   t.match(lonelyKubeconfig.stderr, /--kubeconfig needs --node-name/);
+  const emptyLimit = await daemon('--config-dir', `${tmp.path}/config.d`, '--max-attachments-per-pod', '');
+  t.match(emptyLimit.stderr, /--max-attachments-per-pod must be a whole number from 0 to 1024, not ""/, 'an empty limit is no limit of 0');
   const lonelyStandard = await daemon('--config-dir', `${tmp.path}/config.d`, '--standard-network-status');
   t.match(lonelyStandard.stderr, /--standard-network-status needs --node-name/);
   // Multus writes the standard network-status itself: two writers would overwrite each other.

@@ -81,7 +81,8 @@ export function daemonCommand(): Command {
 
 /** A limit flag's value: a whole number from 0 to `max`, else an error naming the flag. */
 function wholeNumber(flag: string, text: string, max: number): number {
-  const n = Number(text);
+  // Digits only: Number('') and Number(' ') are 0, which would refuse every attachment.
+  const n = /^\d+$/.test(text) ? Number(text) : NaN;
   if (!Number.isInteger(n) || n < 0 || n > max) throw new Error(`${flag} must be a whole number from 0 to ${max}, not "${text}"`);
   return n;
 }
