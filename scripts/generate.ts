@@ -62,7 +62,7 @@ const validated = {
 } as const;
 
 /** What the plugin's path validates (src/cni and what it imports), and nothing else. */
-export const pluginDocuments = ['PluginConfig', 'AttachmentRecord', 'AttachmentKey', 'PodIdentity', 'SpoolEntry'] as const satisfies readonly (keyof typeof validated)[];
+export const pluginDocuments = ['PluginConfig', 'AttachmentRecord', 'AttachmentKey', 'PodIdentity', 'SpoolEntry', 'CniResult'] as const satisfies readonly (keyof typeof validated)[];
 
 const schemaFiles = ['cni-plugin-config.schema.json', 'protocol.schema.json', 'api.schema.json', 'state.schema.json'];
 

@@ -213,6 +213,23 @@ t.test('ADD fails when the daemon refuses it for a required attachment, with the
   assertCniError(t, out, { cniVersion: '1.0.0', code: 101, msg: /^the pod's required attachments cannot be made: net1 on Network blue .*no Network named blue$/ });
 });
 
+t.test('ADD refuses a prevResult that is no CNI result, naming what in it is wrong, and records nothing', async (t) => {
+  const bad: [object, RegExp][] = [
+    [{ cniVersion: '1.0.0', ips: 'many' }, /prevResult.*\/ips/],
+    [{ cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '999.1.1.1/99', interface: 0 }] }, /ips\[0\]\.address "999\.1\.1\.1\/99" is not an address with its prefix length/],
+    [{ cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '10.0.0.5/24', interface: 3 }] }, /ips\[0\]\.interface 3 names no interface \(the result has 1\)/],
+    [{ cniVersion: '1.0.0', ips: [{ address: '10.0.0.5/24', gateway: 'router' }] }, /ips\[0\]\.gateway "router" is not an address/],
+    [{ cniVersion: '1.0.0', ips: [{ gateway: '10.0.0.1' }] }, /ips\[0\]\.address null is not an address/],
+  ];
+  for (const [prevResult, msg] of bad) {
+    const out = await invoke(kubeletEnv('ADD'), config('1.0.0', { prevResult }));
+    assertCniError(t, out, { cniVersion: '1.0.0', code: 6, msg });
+    t.strictSame(out.calls, [], 'nothing recorded, no first pass');
+  }
+  const good = await invoke(kubeletEnv('ADD'), config('1.0.0', { prevResult: { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: netnsPath }], ips: [{ address: 'fd00::5/64', gateway: 'fd00::1', interface: 0 }, { address: '10.0.0.5/24' }] } }));
+  t.equal(good.exitCode, 0, 'addresses of both families, with and without their interface');
+});
+
 t.test('ADD converts a prevResult of the other family to the configuration\'s version', async (t) => {
   for (const [conf, prev] of [['0.4.0', '1.0.0'], ['1.1.0', '0.3.1']] as const) {
     const out = await invoke(kubeletEnv('ADD'), config(conf, { prevResult: prevResult(prev) }));

@@ -2,6 +2,7 @@
 // behind a Recorder. It records the attachment, waits (bounded) for the daemon to make what the
 // pod asks at its creation, and passes the chain's result through; it never changes the pod's
 // network itself (that is the daemon's job).
+import { checkPrevResult } from './prev-result.ts';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { defaultFirstPassTimeoutMs, defaultSocketPath, defaultStateDir, defaultTimeoutMs } from '../protocol/paths.ts';
@@ -150,6 +151,7 @@ async function add(inv: Invocation): Promise<PluginOutput> {
       'ADD without a prevResult: podnet is a chained plugin and must follow the primary plugin in a conflist',
     );
   }
+  checkPrevResult(config.prevResult as Record<string, unknown>);
   const result = convertResult(config.prevResult as Record<string, unknown>, inv.cniVersion);
   const key = attachmentKey(ctx);
   // The record (CNI_NETNS's path among it) passes the schema before the path is looked at.

@@ -23,6 +23,7 @@ const samples: Record<(typeof pluginDocuments)[number], unknown[]> = {
   AttachmentKey: [{ containerId: 'c0ffee01', ifname: 'eth0' }, { containerId: '', ifname: 'eth0' }, { containerId: 'x' }],
   PodIdentity: [{}, { namespace: 'shop', name: 'web-0' }, { name: 7 }],
   SpoolEntry: [{ op: 'add', record }, { op: 'del', key: { containerId: 'c0ffee01', ifname: 'eth0' } }, { op: 'nope' }],
+  CniResult: [{ cniVersion: '1.0.0', ips: [{ address: '10.0.0.5/24', interface: 0 }] }, { ips: 'many' }, { interfaces: [{ name: 7 }] }],
 };
 
 t.test('every name of the whole set is exported', async (t) => {
