@@ -58,6 +58,11 @@ t.test('the chart lints clean and renders what kustomize renders, with metrics o
   t.match(pod.volumes.find((v) => v['name'] === 'cri-socket'), { hostPath: { path: '/run/crio' } });
   t.equal(pod.tolerations, undefined, 'tolerations as the values say');
 
+  const monitored = await render('metrics.enabled=true', 'metrics.podMonitorLabels.release=kube-prometheus', 'metrics.alertsLabels.release=kube-prometheus');
+  for (const key of ['PodMonitor podnet-system/podnet', 'PrometheusRule podnet-system/podnet']) {
+    t.match((monitored.get(key) as Obj).metadata, { labels: { 'app.kubernetes.io/name': 'podnet', release: 'kube-prometheus' } }, `${key}: the label its Prometheus selects by`);
+  }
+
   // The values' schema refuses, naming the value, what would render a wrong DaemonSet.
   for (const bad of ['limits.maxAttachmentsPerPod=', 'firstPassTimeoutMs=soon', 'criSocket=unix:///run/containerd/containerd.sock']) {
     const refused = await execa(helm, ['template', 'podnet', chart, '--set', bad], { reject: false, all: true });

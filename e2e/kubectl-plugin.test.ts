@@ -63,6 +63,8 @@ t.test('a tenant with only the view role explains its pod and lists its namespac
   const got = await asViewer(['get', '-n', tenantNamespace, '-o', 'wide']);
   t.equal(got.exitCode, 0, got.stderr);
   t.match(got.stdout, /^NAME +INTERFACES +ASKED +PROBLEMS +NODE +CONFIGS\n/, 'a header as kubectl get -o wide has');
+  const before = await asViewer(['-n', tenantNamespace, 'get', '-o', 'wide']);
+  t.equal(before.stdout, got.stdout, 'the namespace given before the subcommand, as kubectl takes it');
   const row = got.stdout.split('\n').find((line) => line.startsWith('cnf-1 '));
   t.match(row, new RegExp(`^cnf-1 +net1=blue:${net1.replace(/\./g, '\\.')}/mtu \\d+ +2 +\\d+ +\\S+ +broken,fast$`), 'a row per pod, its interfaces in one column');
 

@@ -19,13 +19,23 @@ interface ClusterOptions {
   output: string;
 }
 
-/** The flags every subcommand takes, as kubectl names them. */
-function withClusterOptions(command: Command, outputs: readonly [string, ...string[]]): Command {
+/** Where the cluster is, as kubectl's flags name it: taken before the subcommand (`kubectl podnet -n x get`) or after it. */
+function withConnectionOptions(command: Command): Command {
   return command
     .option('-n, --namespace <namespace>', 'the namespace (default: the context\'s, else default)')
     .option('--context <context>', 'the kubeconfig context to use')
-    .option('--kubeconfig <file>', 'the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(outputs).default(outputs[0]));
+    .option('--kubeconfig <file>', 'the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)');
+}
+
+/** The flags every subcommand takes. */
+function withClusterOptions(command: Command, outputs: readonly [string, ...string[]]): Command {
+  return withConnectionOptions(command).addOption(new Option('-o, --output <format>', 'output format').choices(outputs).default(outputs[0]));
+}
+
+/** A subcommand's options with those given before it: what is given after it wins. */
+function optionsOf<T extends ClusterOptions>(command: Command): T {
+  const given = Object.fromEntries(Object.entries(command.opts()).filter(([, v]) => v !== undefined));
+  return { ...command.parent?.opts(), ...given } as T;
 }
 
 function connect(options: ClusterOptions): { api: KubeApi; namespace: string } {
@@ -123,15 +133,15 @@ export function getText(views: PodNetworkViewList, wide: boolean, allNamespaces:
 }
 
 export function kubectlProgram(name = 'kubectl podnet'): Command {
-  const program = new Command(name).description("the podnet networks of your pods, as the API tells them: what each pod has, what asks for it, and what cannot be made and why");
+  const program = withConnectionOptions(new Command(name).description("the podnet networks of your pods, as the API tells them: what each pod has, what asks for it, and what cannot be made and why"));
   program.addCommand(
     withClusterOptions(new Command('explain').description("a pod's podnet interfaces, who asks for them, its configs, problems and Events").argument('<pod>', 'the pod\'s name'), ['text', 'json', 'yaml']).action(
-      (pod: string, options: ClusterOptions) => explain(pod, options),
+      (pod: string, _options: unknown, command: Command) => explain(pod, optionsOf(command)),
     ),
   );
   program.addCommand(
     withClusterOptions(new Command('get').description("the pods of a namespace with their podnet interfaces").option('-A, --all-namespaces', 'the pods of every namespace'), ['text', 'wide', 'json', 'yaml']).action(
-      (options: ClusterOptions & { allNamespaces?: boolean }) => get(options),
+      (_options: unknown, command: Command) => get(optionsOf<ClusterOptions & { allNamespaces?: boolean }>(command)),
     ),
   );
   return program;
