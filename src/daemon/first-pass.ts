@@ -7,6 +7,7 @@ import { selectingConfigs, type RequiredAttachment, type SandboxIdentity } from 
 import type { ErrorCode } from '../errors.ts';
 import { unmetRequired, type UnmetAttachment } from '../status/status.ts';
 import type { AttachmentRecord, FirstPassResponse, PodNetworkConfig } from '../protocol/validate.ts';
+import { sameSandbox } from '../registry/fold.ts';
 import type { SandboxLedger } from './ledger.ts';
 
 /** How long before the plugin gives up the daemon answers: what a pass has not done by then is 'pending'. */
@@ -33,7 +34,7 @@ export function firstPassOutcome(ledger: Pick<SandboxLedger, 'outcome' | 'track'
   const outcome = ledger.outcome(record.containerId);
   const track = ledger.track(record.containerId);
   // The outcome of this ADD's sandbox, not of an earlier one of the same container (podman keeps a container's id across a restart).
-  if (!outcome || !track || outcome.record.netns !== record.netns || outcome.record.createdAt !== record.createdAt) return { outcome: 'pending' };
+  if (!outcome || !track || !sameSandbox(outcome.record, record)) return { outcome: 'pending' };
   const done = outcome.lastError !== undefined || (track.committed && !track.deferred);
   if (!done) return { outcome: 'pending' };
   const unmet = unmetRequired(outcome, required);

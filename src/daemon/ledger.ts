@@ -9,6 +9,7 @@ import type { AppliedState, Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
+import { sameSandbox } from '../registry/fold.ts';
 import { attachedKeys, attachmentKey, type SandboxFacts } from '../status/status.ts';
 import type { AttachmentState } from '../metrics.ts';
 import type { PodSight } from './views.ts';
@@ -106,7 +107,7 @@ export class SandboxLedger {
     if (!outcome) return;
     const containerId = record.containerId;
     // The same sandbox's record as the registry has it now: the plugin marks it once its ADD returned without the pod's network.
-    if (outcome.record.netns === record.netns && outcome.record.createdAt === record.createdAt) outcome.record = record;
+    if (sameSandbox(outcome.record, record)) outcome.record = record;
     const track = this.tracks.get(containerId);
     outcome.problems = [...problems, ...(track?.delegateProblems ?? []), ...(track?.planProblems ?? [])];
     outcome.wanted = wanted;
@@ -119,8 +120,7 @@ export class SandboxLedger {
     // (docs/adr/0028). A record marked already was not answered by this daemon (it was down, or
     // restarted since): what it has may have come late too, and is kept as it was told.
     const earlier = this.outcomes.get(outcome.containerId);
-    const sameSandbox = earlier?.record.netns === outcome.record.netns && earlier.record.createdAt === outcome.record.createdAt;
-    if (sameSandbox && earlier.awaitedAtStart) outcome.awaitedAtStart = earlier.awaitedAtStart;
+    if (earlier?.awaitedAtStart && sameSandbox(earlier.record, outcome.record)) outcome.awaitedAtStart = earlier.awaitedAtStart;
     else if (outcome.known) {
       const had = outcome.record.startedWithoutNetwork === true ? new Set<string>() : attachedKeys(outcome);
       outcome.awaitedAtStart = new Set(outcome.wanted.attachments.map((w) => attachmentKey(w.network.metadata.name, w.interface)).filter((k) => !had.has(k)));
@@ -135,7 +135,7 @@ export class SandboxLedger {
   /** The sandbox's ADD is answered now: what it has by then was there before its containers started. */
   answered(record: AttachmentRecord): void {
     const outcome = this.outcomes.get(record.containerId);
-    if (!outcome?.awaitedAtStart || outcome.record.netns !== record.netns || outcome.record.createdAt !== record.createdAt) return;
+    if (!outcome?.awaitedAtStart || !sameSandbox(outcome.record, record)) return;
     const has = attachedKeys(outcome);
     outcome.awaitedAtStart = new Set([...outcome.awaitedAtStart].filter((k) => !has.has(k)));
   }

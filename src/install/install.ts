@@ -198,13 +198,18 @@ export function chainIfMissing(confDir: string, entry: PodnetEntry, remember: (w
   return chainPrimary(confDir, entry, primary).config;
 }
 
-/** The primary's config file when it is Multus's (a plugin of type multus or multus-shim), else undefined. */
-export function multusPrimary(confDir: string): string | undefined {
+/** The primary's config file and what it says, read and checked; undefined without a primary. */
+function readPrimary(confDir: string): { path: string; list: PluginList } | undefined {
   const primary = primaryConfigName(configNames(confDir));
   if (primary === undefined) return undefined;
   const path = join(confDir, primary);
-  const list = parsePrimary(path, readFileSync(path, 'utf8'));
-  return list.plugins.some((p) => typeof p['type'] === 'string' && /^multus(-shim)?$/.test(p['type'])) ? path : undefined;
+  return { path, list: parsePrimary(path, readFileSync(path, 'utf8')) };
+}
+
+/** The primary's config file when it is Multus's (a plugin of type multus or multus-shim), else undefined. */
+export function multusPrimary(confDir: string): string | undefined {
+  const primary = readPrimary(confDir);
+  return primary?.list.plugins.some((p) => typeof p['type'] === 'string' && /^multus(-shim)?$/.test(p['type'])) ? primary.path : undefined;
 }
 
 /**
@@ -212,10 +217,7 @@ export function multusPrimary(confDir: string): string | undefined {
  * chained (the daemon adopts that network's pods from before). Undefined without a primary.
  */
 export function primaryNetworkName(confDir: string): string | undefined {
-  const primary = primaryConfigName(configNames(confDir));
-  if (primary === undefined) return undefined;
-  const path = join(confDir, primary);
-  return parsePrimary(path, readFileSync(path, 'utf8')).name;
+  return readPrimary(confDir)?.list.name;
 }
 
 /**

@@ -30,6 +30,23 @@ const requestDeadlineMs = 30_000;
  */
 const maxConnections = 4;
 
+/**
+ * The kubeconfig file given, else the pod's service account (`cluster`, the daemon) or what a
+ * person's kubectl reads (`default`: $KUBECONFIG, ~/.kube/config); a failure names which.
+ */
+function loadKubeConfig(kubeconfig: string | undefined, otherwise: 'cluster' | 'default'): KubeConfig {
+  const config = new KubeConfig();
+  try {
+    if (kubeconfig) config.loadFromFile(kubeconfig);
+    else if (otherwise === 'cluster') config.loadFromCluster();
+    else config.loadFromDefault();
+  } catch (err) {
+    const what = kubeconfig ? `the kubeconfig ${kubeconfig}` : otherwise === 'cluster' ? 'the in-cluster config' : 'a kubeconfig ($KUBECONFIG or ~/.kube/config)';
+    throw new PodnetError('INVALID_CONFIG', `cannot load ${what}: ${(err as Error).message}`);
+  }
+  return config;
+}
+
 export class KubeApi {
   readonly server: string;
   readonly watch: Watch;
@@ -52,13 +69,7 @@ export class KubeApi {
 
   /** From a kubeconfig file, or (none given) the pod's service account: how the DaemonSet runs it. */
   static load(kubeconfig: string | undefined, { deadlineMs = requestDeadlineMs }: { deadlineMs?: number } = {}): KubeApi {
-    const config = new KubeConfig();
-    try {
-      if (kubeconfig) config.loadFromFile(kubeconfig);
-      else config.loadFromCluster();
-    } catch (err) {
-      throw new PodnetError('INVALID_CONFIG', `cannot load ${kubeconfig ? `the kubeconfig ${kubeconfig}` : 'the in-cluster config'}: ${(err as Error).message}`);
-    }
+    const config = loadKubeConfig(kubeconfig, 'cluster');
     if (!kubeconfig && !process.env['KUBERNETES_SERVICE_HOST']) {
       throw new PodnetError('INVALID_CONFIG', 'no --kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST is unset)');
     }
@@ -70,13 +81,7 @@ export class KubeApi {
    * pod's service account), with `context` or its current one; and the namespace that context names.
    */
   static forUser({ kubeconfig, context }: { kubeconfig?: string | undefined; context?: string | undefined }): { api: KubeApi; namespace: string } {
-    const config = new KubeConfig();
-    try {
-      if (kubeconfig) config.loadFromFile(kubeconfig);
-      else config.loadFromDefault();
-    } catch (err) {
-      throw new PodnetError('INVALID_CONFIG', `cannot load ${kubeconfig ? `the kubeconfig ${kubeconfig}` : 'a kubeconfig ($KUBECONFIG or ~/.kube/config)'}: ${(err as Error).message}`);
-    }
+    const config = loadKubeConfig(kubeconfig, 'default');
     if (context !== undefined) {
       if (!config.getContextObject(context)) throw new PodnetError('INVALID_CONFIG', `context "${context}" does not exist`);
       config.setCurrentContext(context);

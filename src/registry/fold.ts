@@ -6,6 +6,14 @@ export function keyOf(key: AttachmentKey): string {
   return `${key.containerId}@${key.ifname}`;
 }
 
+/**
+ * Whether two records tell of one sandbox: its netns and its ADD's time, not its container id
+ * alone (podman keeps a container's id across a restart, in a new netns).
+ */
+export function sameSandbox(a: Pick<AttachmentRecord, 'netns' | 'createdAt'>, b: Pick<AttachmentRecord, 'netns' | 'createdAt'>): boolean {
+  return a.netns === b.netns && a.createdAt === b.createdAt;
+}
+
 export interface FoldOutcome {
   put: AttachmentRecord[];
   removed: AttachmentKey[];

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { stateLayout, recordFileName } from '../protocol/paths.ts';
 import type { AttachmentKey, AttachmentRecord, SpoolEntry } from '../protocol/validate.ts';
 import { ensurePrivateDir, removeFile, removeTempFiles, tempPrefix, writeFileAtomic } from './atomic-file.ts';
-import { applyChanges, changesFor, keyOf, type FoldOutcome } from './fold.ts';
+import { applyChanges, changesFor, keyOf, sameSandbox, type FoldOutcome } from './fold.ts';
 import { QuarantineLog, setAside, type Quarantined } from './quarantine.ts';
 import { kernelState } from './boot.ts';
 import { addOfEarlierBoot, listSpool, readSpoolEntry, spoolDir } from './spool.ts';
@@ -112,7 +112,7 @@ export class Registry {
     return this.serialize(async () => {
       await this.replaySpool();
       const now = this.records.get(keyOf(record));
-      if (!now || now.netns !== record.netns || now.createdAt !== record.createdAt || now.startedWithoutNetwork === true) return false;
+      if (!now || !sameSandbox(now, record) || now.startedWithoutNetwork === true) return false;
       this.commit({ op: 'del', key: { containerId: record.containerId, ifname: record.ifname } });
       return true;
     });
