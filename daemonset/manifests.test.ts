@@ -20,13 +20,14 @@ const objects = kustomization.resources.flatMap(documents);
 const find = (kind: string, name: string) => objects.find((o) => o['kind'] === kind && o['metadata']?.['name'] === name);
 
 t.test('every resource of the kustomization is valid YAML of named objects', async (t) => {
-  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'daemonset.yaml']);
+  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'permissions.yaml', 'daemonset.yaml']);
   for (const o of objects) t.ok(o['apiVersion'] && o['kind'] && o['metadata']?.['name'], `${String(o['kind'])} ${String(o['metadata']?.['name'])}`);
   t.strictSame(
     objects.map((o) => `${String(o['kind'])}/${String(o['metadata']['name'])}`),
     [
       'CustomResourceDefinition/networks.podnetwork.opdev.io',
       'CustomResourceDefinition/podnetworkconfigs.podnetwork.opdev.io',
+      'CustomResourceDefinition/podnetworkpermissions.podnetwork.opdev.io',
       'Namespace/podnet-system',
       'ServiceAccount/podnet',
       'ClusterRole/podnet-node',
@@ -39,6 +40,8 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ValidatingAdmissionPolicyBinding/podnet-node-podnetworkconfig-status',
       'ValidatingAdmissionPolicy/podnet-node-network-status',
       'ValidatingAdmissionPolicyBinding/podnet-node-network-status',
+      'ValidatingAdmissionPolicy/podnet-namespace-permissions',
+      'ValidatingAdmissionPolicyBinding/podnet-namespace-permissions',
       'DaemonSet/podnet',
     ],
   );
@@ -57,13 +60,15 @@ t.test("the daemon's role reads, and writes only status, pod annotations and Eve
   const patched = rules.filter((r) => (r['verbs'] as string[]).includes('patch')).flatMap((r) => r['resources'] as string[]);
   t.strictSame(patched.sort(), ['events', 'networks/status', 'podnetworkconfigs/status', 'pods'], 'it patches pods (network-status), the two statuses and Events; never a spec');
   const tenant = find('ClusterRole', 'podnet-tenant-edit')!;
-  t.strictSame((tenant['rules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['podnetworkconfigs'], 'tenants get PodNetworkConfigs, never Networks');
+  const written = (tenant['rules'] as Obj[]).filter((r) => (r['verbs'] as string[]).some((v) => !['get', 'list', 'watch'].includes(v))).flatMap((r) => r['resources'] as string[]);
+  t.strictSame(written, ['podnetworkconfigs'], 'tenants write PodNetworkConfigs, never Networks or PodNetworkPermissions');
+  t.strictSame((tenant['rules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['podnetworkconfigs', 'podnetworkpermissions'], 'and read the permissions of their namespace');
 });
 
 t.test("the admission policies hold the daemon's account to its own node for every write RBAC gives it but Events", async (t) => {
   const account = objects.find((o) => o['kind'] === 'ServiceAccount')!;
   const username = `system:serviceaccount:${String(account['metadata']['namespace'])}:${String(account['metadata']['name'])}`;
-  const policies = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicy');
+  const policies = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicy' && String(o['metadata']['name']).startsWith('podnet-node-'));
   const bindings = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicyBinding');
   const matched = policies.flatMap((p) => (p['spec']['matchConstraints']['resourceRules'] as Obj[]).flatMap((r) => r['resources'] as string[]));
   const patched = (find('ClusterRole', 'podnet-node')!['rules'] as Obj[]).filter((r) => (r['verbs'] as string[]).includes('patch')).flatMap((r) => r['resources'] as string[]);
@@ -85,6 +90,19 @@ t.test("the admission policies hold the daemon's account to its own node for eve
       `${name}: one binding, which denies`,
     );
   }
+});
+
+t.test("the namespace permissions' policy: every permission of the request's namespace, none when it has none, specs only", async (t) => {
+  const policy = find('ValidatingAdmissionPolicy', 'podnet-namespace-permissions')!['spec'] as Obj;
+  t.strictSame(policy['paramKind'], { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'PodNetworkPermission' });
+  t.equal(policy['failurePolicy'], 'Fail');
+  t.strictSame(policy['matchConstraints']['resourceRules'][0]['resources'], ['podnetworkconfigs'], 'the spec, not the status the daemons write');
+  for (const v of policy['validations'] as Obj[]) {
+    t.equal(v['reason'], 'Forbidden');
+    t.match(String(v['messageExpression']), /variables\.permission/, 'names the permission');
+  }
+  const binding = find('ValidatingAdmissionPolicyBinding', 'podnet-namespace-permissions')!['spec'] as Obj;
+  t.strictSame(binding, { policyName: 'podnet-namespace-permissions', paramRef: { selector: {}, parameterNotFoundAction: 'Allow' }, validationActions: ['Deny'] });
 });
 
 t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, resources, every node', async (t) => {

@@ -10,7 +10,7 @@
 //    the plugin's bundle takes it for both modules above (scripts/build.ts), so it carries
 //    kilobytes of schema code rather than a megabyte;
 //  - src/generated/schema-types.ts: the TypeScript types of the same documents;
-//  - daemonset/crds.yaml: the CustomResourceDefinitions of Network and PodNetworkConfig (scripts/crds.ts).
+//  - daemonset/crds.yaml: the CustomResourceDefinitions of Network, PodNetworkConfig and PodNetworkPermission (scripts/crds.ts).
 //  - charts/podnet: the Helm chart, made from daemonset/ (scripts/chart.ts).
 // `npm run generate` writes them; a unit test fails when they are stale.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -45,6 +45,7 @@ const validated = {
   SandboxList: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/SandboxList',
   Network: 'https://podnet.opdev.io/schemas/api.json#/$defs/Network',
   PodNetworkConfig: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkConfig',
+  PodNetworkPermission: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkPermission',
   NetworkSelectionList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkSelectionList',
   NetworkStatusList: 'https://podnet.opdev.io/schemas/api.json#/$defs/NetworkStatusList',
   PodNetworkViewList: 'https://podnet.opdev.io/schemas/api.json#/$defs/PodNetworkViewList',

@@ -44,5 +44,5 @@ export function readDocumentsFile(file: string): ApiDocument[] {
 export function documentPath(configDir: string, doc: ApiDocument): string {
   return doc.kind === 'Network'
     ? join(configDir, `network.${doc.metadata.name}.yaml`)
-    : join(configDir, `podnetworkconfig.${namespaceOf(doc.metadata.namespace)}.${doc.metadata.name}.yaml`);
+    : join(configDir, `${doc.kind.toLowerCase()}.${namespaceOf(doc.metadata.namespace)}.${doc.metadata.name}.yaml`);
 }

@@ -15,7 +15,8 @@ import { ConfigDirSource } from '../sources/config-dir.ts';
 import { emptyDocuments, type DesiredSource } from '../sources/source.ts';
 import { QuietPods } from './quiet-pods.ts';
 import type { Logger } from '../log.ts';
-import { parseDocument, type AttachmentRecord, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { parseDocument, type AttachmentRecord } from '../protocol/validate.ts';
+import type { ApiDocument } from '../sources/documents.ts';
 import { chainIfMissing, multusPrimary, primaryNetworkName } from '../install/install.ts';
 import { adoptCachedAttachments } from '../registry/adopt.ts';
 import { networkNamespaceCheck } from '../netns/probe.ts';
@@ -135,7 +136,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         ? {
             sandboxes: () => following.list(),
             portSecuritySeen: () => following.portSecuritySeen(),
-            diff: (documents: (Network | PodNetworkConfig)[]) => following.diff(documents),
+            diff: (documents: ApiDocument[]) => following.diff(documents),
             firstPass: (record: AttachmentRecord, waitMs: number) => following.firstPass(record, waitMs),
             passBy: (deadline: number) => following.passBy(deadline),
           }

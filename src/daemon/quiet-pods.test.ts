@@ -16,7 +16,7 @@ const selecting = (pod: string): PodNetworkConfig => ({
   metadata: { name: `for-${pod}`, namespace: 'default' },
   spec: { podSelector: { matchLabels: { [podNameLabel]: pod } }, attachments: [{ network: 'blue', interface: 'net1' }] },
 });
-const docs = (...configs: PodNetworkConfig[]): DesiredDocuments => ({ networks: new Map([['blue', blue]]), configs, problems: [] });
+const docs = (...configs: PodNetworkConfig[]): DesiredDocuments => ({ networks: new Map([['blue', blue]]), configs, permissions: [], problems: [] });
 const pod = (uid: string, name: string) => ({ uid, identity: identityOf({ containerId: uid, ifname: 'eth0', network: 'k8s', netns: '/run/netns/x', cniVersion: '1.0.0', createdAt: '2026-01-01T00:00:00Z', pod: { namespace: 'default', name } }) });
 
 /** A state dir of the test's own, its hints, and what is in their folder. */

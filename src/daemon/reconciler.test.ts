@@ -45,7 +45,7 @@ const onBlue = config({ attachments: [{ network: 'blue', interface: 'net1' }], i
 async function setup(t: Test, configs: PodNetworkConfig[] = [onBlue], metrics?: PassMetrics, identity: (r: AttachmentRecord) => SandboxIdentity | undefined = identityOf) {
   const tmp = await dir({ unsafeCleanup: true });
   t.teardown(() => tmp.cleanup());
-  const docs: DesiredDocuments = { networks: new Map([['blue', blue], ['plugged', plugged]]), configs, problems: [] };
+  const docs: DesiredDocuments = { networks: new Map([['blue', blue], ['plugged', plugged]]), configs, permissions: [], problems: [] };
   const records = [record];
   const run = new RecordingRunner();
   const observe = new FakeObserver();
@@ -333,7 +333,7 @@ t.test('a source that has not synced gets no pass: nothing is taken back on a pa
   const reconciler = new Reconciler({
     stateDir: tmp.path,
     records: { list: () => [record] },
-    source: { documents: () => ({ networks: new Map(), configs: [], problems: [] }), identity: () => undefined, synced: false },
+    source: { documents: () => ({ networks: new Map(), configs: [], permissions: [], problems: [] }), identity: () => undefined, synced: false },
     run,
     observe,
     sight: fakeSight(new Map()),

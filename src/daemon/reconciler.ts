@@ -26,7 +26,8 @@ import type { NetnsRunner } from '../netns/runner.ts';
 import { plan } from '../planner/plan.ts';
 import { planBridges } from '../planner/bridges.ts';
 import { planGoneSandbox } from '../planner/leftovers.ts';
-import type { AttachmentRecord, DiffResponse, FirstPassResponse, Network, PodNetworkConfig, SandboxList } from '../protocol/validate.ts';
+import type { AttachmentRecord, DiffResponse, FirstPassResponse, SandboxList } from '../protocol/validate.ts';
+import type { ApiDocument } from '../sources/documents.ts';
 import type { AppliedStore } from '../registry/applied.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
 import type { Clock, Timer } from '../retry.ts';
@@ -260,7 +261,7 @@ export class Reconciler {
         delegated: delegated.recordsOf(record.containerId),
         seenMacs: [...(this.ledger.track(record.containerId)?.sight?.view.pod.values() ?? [])].flatMap((l) => (l.mac ? [l.mac] : [])),
       })),
-      { networks: docs.networks, configs: docs.configs, limits: this.opts.limits ?? defaultLimits, hostLinks: await this.host.links() },
+      { networks: docs.networks, configs: docs.configs, permissions: docs.permissions, limits: this.opts.limits ?? defaultLimits, hostLinks: await this.host.links() },
     );
     if (admission.unsettled?.refusing) log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: admission.unsettled.containerIds });
     else if (admission.unsettled) log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: admission.unsettled.containerIds });
@@ -278,7 +279,7 @@ export class Reconciler {
    * the same desired state, observation and plan, addresses previewed rather than taken; the
    * sandboxes are planned as if the host steps (bridges) had run.
    */
-  async diff(extra: readonly (Network | PodNetworkConfig)[]): Promise<DiffResponse> {
+  async diff(extra: readonly ApiDocument[]): Promise<DiffResponse> {
     const docs = withDocuments(this.opts.source.documents(), extra);
     const work = await this.workOf(this.liveSandboxes().live.values(), docs, 'preview');
     const attachments = work.flatMap((w) => w.desired.attachments);

@@ -17,10 +17,9 @@ import {
   type FirstPassResponse,
   type GcRequest,
   type GcResponse,
-  type Network,
-  type PodNetworkConfig,
   type SandboxList,
 } from '../protocol/validate.ts';
+import type { ApiDocument } from '../sources/documents.ts';
 import type { Registry } from '../registry/registry.ts';
 import type { AppliedState } from '../model/state.ts';
 import { answerWithinMs } from './first-pass.ts';
@@ -40,7 +39,7 @@ export interface DaemonParts {
   /** podnet's port security table as a pass last read the host (undefined: none has yet), for `podnet status`. */
   portSecuritySeen?: () => TableSeen | undefined;
   /** What the reconciler would do with these documents on top (standalone mode), for `podnet diff`. */
-  diff?: (documents: (Network | PodNetworkConfig)[]) => Promise<DiffResponse>;
+  diff?: (documents: ApiDocument[]) => Promise<DiffResponse>;
   /** A new sandbox's first pass, answered within `waitMs` (docs/adr/0028); none: the daemon follows no documents. */
   firstPass?: (record: AttachmentRecord, waitMs: number) => Promise<FirstPassResponse>;
   /** Runs a pass, waiting for it until `deadline` (ms since the epoch): what takes back a refused sandbox. */

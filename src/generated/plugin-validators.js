@@ -16,6 +16,7 @@ export const ErrorBody = () => { throw new Error('ErrorBody is not a document of
 export const SandboxList = () => { throw new Error('SandboxList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const Network = () => { throw new Error('Network is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const PodNetworkConfig = () => { throw new Error('PodNetworkConfig is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
+export const PodNetworkPermission = () => { throw new Error('PodNetworkPermission is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const NetworkSelectionList = () => { throw new Error('NetworkSelectionList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const NetworkStatusList = () => { throw new Error('NetworkStatusList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };
 export const PodNetworkViewList = () => { throw new Error('PodNetworkViewList is not a document of the plugin path (scripts/generate.ts pluginDocuments)'); };

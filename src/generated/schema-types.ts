@@ -361,10 +361,10 @@ export interface DiffRequest {
   /**
    * @maxItems 256
    *
-   * Items: A Network or PodNetworkConfig; the daemon checks each against its schema in api.schema.json.
+   * Items: A Network, PodNetworkConfig or PodNetworkPermission; the daemon checks each against its schema in api.schema.json.
    */
   documents: {
-    kind: 'Network' | 'PodNetworkConfig';
+    kind: 'Network' | 'PodNetworkConfig' | 'PodNetworkPermission';
   }[];
 }
 /**
@@ -533,6 +533,13 @@ export type SysctlValue = string;
  */
 export type Conditions1 = Condition[];
 /**
+ * A part of what a namespace's PodNetworkConfigs and pod annotations may ask: attachments (spec.attachments and the annotation's entries, their addresses and MACs included), bandwidth (an attachment's rate limits), interfaces (spec.interfaces: settings of eth0 and of attached interfaces), routes (spec.routes), rules (spec.rules), sysctls (spec.sysctls).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PermittedPart".
+ */
+export type PermittedPart = 'attachments' | 'bandwidth' | 'interfaces' | 'routes' | 'rules' | 'sysctls';
+/**
  * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
  *
  * @maxItems 16
@@ -557,7 +564,7 @@ export type NetworkStatusList = NetworkStatusEntry[];
 export type Conditions2 = Condition[];
 
 /**
- * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network) and what a tenant asks for its pods (PodNetworkConfig). The same documents come from Kubernetes or, standalone, from files.
+ * podnet's resources (group podnetwork.opdev.io, version v1alpha1): what an admin offers (Network), what a tenant asks for its pods (PodNetworkConfig), and what an admin lets a namespace ask (PodNetworkPermission). The same documents come from Kubernetes or, standalone, from files.
  */
 export interface Api {
   [k: string]: unknown;
@@ -1113,6 +1120,65 @@ export interface PodNetworkConfigStatus {
    * Selected pods that have everything the config asks, of those the nodes report, as "2/3" (kubectl get's READY column).
    */
   ready?: string;
+}
+/**
+ * The lowest and highest MTU a namespace may set on a pod's interface (spec.interfaces[].mtu).
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "MtuBounds".
+ */
+export interface MtuBounds {
+  /**
+   * The lowest MTU it may set.
+   */
+  min?: number;
+  /**
+   * The highest MTU it may set.
+   */
+  max?: number;
+}
+/**
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkPermissionSpec".
+ */
+export interface PodNetworkPermissionSpec {
+  /**
+   * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
+   *
+   * @maxItems 6
+   */
+  allow: PermittedPart[];
+  mtu?: MtuBounds;
+}
+/**
+ * What the PodNetworkConfigs and pod annotations of one namespace may ask of podnet, set by an admin in that namespace (tenants are given read on it, not write). A namespace without one may ask every part; with several, what it asks must be allowed by each. Enforced at admission for PodNetworkConfigs (daemonset/permissions.yaml) and by every node's daemon for all it applies.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "PodNetworkPermission".
+ */
+export interface PodNetworkPermission {
+  /**
+   * podnetwork.opdev.io/v1alpha1.
+   */
+  apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  /**
+   * PodNetworkPermission.
+   */
+  kind: 'PodNetworkPermission';
+  metadata: ObjectMeta;
+  spec: PodNetworkPermissionSpec1;
+}
+/**
+ * Which parts the namespace may ask, and within which bounds.
+ */
+export interface PodNetworkPermissionSpec1 {
+  /**
+   * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
+   *
+   * @maxItems 6
+   */
+  allow: PermittedPart[];
+  mtu?: MtuBounds;
 }
 /**
  * One attachment a pod's podnetwork.opdev.io/networks annotation asks for (the Network Plumbing WG's network selection element, without namespace: podnet's Networks are cluster-scoped).

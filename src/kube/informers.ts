@@ -1,5 +1,5 @@
 // Desired state from Kubernetes: informers (list, then watch; client-node's ListWatch) on this
-// node's pods, the namespaces, the Networks and the PodNetworkConfigs. Their caches are what a pass
+// node's pods, the namespaces, the Networks, the PodNetworkConfigs and PodNetworkPermissions. Their caches are what a pass
 // reads: when the API server is unreachable they keep the last state seen, so the daemon keeps
 // working from them and from its registry. A watch that fails is started again with backoff; one
 // whose resourceVersion expired (410 Gone) lists again (ListWatch does it) and a pass follows.
@@ -10,11 +10,13 @@ import { PodnetError } from '../errors.ts';
 import { retryWaitMs } from '../retry.ts';
 import type { Problem } from '../model/desired.ts';
 import { documentName, type SandboxIdentity } from '../model/identity.ts';
-import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
+import { allowingNothing } from '../model/permissions.ts';
+import type { AttachmentRecord } from '../protocol/validate.ts';
 import type { KubeApi } from './api.ts';
 import { parseApiObject, paths, podIdentityOf, type ApiObject, type PodObject } from './resources.ts';
 import type { ApiMetrics, WatchedResource } from '../metrics.ts';
-import { emptyDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
+import type { ApiDocument } from '../sources/documents.ts';
+import { addDocument, emptyDocuments, type DesiredDocuments, type DesiredSource } from '../sources/source.ts';
 
 /** A NetworkAttachmentDefinition: what podnet reads of it. */
 type DefinitionObject = KubernetesObject & { metadata: { name: string; namespace: string }; spec?: { config?: unknown } };
@@ -37,6 +39,7 @@ export class KubeSource implements DesiredSource {
     namespaces: Informer<KubernetesObject>;
     networks: Informer<ApiObject>;
     configs: Informer<ApiObject>;
+    permissions: Informer<ApiObject>;
     definitions: Informer<DefinitionObject>;
   };
   private stopped = false;
@@ -48,7 +51,7 @@ export class KubeSource implements DesiredSource {
    */
   private view: DesiredDocuments | undefined;
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
-  private readonly parsed = new Map<string, { version: string | undefined; result: Network | PodNetworkConfig | Problem }>();
+  private readonly parsed = new Map<string, { version: string | undefined; result: ApiDocument | Problem }>();
 
   constructor(opts: { api: KubeApi; nodeName: string; log: Logger; metrics?: Pick<ApiMetrics, 'watchEventReceived'> }) {
     this.api = opts.api;
@@ -103,6 +106,8 @@ export class KubeSource implements DesiredSource {
       namespaces: informer('namespaces', paths.namespaces),
       networks: informer<ApiObject>('networks', paths.networks),
       configs: informer<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs),
+      // Optional: a cluster without its CRD holds no permission, and every namespace may ask every part.
+      permissions: informer<ApiObject>('podnetworkpermissions', paths.podNetworkPermissions, undefined, true),
       definitions: informer<DefinitionObject>('network-attachment-definitions', paths.networkAttachmentDefinitions, undefined, true),
     };
   }
@@ -143,7 +148,7 @@ export class KubeSource implements DesiredSource {
     await Promise.all(Object.values(this.informers).map((i) => i.cache.stop()));
   }
 
-  /** The Networks and PodNetworkConfigs; one that breaks podnet's schema is a problem naming it. */
+  /** The Networks, PodNetworkConfigs and PodNetworkPermissions; one that breaks podnet's schema is a problem naming it. */
   documents(): DesiredDocuments {
     this.view ??= this.readDocuments();
     return this.view;
@@ -152,7 +157,8 @@ export class KubeSource implements DesiredSource {
   private readDocuments(): DesiredDocuments {
     const out = emptyDocuments();
     const live = new Set<string>();
-    for (const [kind, informer] of [['Network', this.informers.networks], ['PodNetworkConfig', this.informers.configs]] as const) {
+    const kinds = [['Network', this.informers.networks], ['PodNetworkConfig', this.informers.configs], ['PodNetworkPermission', this.informers.permissions]] as const;
+    for (const [kind, informer] of kinds) {
       for (const object of informer.cache.list()) {
         const key = `${kind} ${object.metadata.uid ?? `${object.metadata.namespace ?? ''}/${object.metadata.name}`}`;
         live.add(key);
@@ -162,9 +168,12 @@ export class KubeSource implements DesiredSource {
           this.parsed.set(key, cached);
         }
         const doc = cached.result;
-        if ('reason' in doc) out.problems.push(doc);
-        else if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
-        else out.configs.push(doc);
+        if (!('reason' in doc)) addDocument(out, doc);
+        else {
+          out.problems.push(doc);
+          const standIn = kind === 'PodNetworkPermission' ? allowingNothing(object) : undefined;
+          if (standIn) addDocument(out, standIn);
+        }
       }
     }
     for (const key of this.parsed.keys()) if (!live.has(key)) this.parsed.delete(key);

@@ -4,7 +4,8 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { networksAnnotation, parseNetworksAnnotation } from '../model/annotation.ts';
 import type { Problem } from '../model/desired.ts';
 import { documentName, namespaceNameLabel, type SandboxIdentity } from '../model/identity.ts';
-import { parseDocument, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { parseDocument } from '../protocol/validate.ts';
+import type { ApiDocument } from '../sources/documents.ts';
 
 export const apiGroup = 'podnetwork.opdev.io';
 export const apiVersion = 'v1alpha1';
@@ -13,6 +14,7 @@ export const apiVersion = 'v1alpha1';
 export const paths = {
   networks: `/apis/${apiGroup}/${apiVersion}/networks`,
   podNetworkConfigs: `/apis/${apiGroup}/${apiVersion}/podnetworkconfigs`,
+  podNetworkPermissions: `/apis/${apiGroup}/${apiVersion}/podnetworkpermissions`,
   namespaces: '/api/v1/namespaces',
   pods: '/api/v1/pods',
   /** Multus's NetworkAttachmentDefinitions, which a cni Network may name; a cluster may not serve them. */
@@ -42,8 +44,8 @@ export function podIdentityOf(pod: PodObject, namespaceLabels: Record<string, st
   };
 }
 
-/** A Network or PodNetworkConfig through podnet's schema (the CRD's is looser: it prunes rather than refuses). */
-export function parseApiObject(kind: 'Network' | 'PodNetworkConfig', object: ApiObject): Network | PodNetworkConfig | Problem {
+/** A Network, PodNetworkConfig or PodNetworkPermission through podnet's schema (the CRD's is looser: it prunes rather than refuses). */
+export function parseApiObject(kind: ApiDocument['kind'], object: ApiObject): ApiDocument | Problem {
   const { status: _status, ...spec } = object as ApiObject & Record<string, unknown>;
   const doc = { ...spec, metadata: { ...object.metadata } };
   try {

@@ -46,6 +46,7 @@ const applied = (containerId: string, attachments: AppliedState['attachments'], 
 const facts = (networks: Network[], configs: PodNetworkConfig[], hostLinks: AdmissionFacts['hostLinks'] = []): AdmissionFacts => ({
   networks: new Map(networks.map((n) => [n.metadata.name, n])),
   configs,
+  permissions: [],
   limits: defaultLimits,
   hostLinks,
 });

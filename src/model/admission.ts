@@ -6,12 +6,13 @@
 // in rounds until they settle. Every input is passed in: the pass and `podnet diff` call the same
 // function with the same kind of facts. Pure.
 import { formatIp, parseCidr, parseIp } from './cidr.ts';
-import type { AppliedConfig, Network, PodNetworkConfig, Problem } from '../protocol/validate.ts';
+import type { AppliedConfig, Network, PodNetworkConfig, PodNetworkPermission, Problem } from '../protocol/validate.ts';
 import type { DesiredSandbox, EarlierAttachment, NodeLimits } from './desired.ts';
 import { documentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
 import { desiredWhole, generationOf } from './whole-configs.ts';
 import { bringsOwnAddresses } from './kinds/index.ts';
 import { refusedMacs, refusedOwnAddresses } from './macs.ts';
+import { permissionsByNamespace } from './permissions.ts';
 import { overQuota } from './quotas.ts';
 import type { Refusal, Refusals, RefusedGeneration } from './refusal.ts';
 import { isEmptyApplied, type AppliedState, type ObservedLink, type Resolved } from './state.ts';
@@ -33,6 +34,8 @@ export interface AdmissionSandbox {
 export interface AdmissionFacts {
   networks: ReadonlyMap<string, Network>;
   configs: readonly PodNetworkConfig[];
+  /** What each namespace may ask (model/permissions.ts). */
+  permissions: readonly PodNetworkPermission[];
   limits: NodeLimits;
   /** The node's own links as last read: no pod may take their MACs or addresses. */
   hostLinks: readonly Pick<ObservedLink, 'mac' | 'addresses'>[];
@@ -56,7 +59,8 @@ const maxRefusalRounds = 8;
  * gives back those that no longer hold (givenBack). Only the sandboxes whose refusals changed are
  * made again.
  */
-export function admit(sandboxes: readonly AdmissionSandbox[], facts: AdmissionFacts): Admission {
+export function admit(sandboxes: readonly AdmissionSandbox[], given: AdmissionFacts): Admission {
+  const facts: Facts = { ...given, permissionsOf: permissionsByNamespace(given.permissions) };
   const node = nodeOf(sandboxes, facts);
   const refusedByNode = new Map<string, RefusedGeneration[]>();
   const wanted = sandboxes.map((s) => wantedOf(s, facts));
@@ -138,10 +142,17 @@ function nodeOf(sandboxes: readonly AdmissionSandbox[], { hostLinks }: Admission
   };
 }
 
+/** The facts with each namespace's permissions found once. */
+interface Facts extends AdmissionFacts {
+  permissionsOf: ReadonlyMap<string, readonly PodNetworkPermission[]>;
+}
+
 /** What the documents want for one sandbox, before names and addresses are decided. */
-function wantedOf(sandbox: AdmissionSandbox, { networks, configs, limits }: AdmissionFacts, refusedByNode: readonly RefusedGeneration[] = []): DesiredSandbox {
-  const { pod, applied } = sandbox;
-  if (!pod) return nothingWanted();
+function wantedOf(sandbox: AdmissionSandbox, { networks, configs, limits, permissionsOf }: Facts, refusedByNode: readonly RefusedGeneration[] = []): DesiredSandbox {
+  const { applied } = sandbox;
+  if (!sandbox.pod) return nothingWanted();
+  const permissions = permissionsOf.get(sandbox.pod.namespace);
+  const pod = permissions ? { ...sandbox.pod, permissions } : sandbox.pod;
   // A state an older podnet wrote names no configs: the pod has those that select it now (ADR 17).
   const had: AppliedConfig[] = applied?.configs ?? (applied && !isEmptyApplied(applied) ? selectingConfigs(pod, configs).map((c) => ({ name: documentName(c), spec: c.spec })) : []);
   return desiredWhole(pod, networks, configs, earlierOf(sandbox), limits, had, refusedByNode);
@@ -199,7 +210,7 @@ function refusedGenerations(containerId: string, wanted: DesiredSandbox, refused
  * it still refuses is told its reasons of now. Adds and removes in `refusedByNode`; returns the
  * sandboxes whose refusals changed.
  */
-function givenBack(sandboxes: readonly AdmissionSandbox[], wanted: readonly DesiredSandbox[], facts: AdmissionFacts, node: NodeChecks, refusedByNode: Map<string, RefusedGeneration[]>): Set<string> {
+function givenBack(sandboxes: readonly AdmissionSandbox[], wanted: readonly DesiredSandbox[], facts: Facts, node: NodeChecks, refusedByNode: Map<string, RefusedGeneration[]>): Set<string> {
   const changed = new Set<string>();
   const sameGeneration = (a: RefusedGeneration, b: RefusedGeneration) => a.config === b.config && a.generation === b.generation;
   const candidates: { index: number; refusal: RefusedGeneration }[] = [];

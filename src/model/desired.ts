@@ -1,6 +1,7 @@
 // What a sandbox should have, from the documents: one merge of its pod's annotation and the
 // PodNetworkConfigs that select it (model/identity.ts), the same conflict rules for every part. A
-// Network is reachable only when its namespaceSelector admits the pod's namespace. What cannot be
+// Network is reachable only when its namespaceSelector admits the pod's namespace, and a part is
+// asked only where the namespace's PodNetworkPermissions allow it. What cannot be
 // honoured is a Problem naming the document, the field and the reason, and is left out; whole
 // configs (ADR 17) are whole-configs.ts's, made from this merge. Pure.
 import type { AppliedConfig, Network, NetworkSelection, PodNetworkConfig, Problem } from '../protocol/validate.ts';
@@ -9,6 +10,7 @@ import { documentName, namespaceNameLabel, podDocumentName, selectingConfigs, ty
 import { addressesGiven, attachmentRefusal, type AttachmentAsks } from './kinds/index.ts';
 import type { AskedMac } from './macs.ts';
 import { resolveRoute, resolveRule, routeKey, ruleKey } from './routing.ts';
+import { mtuRefusal, partRefusal, type PermittedPart } from './permissions.ts';
 import { selects } from './selector.ts';
 import { linkSettingNames, type Bandwidth, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
 import { sysctlKnob, sysctlPath } from './sysctl.ts';
@@ -159,6 +161,7 @@ class Merge {
     if ('problem' in request) return this.problem({ document: from, field: base, reason: request.problem });
     request.selections.forEach((selection: NetworkSelection, i) => {
       const field = annotationField(i);
+      if (!this.permitted('attachments', from, field)) return;
       const network = this.reachable(selection.name, from, `${field}.name`);
       if (!network || !this.attachable(network, selection, from, field)) return;
       const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };
@@ -174,6 +177,8 @@ class Merge {
     this.out.configs.push(from);
     (config.spec.attachments ?? []).forEach((a, i) => {
       const field = `spec.attachments[${i}]`;
+      if (!this.permitted('attachments', from, field)) return;
+      if (a.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) return;
       const network = this.reachable(a.network, from, `${field}.network`);
       if (!network || !this.attachable(network, a, from, field)) return;
       const at = { network, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
@@ -182,6 +187,9 @@ class Merge {
       else this.attach({ ...at, interface: a.interface }, field);
     });
     (config.spec.interfaces ?? []).forEach((tuning, i) => {
+      if (!this.permitted('interfaces', from, `spec.interfaces[${i}]`)) return;
+      const mtu = tuning.mtu === undefined ? undefined : mtuRefusal(this.identity.permissions ?? [], tuning.mtu, from, `spec.interfaces[${i}].mtu`);
+      if (mtu) return this.problem(mtu);
       let settings: LinkSettings = tuning;
       if (tuning.mac !== undefined && tuning.name === this.identity.primaryInterface && !limits.primaryMac) {
         this.problem({ document: from, field: `spec.interfaces[${i}].mac`, reason: `changing the MAC of the pod's primary interface ${tuning.name} is off on this node: on the primary network it could take another pod's traffic` });
@@ -192,17 +200,20 @@ class Merge {
     });
     (config.spec.routes ?? []).forEach((r, i) => {
       const field = `spec.routes[${i}]`;
+      if (!this.permitted('routes', from, field)) return;
       const route = resolveRoute(r);
       if ('reason' in route) return this.problem({ document: from, field: `${field}.${route.field}`, reason: route.reason });
       this.routes.keep(routeKey(route), route, from, field, `the route to ${route.to} in table ${route.table}`);
     });
     (config.spec.rules ?? []).forEach((r, i) => {
       const field = `spec.rules[${i}]`;
+      if (!this.permitted('rules', from, field)) return;
       const rule = resolveRule(r);
       if ('reason' in rule) return this.problem({ document: from, field: `${field}.${rule.field}`, reason: rule.reason });
       this.rules.keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
     });
     (config.spec.sysctls ?? []).forEach((entry, i) => {
+      if (!this.permitted('sysctls', from, `spec.sysctls[${i}]`)) return;
       // The kernel shows integers in their plain form: "01" is read back as "1".
       const value = entry.value.trim().split(/\s+/).map((n) => String(BigInt(n))).join(' ');
       // Two spellings of one kernel knob are one setting: they conflict like the same key.
@@ -234,6 +245,13 @@ class Merge {
 
   private origin(key: string, from: string, field: string): void {
     this.origins.set(key, [this.origins.get(key), `${from} ${field}`].filter(Boolean).join(', '));
+  }
+
+  /** Whether the namespace's PodNetworkPermissions let it ask `part`; else a problem naming the permission. */
+  private permitted(part: PermittedPart, from: string, field: string): boolean {
+    const refused = partRefusal(this.identity.permissions ?? [], part, from, field);
+    if (refused) this.problem(refused);
+    return refused === undefined;
   }
 
   /** The Network an attachment names, when it exists and admits the pod's namespace; else a problem. */

@@ -127,7 +127,7 @@ t.test('a config attaching at the primary interface is refused on its own: a kub
 t.test('two configs that conflict are not problems of either alone: which pods both select is a pod\'s question', async (t) => {
   const one = config('one', { interfaces: [{ name: 'eth0', mtu: 1400 }] });
   const two = config('two', { interfaces: [{ name: 'eth0', mtu: 1300 }] });
-  t.same(documentProblems({ networks: offers, configs: [one, two], problems: [] }), []);
+  t.same(documentProblems({ networks: offers, configs: [one, two], permissions: [], problems: [] }), []);
 });
 
 // ---- all documents --------------------------------------------------------------------------------
@@ -136,20 +136,20 @@ t.test('every document\'s problems at once: those the source told, then each spe
   const overlapping = withRanges('blue', { subnet: '198.18.0.0/16' }, { subnet: '198.18.5.0/24' });
   const networks = byName(overlapping);
   const unread = { document: 'x.yaml document 2', field: '(syntax)', reason: 'bad indentation' };
-  const problems = documentProblems({ networks, configs: [config('c', { attachments: [{ network: 'nope', interface: 'net1' }] })], problems: [unread] });
+  const problems = documentProblems({ networks, configs: [config('c', { attachments: [{ network: 'nope', interface: 'net1' }] })], permissions: [], problems: [unread] });
   t.same(problems.map((p) => `${p.document} ${p.field}`), ['x.yaml document 2 (syntax)', 'Network blue spec.ipam.ranges[1]', 'PodNetworkConfig tenant-a/c spec.attachments[0].network']);
 });
 
 t.test('a field the source told of is not told again by the spec check', async (t) => {
   const nad = network('nad', { type: 'cni' });
   const told = { document: 'Network nad', field: 'spec.cni.config', reason: 'its NetworkAttachmentDefinition tenant-a/nad is not found' };
-  const problems = documentProblems({ networks: byName(nad), configs: [], problems: [told] });
+  const problems = documentProblems({ networks: byName(nad), configs: [], permissions: [], problems: [told] });
   t.same(problems.filter((p) => p.field === told.field), [told]);
 });
 
 t.test('namespace labels come from the source where it knows them', async (t) => {
   const team = network('team', { namespaceSelector: { matchLabels: { team: 'alpha' } } });
-  const docs = { networks: byName(team), configs: [config('t', { attachments: [{ network: 'team', interface: 'net1' }] })], problems: [] };
+  const docs = { networks: byName(team), configs: [config('t', { attachments: [{ network: 'team', interface: 'net1' }] })], permissions: [], problems: [] };
   t.equal(documentProblems(docs).length, 1, 'a namespace known only by its name is not admitted');
   t.same(documentProblems(docs, (ns) => (ns === 'tenant-a' ? { ...tenantA, team: 'alpha' } : undefined)), []);
 });
@@ -159,5 +159,5 @@ t.test('a config asking more attachments than the node allows a pod is told so o
   t.same(configProblems(many, offers, tenantA, { ...defaultLimits, attachmentsPerPod: 2 }).map((p) => `${p.field}: ${p.reason}`), [
     "spec.attachments[2]: the pod would have more attachments than the 2 this node's admin allows per pod (podnet daemon --max-attachments-per-pod)",
   ]);
-  t.same(documentProblems({ networks: offers, configs: [many], problems: [] }, () => undefined, { ...defaultLimits, attachmentsPerPod: 3 }), []);
+  t.same(documentProblems({ networks: offers, configs: [many], permissions: [], problems: [] }, () => undefined, { ...defaultLimits, attachmentsPerPod: 3 }), []);
 });

@@ -1,16 +1,18 @@
-// What is wrong with each Network and PodNetworkConfig on its own, whatever pod it selects: the one
+// What is wrong with each Network, PodNetworkConfig and PodNetworkPermission on its own, whatever pod it selects: the one
 // check of each document kind that `podnet apply -f`, `podnet diff`, the daemon's socket and the
 // Kubernetes status all call, so a document is judged the same wherever it is shown. Pure.
 import { rangesProblem } from './pools.ts';
-import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import type { Network, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
 import { defaultLimits, desiredFor, type NodeLimits, type Problem } from './desired.ts';
 import { documentName, namespaceNameLabel, namespaceOf } from './identity.ts';
 import { kindOf } from './kinds/index.ts';
+import { permissionProblems, permissionsByNamespace } from './permissions.ts';
 
 /** The documents in force, and those a source could not read (each a problem naming it). */
 export interface Documents {
   networks: ReadonlyMap<string, Network>;
   configs: readonly PodNetworkConfig[];
+  permissions: readonly PodNetworkPermission[];
   problems: readonly Problem[];
 }
 
@@ -30,15 +32,22 @@ export function networkProblems(network: Network, networks: ReadonlyMap<string, 
 
 /**
  * What is wrong with a PodNetworkConfig whatever pod it selects (an unknown or unoffered Network,
- * a route or rule that cannot be, a sysctl not allowed): the config alone, as if it selected one
- * pod of its namespace, so that its problems are told even while it selects no pod.
+ * a route or rule that cannot be, a sysctl not allowed, a part its namespace's permissions do not
+ * allow): the config alone, as if it selected one pod of its namespace, so that its problems are
+ * told even while it selects no pod.
  */
-export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<string, Network>, namespaceLabels: Record<string, string>, limits: NodeLimits = defaultLimits): Problem[] {
+export function configProblems(
+  config: PodNetworkConfig,
+  networks: ReadonlyMap<string, Network>,
+  namespaceLabels: Record<string, string>,
+  limits: NodeLimits = defaultLimits,
+  permissions: readonly PodNetworkPermission[] = [],
+): Problem[] {
   const namespace = namespaceOf(config.metadata.namespace);
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
   // A kubelet names every pod's primary interface eth0.
-  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name);
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, permissions, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name);
 }
 
 /**
@@ -47,12 +56,14 @@ export function configProblems(config: PodNetworkConfig, networks: ReadonlyMap<s
  * than the spec check's of the same field, which is then left out.
  */
 export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = () => undefined, limits: NodeLimits = defaultLimits): Problem[] {
+  const permissions = permissionsByNamespace(docs.permissions);
   const checked = [
     ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
     ...docs.configs.flatMap((c) => {
       const namespace = namespaceOf(c.metadata.namespace);
-      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits);
+      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits, permissions.get(namespace));
     }),
+    ...docs.permissions.flatMap(permissionProblems),
   ];
   const told = new Set(docs.problems.map((p) => `${p.document}\n${p.field}`));
   return [...docs.problems, ...checked.filter((p) => !told.has(`${p.document}\n${p.field}`))];

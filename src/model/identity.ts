@@ -1,7 +1,7 @@
 // Who a sandbox is and how documents are named: the labels podnet derives from a sandbox's CNI
 // identity, the identity itself, how problems name a document or a pod's annotation, and which
 // configs select a pod. Pure.
-import type { AttachmentRecord, PodNetworkConfig } from '../protocol/validate.ts';
+import type { AttachmentRecord, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
 import { annotationField, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 
@@ -17,6 +17,8 @@ export interface SandboxIdentity {
   namespaceLabels?: Labels;
   /** What its podnetwork.opdev.io/networks annotation asks (Kubernetes only). */
   annotation?: AnnotationRequest;
+  /** Its namespace's PodNetworkPermissions (model/permissions.ts), set where the documents meet the pod; none: it may ask every part. */
+  permissions?: readonly PodNetworkPermission[];
   /** The interface its primary CNI plugin made (the runtime's CNI_IFNAME, eth0 under a kubelet): never podnet's to attach. */
   primaryInterface?: string;
 }
@@ -33,9 +35,11 @@ export function identityOf(record: AttachmentRecord): SandboxIdentity {
   return { namespace, name, labels: { [podNameLabel]: name, [podNamespaceLabel]: namespace }, primaryInterface: record.ifname };
 }
 
-/** "Network blue" or "PodNetworkConfig tenant-a/fast": how problems and `from` name a document (or an API object). */
+/** "Network blue", "PodNetworkConfig tenant-a/fast" or "PodNetworkPermission tenant-a/lab": how problems and `from` name a document (or an API object). */
 export function documentName(doc: { kind?: string; metadata: { name: string; namespace?: string } }): string {
-  return doc.kind === 'Network' ? `Network ${doc.metadata.name}` : `PodNetworkConfig ${namespaceOf(doc.metadata.namespace)}/${doc.metadata.name}`;
+  if (doc.kind === 'Network') return `Network ${doc.metadata.name}`;
+  const kind = doc.kind === 'PodNetworkPermission' ? doc.kind : 'PodNetworkConfig';
+  return `${kind} ${namespaceOf(doc.metadata.namespace)}/${doc.metadata.name}`;
 }
 
 /** The document a pod's own annotation counts as, in problems and in `from`. */

@@ -41,6 +41,7 @@ function byName(m: typeof firstViolation): Record<DocumentName, Validator> {
     DiffResponse: m.DiffResponse as Validator,
     Network: m.Network as Validator,
     PodNetworkConfig: m.PodNetworkConfig as Validator,
+    PodNetworkPermission: m.PodNetworkPermission as Validator,
     NetworkSelectionList: m.NetworkSelectionList as Validator,
     NetworkStatusList: m.NetworkStatusList as Validator,
     PodNetworkViewList: m.PodNetworkViewList as Validator,
@@ -91,6 +92,7 @@ export interface DocumentTypes {
   DiffResponse: Doc.DiffResponse;
   Network: Doc.Network;
   PodNetworkConfig: Doc.PodNetworkConfig;
+  PodNetworkPermission: Doc.PodNetworkPermission;
   NetworkSelectionList: Doc.NetworkSelectionList;
   NetworkStatusList: Doc.NetworkStatusList;
   /** What `kubectl podnet explain` and `get` print (src/kube/pod-view.ts). */

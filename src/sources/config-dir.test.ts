@@ -95,3 +95,13 @@ t.test('a file caught halfway written, or swapped for something unreadable, keep
   writeFileSync(at('b.yaml'), 'kind: [');
   t.same([...read().networks.keys()], [], 'a file never read whole has no documents to keep');
 });
+
+t.test('a PodNetworkPermission file counts with the documents: standalone, an admin bounds a namespace the same way', async (t) => {
+  const tmp = await dir({ unsafeCleanup: true });
+  t.teardown(() => tmp.cleanup());
+  writeFileSync(join(tmp.path, 'podnetworkpermission.tenant-a.lab.yaml'), 'apiVersion: podnetwork.opdev.io/v1alpha1\nkind: PodNetworkPermission\nmetadata: { name: lab, namespace: tenant-a }\nspec: { allow: [attachments], mtu: { min: 1280 } }\n');
+  writeFileSync(join(tmp.path, 'bad.yaml'), 'apiVersion: podnetwork.opdev.io/v1alpha1\nkind: PodNetworkPermission\nmetadata: { name: bad, namespace: tenant-a }\nspec: { allow: [everything] }\n');
+  const docs = configDirReader(tmp.path)();
+  t.same(docs.permissions.map((p) => [p.metadata.name, p.spec.allow]).sort(), [['bad', []], ['lab', ['attachments']]], 'one that breaks the schema stands, allowing nothing');
+  t.match(docs.problems, [{ document: /bad\.yaml/, field: 'PodNetworkPermission', reason: /allow/ }], 'and is a problem naming it');
+});

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { documentName, identityOf } from '../model/identity.ts';
 import { ensurePrivateDir } from '../registry/atomic-file.ts';
 import { parseDocuments, type ParsedDocuments } from './documents.ts';
-import { emptyDocuments, type DesiredDocuments, type DesiredSource } from './source.ts';
+import { addDocument, emptyDocuments, type DesiredDocuments, type DesiredSource } from './source.ts';
 
 export const documentFile = /\.(ya?ml|json)$/;
 
@@ -72,8 +72,7 @@ export function configDirReader(dir: string): () => DesiredDocuments {
           continue;
         }
         seen.set(name, file);
-        if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
-        else out.configs.push(doc);
+        addDocument(out, doc);
       }
     }
     return out;

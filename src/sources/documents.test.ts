@@ -21,7 +21,7 @@ kind: Pod
   t.same(parsed.documents.map((d) => d.kind), ['Network']);
   t.match(parsed.problems, [
     { document: 'mixed.yaml document 2', reason: /at \/spec\/attachments\/0\/interface: must be 1 to 15 letters, digits, '_', '.' and '-', starting with a letter or digit/ },
-    { document: 'mixed.yaml document 3', field: 'kind', reason: /kind must be Network or PodNetworkConfig, not "Pod"/ },
+    { document: 'mixed.yaml document 3', field: 'kind', reason: /kind must be Network, PodNetworkConfig or PodNetworkPermission, not "Pod"/ },
   ]);
 });
 

@@ -3,10 +3,11 @@
 // field; the file's other documents still count.
 import { isAlias, isCollection, isMap, isPair, isScalar, parseAllDocuments, type Document } from 'yaml';
 import type { Problem } from '../model/desired.ts';
+import { allowingNothing } from '../model/permissions.ts';
 import { maxJsonDepth, nestsDeeperThan } from '../protocol/bounded-json.ts';
-import { violationsOf, type Network, type PodNetworkConfig } from '../protocol/validate.ts';
+import { violationsOf, type Network, type PodNetworkConfig, type PodNetworkPermission } from '../protocol/validate.ts';
 
-export type ApiDocument = Network | PodNetworkConfig;
+export type ApiDocument = Network | PodNetworkConfig | PodNetworkPermission;
 
 export interface ParsedDocuments {
   documents: ApiDocument[];
@@ -60,14 +61,20 @@ export function parseDocuments(text: string, source: string): ParsedDocuments {
       continue;
     }
     const kind = typeof value === 'object' && 'kind' in value ? (value as { kind: unknown }).kind : undefined;
-    if (kind !== 'Network' && kind !== 'PodNetworkConfig') {
-      problem('kind', `kind must be Network or PodNetworkConfig, not ${JSON.stringify(kind)}`);
+    if (kind !== 'Network' && kind !== 'PodNetworkConfig' && kind !== 'PodNetworkPermission') {
+      problem('kind', `kind must be Network, PodNetworkConfig or PodNetworkPermission, not ${JSON.stringify(kind)}`);
       continue;
     }
     // The problem names the file and document already: its reason is the violations alone.
     const violations = violationsOf(kind, value);
-    if (violations === undefined) out.documents.push(value as ApiDocument);
-    else problem(kind, violations);
+    if (violations === undefined) {
+      out.documents.push(value as ApiDocument);
+      continue;
+    }
+    problem(kind, violations);
+    // A permission that cannot be read stands, allowing nothing (model/permissions.ts).
+    const standIn = kind === 'PodNetworkPermission' ? allowingNothing(value) : undefined;
+    if (standIn) out.documents.push(standIn);
   }
   return out;
 }

@@ -3,11 +3,14 @@
 // Kubernetes API; the reconciler reads only this interface (docs/adr/0012).
 import type { Problem } from '../model/desired.ts';
 import { documentName, identityOf, type SandboxIdentity } from '../model/identity.ts';
-import type { AttachmentRecord, Network, PodNetworkConfig } from '../protocol/validate.ts';
+import type { AttachmentRecord, Network, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
+import type { ApiDocument } from './documents.ts';
 
 export interface DesiredDocuments {
   networks: Map<string, Network>;
   configs: PodNetworkConfig[];
+  /** What each namespace may ask (model/permissions.ts). */
+  permissions: PodNetworkPermission[];
   /** Documents that cannot be read, each naming the document and the field. */
   problems: Problem[];
 }
@@ -49,16 +52,25 @@ export const noDocuments: DesiredSource = {
 
 /** No documents: what a source holds before it read any. */
 export function emptyDocuments(): DesiredDocuments {
-  return { networks: new Map(), configs: [], problems: [] };
+  return { networks: new Map(), configs: [], permissions: [], problems: [] };
+}
+
+/** Puts `doc` with the documents of its kind in `docs`; a Network replaces one of its name. */
+export function addDocument(docs: DesiredDocuments, doc: ApiDocument): void {
+  if (doc.kind === 'Network') docs.networks.set(doc.metadata.name, doc);
+  else if (doc.kind === 'PodNetworkConfig') docs.configs.push(doc);
+  else docs.permissions.push(doc);
 }
 
 /** `docs` with `extra` on top: a document of the same kind and name replaces the one there. */
-export function withDocuments(docs: DesiredDocuments, extra: readonly (Network | PodNetworkConfig)[]): DesiredDocuments {
+export function withDocuments(docs: DesiredDocuments, extra: readonly ApiDocument[]): DesiredDocuments {
   const replaced = new Set(extra.map(documentName));
-  const out: DesiredDocuments = { networks: new Map(docs.networks), configs: docs.configs.filter((c) => !replaced.has(documentName(c))), problems: [...docs.problems] };
-  for (const doc of extra) {
-    if (doc.kind === 'Network') out.networks.set(doc.metadata.name, doc);
-    else out.configs.push(doc);
-  }
+  const out: DesiredDocuments = {
+    networks: new Map(docs.networks),
+    configs: docs.configs.filter((c) => !replaced.has(documentName(c))),
+    permissions: docs.permissions.filter((p) => !replaced.has(documentName(p))),
+    problems: [...docs.problems],
+  };
+  for (const doc of extra) addDocument(out, doc);
   return out;
 }
