@@ -20,6 +20,7 @@ import {
   createManifest,
   gone,
   group,
+  mergePatch,
   networkStatusWhen,
   otherNamespace,
   podnetCluster,
@@ -56,7 +57,7 @@ t.test("an admin's PodNetworkPermission holds a namespace to what it allows, at 
   const cnf = await runPod(t, admin, runtime, list, tenantNamespace, 'cnf-1', { labels: { app: 'cnf' } });
   const other = await runPod(t, admin, runtime, list, otherNamespace, 'other-1', { labels: { app: 'cnf' } });
   const routed = (namespace: string, name: string) =>
-    podNetworkConfig(namespace, name, { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }], routes: [{ to: '198.18.151.0/24', dev: 'net1', table: 100 }] });
+    podNetworkConfig(namespace, name, { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }], routes: [{ to: '198.18.151.0/24', dev: 'eth0', table: 100 }] });
 
   // Before any permission: tenant-a's config with a route is taken and applied.
   await tenant.objects.create(routed(tenantNamespace, 'early'));
@@ -73,7 +74,7 @@ t.test("an admin's PodNetworkPermission holds a namespace to what it allows, at 
 
   // The node: the config that predates the permission is refused whole, and its status says why.
   await gone(cnf, 'net1');
-  t.notOk(await routeIn(cnf.netns, '198.18.151.0/24'), 'the route went with it');
+  await until('the route (via eth0, which stays) is taken back too', async () => ((await routeIn(cnf.netns, '198.18.151.0/24')) ? undefined : true));
   const status = await until('early is Degraded naming the permission', async () => {
     const s = await configStatusOf(admin, tenantNamespace, 'early');
     const degraded = s?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True');
@@ -89,9 +90,23 @@ t.test("an admin's PodNetworkPermission holds a namespace to what it allows, at 
     return answer.code === 0 ? undefined : answer;
   });
   t.equal(refused.code, 403);
-  t.match(refused.message, /spec\.routes: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask routes/);
+  t.match(refused.message, /spec\.routes\[0\]: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask routes/);
   const mtu = await refusalOf(tenant.objects.create(podNetworkConfig(tenantNamespace, 'mtu', { podSelector: {}, interfaces: [{ name: 'eth0', mtu: 1400 }] })));
-  t.match(mtu.message, /spec\.interfaces: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask interfaces/);
+  t.match(mtu.message, /spec\.interfaces\[0\]: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask interfaces/);
+  const capped = { podSelector: {}, attachments: [{ network: 'blue', interface: 'net3' }, { network: 'blue', interface: 'net4', bandwidth: { ingressRate: 1000000, ingressBurst: 100000 } }] };
+  const bandwidth = await refusalOf(tenant.objects.create(podNetworkConfig(tenantNamespace, 'capped', capped)));
+  t.match(bandwidth.message, /spec\.attachments\[1\]\.bandwidth: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask bandwidth/);
+  // A second permission in the namespace: each is checked, with its MTU bounds.
+  await admin.objects.create(permission('mtu-floor', { allow: ['attachments', 'interfaces', 'sysctls'], mtu: { min: 1280, max: 9000 } }));
+  const low = await until('the policy holds the second permission\'s MTU bounds too', async () => {
+    const answer = await refusalOf(tenant.objects.create(podNetworkConfig(tenantNamespace, 'low', { podSelector: {}, sysctls: [{ name: 'net.ipv6.conf.eth0.mtu', value: '1200' }] })));
+    if (answer.code === 0) await tenant.objects.delete(podNetworkConfig(tenantNamespace, 'low', {}));
+    return answer.message.includes('mtu-floor') ? answer : undefined;
+  });
+  t.match(low.message, /spec\.sysctls\[0\]\.value: PodNetworkPermission tenant-a\/mtu-floor lets namespace tenant-a set no MTU below 1280; this asks 1200/);
+  await admin.objects.delete(permission('mtu-floor', {}));
+  // Only spec writes are judged: a label on the config that predates the permission is taken.
+  await mergePatch(tenant, { apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'early', namespace: tenantNamespace, labels: { team: 'a' } } } as KubernetesObject);
 
   // The tenant takes the route out: the edit is taken, and net1 comes back.
   const fixed = routed(tenantNamespace, 'early');

@@ -157,6 +157,9 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
       case 'x-kubernetes-preserve-unknown-fields':
         out[key] = value;
         break;
+      case 'x-kubernetes-validations':
+        rules.push(...(value as { rule: string; message: string }[]));
+        break;
       case 'additionalProperties':
         if (value === false) break;
         if (value !== true) out[key] = structural(value as Schema, defs, `${path}/additionalProperties`);
@@ -209,7 +212,7 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
 export const patternRuleKeyword = 'x-pattern-rule';
 
 /** The keywords of a JSON Schema that are Kubernetes's alone, passed through to the CRD as they are. */
-export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-preserve-unknown-fields'];
+export const kubernetesKeywords = ['x-kubernetes-list-type', 'x-kubernetes-list-map-keys', 'x-kubernetes-preserve-unknown-fields', 'x-kubernetes-validations'];
 
 /** The CRD of one resource, spec and status (where it has one) from the JSON Schema; the status written by podnet alone. */
 function crd(resource: Resource, defs: Record<string, Schema>): Schema {

@@ -1122,7 +1122,7 @@ export interface PodNetworkConfigStatus {
   ready?: string;
 }
 /**
- * The lowest and highest MTU a namespace may set on a pod's interface (spec.interfaces[].mtu).
+ * The lowest and highest MTU a namespace may set on a pod's interface (spec.interfaces[].mtu, and an IPv6 MTU by sysctl); min is not above max.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "MtuBounds".

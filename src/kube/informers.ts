@@ -106,8 +106,8 @@ export class KubeSource implements DesiredSource {
       namespaces: informer('namespaces', paths.namespaces),
       networks: informer<ApiObject>('networks', paths.networks),
       configs: informer<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs),
-      // Optional: a cluster without its CRD holds no permission, and every namespace may ask every part.
-      permissions: informer<ApiObject>('podnetworkpermissions', paths.podNetworkPermissions, undefined, true),
+      // Not optional: its CRD ships with the others, and a list that failed must not read as "no permission".
+      permissions: informer<ApiObject>('podnetworkpermissions', paths.podNetworkPermissions),
       definitions: informer<DefinitionObject>('network-attachment-definitions', paths.networkAttachmentDefinitions, undefined, true),
     };
   }

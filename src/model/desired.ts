@@ -216,6 +216,9 @@ class Merge {
       if (!this.permitted('sysctls', from, `spec.sysctls[${i}]`)) return;
       // The kernel shows integers in their plain form: "01" is read back as "1".
       const value = entry.value.trim().split(/\s+/).map((n) => String(BigInt(n))).join(' ');
+      // An interface's IPv6 MTU is an MTU too: the namespace's bounds hold for it.
+      const mtu = entry.name.endsWith('.mtu') ? mtuRefusal(this.identity.permissions ?? [], Number(value), from, `spec.sysctls[${i}].value`) : undefined;
+      if (mtu) return this.problem(mtu);
       // Two spellings of one kernel knob are one setting: they conflict like the same key.
       this.sysctls.keep(sysctlKnob(entry.name), { name: entry.name, value }, from, `spec.sysctls[${i}]`, `sysctl ${sysctlKnob(entry.name)}`);
     });

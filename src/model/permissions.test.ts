@@ -84,6 +84,13 @@ t.test('MTU bounds: below the lowest or above the highest is refused at the MTU 
   t.same(told(wanted(pod(), [mtu(9100)], bounds).problems)[0], 'PodNetworkConfig tenant-a/mtu spec.interfaces[0].mtu: PodNetworkPermission tenant-a/p lets namespace tenant-a set no MTU above 9000; this asks 9100');
 });
 
+t.test('an IPv6 MTU set by sysctl is held to the MTU bounds too', async (t) => {
+  const bounds = [permission('p', { allow: ['sysctls'], mtu: { min: 1400 } })];
+  const low = wanted(pod(), [config('v6', { sysctls: [{ name: 'net.ipv6.conf.eth0.mtu', value: '1280' }] })], bounds);
+  t.same(told(low.problems)[0], 'PodNetworkConfig tenant-a/v6 spec.sysctls[0].value: PodNetworkPermission tenant-a/p lets namespace tenant-a set no MTU below 1400; this asks 1280');
+  t.same(wanted(pod(), [config('v6', { sysctls: [{ name: 'net.ipv6.conf.eth0.mtu', value: '1450' }] })], bounds).sysctls.length, 1);
+});
+
 t.test('an annotation entry its namespace may not ask is left out and told, while what a config asks and it allows applies', async (t) => {
   const w = wanted(pod('tenant-a', '[{"name":"blue","interface":"net1"}]'), [config('mtu', { interfaces: [{ name: 'eth0', mtu: 1400 }] })], [permission('tuning-only', { allow: ['interfaces'] })]);
   t.same(told(w.problems), ['Pod tenant-a/cnf-0 metadata.annotations["podnetwork.opdev.io/networks"][0]: PodNetworkPermission tenant-a/tuning-only does not let namespace tenant-a ask attachments']);
@@ -103,5 +110,6 @@ t.test('a permission that cannot be read allows nothing', async (t) => {
   t.same(w.attachments, []);
   t.match(told(w.problems)[0], /PodNetworkPermission tenant-a\/typo does not let namespace tenant-a ask attachments/);
   t.equal(allowingNothing({ metadata: { name: 'x', namespace: 'Not A Name' } }), undefined, 'one whose namespace cannot be read binds no namespace');
-  t.equal(allowingNothing('text'), undefined);
+  t.equal(allowingNothing({ metadata: { name: 'Lab', namespace: 'tenant-a' } })?.metadata.name, 'unreadable', 'one whose name cannot be read still binds its namespace');
+  t.equal(allowingNothing({})?.metadata.namespace, 'default', 'one without metadata holds default, where a document without a namespace is');
 });

@@ -37,16 +37,20 @@ export function permissionProblems(permission: PodNetworkPermission): Problem[] 
 
 /**
  * A permission in the place of one that cannot be read (it breaks the schema): it allows nothing
- * until it is mended, so that an admin's typo never opens a namespace. Undefined when even its
- * name and namespace cannot be read: then there is no namespace to hold to it.
+ * until it is mended, so that an admin's typo never opens a namespace. One whose name cannot be
+ * read stands under `unreadable`; undefined when its namespace cannot be read: then there is no
+ * namespace to hold to it.
  */
 export function allowingNothing(document: unknown): PodNetworkPermission | undefined {
   const metadata = (document as { metadata?: { name?: unknown; namespace?: unknown } } | null)?.metadata;
-  const name = metadata?.name;
   const namespace = metadata?.namespace ?? 'default';
-  if (typeof name !== 'string' || typeof namespace !== 'string' || !objectName.test(name) || !objectName.test(namespace)) return undefined;
+  if (typeof namespace !== 'string' || !objectName.test(namespace)) return undefined;
+  const name = typeof metadata?.name === 'string' && objectName.test(metadata.name) ? metadata.name : unreadableName;
   return { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'PodNetworkPermission', metadata: { name, namespace }, spec: { allow: [] } };
 }
+
+/** The name a permission whose own cannot be read stands under. */
+export const unreadableName = 'unreadable';
 
 /** A name as Kubernetes allows (the schema's Name, which a namespace's pattern narrows): checked before it names anything. */
 const objectName = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
