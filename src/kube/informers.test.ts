@@ -16,6 +16,7 @@ const podsPath = paths.pods;
 const namespacesPath = paths.namespaces;
 const networksPath = paths.networks;
 const configsPath = paths.podNetworkConfigs;
+const permissionsPath = paths.podNetworkPermissions;
 const definitionsPath = paths.networkAttachmentDefinitions;
 
 /** An object as the API server sends it (JSON: a timestamp is a string). */
@@ -54,7 +55,7 @@ class FakeApiServer {
   port = 0;
 
   constructor() {
-    for (const path of [podsPath, namespacesPath, networksPath, configsPath, definitionsPath]) {
+    for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
       this.store.set(path, new Map());
       this.log.set(path, []);
     }
@@ -255,12 +256,14 @@ t.test('start() resolves once every informer listed; the documents are the Netwo
     cluster(server);
     server.quietly(networksPath, 'ADDED', network('broken', { type: 'no-such-kind' }));
     server.quietly(configsPath, 'ADDED', podNetworkConfig('tenant', 'bad', { podSelector: {}, attachments: [{ network: 'blue', interface: 'this-name-is-too-long' }] }));
+    server.quietly(permissionsPath, 'ADDED', { ...podNetworkConfig('tenant', 'lab', { allow: ['routes'] }), kind: 'PodNetworkPermission' });
+    server.quietly(permissionsPath, 'ADDED', { ...podNetworkConfig('tenant', 'typo', { allow: ['everything'] }), kind: 'PodNetworkPermission' });
   });
   t.equal(source.synced, false, 'not synced before start');
   t.same(source.documents().networks.size, 0, 'no documents before start');
   await start();
   t.equal(source.synced, true, 'synced once start() resolved');
-  for (const path of [podsPath, namespacesPath, networksPath, configsPath, definitionsPath]) {
+  for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
     t.equal(server.made('LIST', path).length, 1, `${path} listed once`);
   }
   t.ok(changes() > 0, 'the lists were told to the changed callback (a pass follows)');
@@ -271,13 +274,14 @@ t.test('start() resolves once every informer listed; the documents are the Netwo
   t.ok(listedBlue.status, '(the object listed had a status)');
   t.same(docs.configs.map((c) => `${c.metadata.namespace}/${c.metadata.name}`), ['tenant/fleet'], 'the configs that pass the schema');
   t.same(docs.configs[0]!.spec, { podSelector: {}, attachments: [{ network: 'blue' }] });
-  t.equal(docs.problems.length, 2, 'one problem for each broken document, and only them');
+  t.same(docs.permissions.map((p) => [p.metadata.name, p.spec.allow]), [['lab', ['routes']], ['typo', []]], 'the permissions; a broken one stands, allowing nothing');
+  t.equal(docs.problems.length, 3, 'one problem for each broken document, and only them');
   t.match(docs.problems.find((p) => p.document === 'Network broken'), { document: 'Network broken', field: 'spec', reason: /^invalid Network: .*type/ }, 'the broken Network, named, with its field and why');
   t.match(docs.problems.find((p) => p.document === 'PodNetworkConfig tenant/bad'), { document: 'PodNetworkConfig tenant/bad', field: 'spec', reason: /interface: must be 1 to 15 letters/ }, 'the broken config, named, with its field and why');
   t.same(source.objects('Network').map((o) => o.metadata.name).sort(), ['blue', 'broken', 'nad'], 'objects() holds every Network listed, broken or not');
   t.same(source.objects('PodNetworkConfig').map((o) => o.metadata.name).sort(), ['bad', 'fleet']);
-  await until('a watch open on every collection', () => [podsPath, namespacesPath, networksPath, configsPath, definitionsPath].every((p) => server.openWatches(p) === 1));
-  for (const path of [podsPath, namespacesPath, networksPath, configsPath, definitionsPath]) {
+  await until('a watch open on every collection', () => [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath].every((p) => server.openWatches(p) === 1));
+  for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
     t.match(server.made('WATCH', path), [new RegExp(`[?&]resourceVersion=${server.listedAt.get(path)}(&|$)`)], `${path} watched from its list's resourceVersion`);
   }
 });
@@ -285,7 +289,7 @@ t.test('start() resolves once every informer listed; the documents are the Netwo
 t.test('documents() is one object while only pods change, and a new one, showing the change, after a Network, config, definition or namespace event', async (t) => {
   const { server, source, start, changes } = await fixture(t, cluster);
   await start();
-  await until('watches open', () => [podsPath, namespacesPath, networksPath, configsPath, definitionsPath].every((p) => server.openWatches(p) === 1));
+  await until('watches open', () => [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath].every((p) => server.openWatches(p) === 1));
   let docs = source.documents();
   t.equal(source.documents(), docs, 'the same object on a second call');
   t.equal(source.documents(), docs, 'and a third');
