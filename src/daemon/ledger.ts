@@ -5,6 +5,7 @@
 import type { ErrorCode, PodnetError } from '../errors.ts';
 import { retryWaitMs, type Clock, type Timer } from '../retry.ts';
 import type { DesiredSandbox, Problem } from '../model/desired.ts';
+import type { RefusedGeneration } from '../model/refusal.ts';
 import type { AppliedState, Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
@@ -20,7 +21,10 @@ export interface SandboxOutcome extends SandboxFacts {
   record: AttachmentRecord;
   containerId: string;
   netns: string;
+  /** What it gets: what its documents ask, less what its last pass refused whole (ADR 17). */
   desired: Resolved;
+  /** What its documents ask, when its last pass refused part of it whole: its attachments count as failing, and keep the addresses they were given for the retry. */
+  asked?: Resolved;
   applied: AppliedState | undefined;
   problems: Problem[];
   lastSteps: Step[];
@@ -42,6 +46,8 @@ export interface SandboxTrack {
   planProblems: Problem[];
   /** What its delegated plugins answered when their ADD failed; reported as long. */
   delegateProblems: Problem[];
+  /** The generations of configs its last pass refused whole for what it could not make (ADR 17): they stay refused until it is reconciled again. */
+  refusedWhole?: RefusedGeneration[];
   /** Failed passes in a row, and when the next try is due. */
   failures: number;
   /** What kind of failure the last one was. */
@@ -184,7 +190,7 @@ export class SandboxLedger {
 
   /** Every sandbox's report, for `podnet explain`, with the documents' problems. */
   list(documentProblems: Problem[]): SandboxList {
-    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, awaitedAtStart: _a, ...report }) => report);
+    const items = [...this.outcomes.values()].map(({ record: _r, wanted: _w, known: _k, links: _l, awaitedAtStart: _a, refusedByPass: _p, asked: _d, ...report }) => report);
     return { documentProblems, items: items as SandboxList['items'] };
   }
 
@@ -201,7 +207,8 @@ export class SandboxLedger {
   attachmentStates(): { network: string; state: AttachmentState }[] {
     return [...this.outcomes.values()].flatMap((r) => {
       const there = new Set([...(r.applied?.attachments ?? []), ...r.delegated].map((a) => `${a.network}/${a.interface}`));
-      const wanted = [...r.desired.attachments, ...r.desired.delegated];
+      const asked = r.asked ?? r.desired;
+      const wanted = [...asked.attachments, ...asked.delegated];
       const extra = [...(r.applied?.attachments ?? []), ...r.delegated].filter((a) => !wanted.some((w) => w.network === a.network && w.interface === a.interface));
       return [...wanted, ...extra].map(({ network, interface: name }) => ({
         network,

@@ -114,14 +114,15 @@ t.test('a pass applies what the documents ask, records it and its address, and d
   t.same(run.lines(), attachLines, 'a resync that finds everything in place changes nothing');
 });
 
-t.test('a failed pass is taken back whole and retried with backoff: 0.5 s, then 1 s, on the clock', async (t) => {
+t.test("a config's new generation whose step fails is taken back whole and retried with backoff: 0.5 s, then 1 s, on the clock", async (t) => {
   const { run, applied, clock, reconciler, report, warnings } = await setup(t);
   run.failing = (line) => line.startsWith('addr add');
   await reconciler.schedule('resync');
   t.same(run.lines(), [...attachLines.slice(0, 4), `host ip link del dev ${hostEnd}`], 'the veth made before the failing step is deleted again');
   t.equal(applied.get('c1'), undefined, 'nothing is recorded as applied');
-  t.match(report()?.lastError, /addr add 198\.18\.20\.2\/24 dev net1 .*Operation not permitted/);
-  t.ok(warnings.includes('reconcile failed; what this pass took was undone'));
+  t.match(report()?.lastError, /^PodNetworkConfig default\/cfg spec\.attachments\[0\]: the node could not make it: .*addr add 198\.18\.20\.2\/24 dev net1 .*Operation not permitted/);
+  t.match(report()?.problems, [{ document: 'PodNetworkConfig default/cfg', field: 'spec.attachments[0]' }, { document: 'PodNetworkConfig default/cfg', field: 'spec', reason: 'nothing of it applies to the pod until all of it can' }], "told on the config's field, and that nothing of it applies");
+  t.ok(warnings.includes('reconcile failed; what it could not make was refused whole; the rest of its config was applied'));
   t.same(clock.timers.map((x) => x.at - clock.now()), [505], 'one timer, for the retry');
 
   const tries = () => run.ran.filter((b) => b.lines.some((l) => l.startsWith('link add'))).length;

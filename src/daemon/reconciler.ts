@@ -16,6 +16,8 @@ import { admit, withoutRefusedMacs, type AdmissionSandbox } from '../model/admis
 import { defaultLimits, type NodeLimits, type Problem } from '../model/desired.ts';
 import { identityOf, requiredAttachments } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
+import type { RefusedGeneration } from '../model/refusal.ts';
+import { newGenerationsRefused } from '../model/whole-configs.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
 import { resolveSandbox } from '../model/resolve.ts';
 import type { AppliedState } from '../model/state.ts';
@@ -267,10 +269,21 @@ export class Reconciler {
     else if (admission.unsettled) log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: admission.unsettled.containerIds });
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
     return live.map(({ record, records }, i) => {
-      const wanted = admission.wanted[i]!;
-      const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
-      const { desired, problems } = withoutRefusedMacs(resolved.desired, resolved.problems, admission.macs.get(record.containerId));
-      return { record, records, identity: pods[i] ?? identityOf(record), known: pods[i] !== undefined, wanted, desired, problems, desiredJson: JSON.stringify(desired) };
+      const had = this.applied.get(record.containerId)?.configs;
+      /**
+       * What the sandbox gets with these generations refused too: one whose part cannot be
+       * resolved (an address its Network's ranges cannot give) is refused whole at once (ADR 17);
+       * the sandbox room refuses one whose part cannot be planned or made, through `rewant`.
+       */
+      const build = (refused: readonly RefusedGeneration[]): Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant'> => {
+        const wanted = refused.length === 0 ? admission.wanted[i]! : admission.again(i, refused);
+        const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
+        const unresolved = newGenerationsRefused(wanted.whole ?? [], had, resolved.problems.slice(wanted.problems.length));
+        if (unresolved.length > 0) return build([...refused, ...unresolved]);
+        const { desired, problems } = withoutRefusedMacs(resolved.desired, resolved.problems, admission.macs.get(record.containerId));
+        return { wanted, desired, problems, desiredJson: JSON.stringify(desired), rewant: (more) => build([...refused, ...more]) };
+      };
+      return { record, records, identity: pods[i] ?? identityOf(record), known: pods[i] !== undefined, ...build([]) };
     });
   }
 
@@ -337,8 +350,14 @@ export class Reconciler {
     const now = this.opts.clock();
     const due: SandboxWork[] = [];
     for (const w of work) {
-      if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resync, now)) due.push(w);
-      else this.ledger.refresh(w.record, w.wanted, w.problems, w.known);
+      if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resync, now)) {
+        due.push(w);
+        continue;
+      }
+      // What its last pass refused whole stays refused until it is taken again.
+      const refused = this.ledger.track(w.record.containerId)?.refusedWhole;
+      const told = refused && w.rewant ? w.rewant(refused) : w;
+      this.ledger.refresh(w.record, told.wanted, told.problems, w.known);
     }
     const attachments = work.flatMap((w) => w.desired.attachments);
     const host = this.host.forPass(attachments, resync);
@@ -359,7 +378,7 @@ export class Reconciler {
     await this.opts.delegated.forgetGone(gone);
     if (resync) await this.opts.delegated.collect(work.flatMap((w) => w.desired.delegated.map((d) => d.config)));
     this.ledger.forget(gone);
-    this.applied.sweepAddresses([...this.ledger.all()].map((o) => ({ containerId: o.containerId, attachments: o.desired.attachments })));
+    this.applied.sweepAddresses([...this.ledger.all()].map((o) => ({ containerId: o.containerId, attachments: (o.asked ?? o.desired).attachments })));
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.host.collectBridges(hostView);
     await this.host.endPass(hostView, attachments);

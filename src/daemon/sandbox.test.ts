@@ -6,6 +6,7 @@ import { DelegatedLifecycle } from '../delegate/lifecycle.ts';
 import type { Logger } from '../log.ts';
 import { noMetrics } from '../metrics.ts';
 import type { DesiredSandbox } from '../model/desired.ts';
+import { routeKey } from '../model/routing.ts';
 import { identityOf } from '../model/identity.ts';
 import type { Resolved } from '../model/state.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
@@ -59,4 +60,39 @@ t.test('a sandbox whose step fails: taken back, told on its outcome, and its ret
   t.match(ledger.outcome('c1')?.lastError, /Operation not permitted/);
   t.notOk(ledger.isDue({ containerId: 'c1', desiredJson: work.desiredJson, records: work.records }, false, clock.now()), 'not due before its backoff');
   t.equal(ledger.track('c1')?.retryAt, clock.now() + 500);
+});
+
+t.test("a config's new generation of which a part cannot be planned or made is refused whole; the other config applies; the sandbox retries", async (t) => {
+  const route = { family: 4 as const, to: '198.18.161.0/24', table: 100, dev: 'eth9' };
+  const a = { name: 'PodNetworkConfig default/a', spec: { podSelector: {}, interfaces: [{ name: 'eth0', mtu: 1400 }] } };
+  const b = { name: 'PodNetworkConfig default/b', spec: { podSelector: {}, routes: [{ to: route.to, dev: route.dev, table: 100 }] } };
+  const origins = new Map([['tune eth0', `${a.name} spec.interfaces[0]`], [routeKey(route), `${b.name} spec.routes[0]`]]);
+  const both: Resolved = { ...mtu1400, routes: [route] };
+  const refusedSeen: string[][] = [];
+  const rewant: NonNullable<SandboxWork['rewant']> = (refused) => {
+    refusedSeen.push(refused.map((r) => `${r.config} ${r.problem.field}: ${r.problem.reason}`));
+    const told = refused.map((r) => r.problem);
+    return { wanted: { ...wanted, whole: [a], origins, problems: told }, desired: mtu1400, problems: told, desiredJson: JSON.stringify(mtu1400) };
+  };
+  const withB: SandboxWork = { ...work, desired: both, desiredJson: JSON.stringify(both), wanted: { ...wanted, whole: [a, b], origins }, rewant };
+
+  const { run, store, ledger, sandboxes } = await room(t);
+  await sandboxes.reconcile(withB, host(), { resync: false, readBack: true });
+  t.same(refusedSeen, [[`${b.name} spec.routes[0]: the pod has no interface eth9`]], 'b refused whole for what the plan found, at its field');
+  t.same(run.lines(), [`netns ${netns} ip link set dev eth0 mtu 1400`], 'a applied, nothing of b');
+  t.same(store.get('c1')?.configs?.map((c) => c.name), [a.name], 'the pod has a whole');
+  t.match(ledger.outcome('c1')?.lastError, /PodNetworkConfig default\/b spec\.routes\[0\]: the pod has no interface eth9/, 'told, and retried with its backoff');
+
+  // At apply: b's route via an address the kernel refuses. This pass's steps are taken back, and a applies alone.
+  const via = { family: 4 as const, to: '198.18.162.0/24', table: 100, via: '198.18.250.1' };
+  const viaOrigins = new Map([['tune eth0', `${a.name} spec.interfaces[0]`], [routeKey(via), `${b.name} spec.routes[0]`]]);
+  const second = await room(t);
+  second.run.failing = (line) => line.includes('198.18.250.1');
+  refusedSeen.length = 0;
+  const mtuAndVia: Resolved = { ...mtu1400, routes: [via] };
+  await second.sandboxes.reconcile({ ...work, desired: mtuAndVia, desiredJson: JSON.stringify(mtuAndVia), wanted: { ...wanted, whole: [a, b], origins: viaOrigins }, rewant }, host(), { resync: false, readBack: true });
+  t.match(refusedSeen, [[/^PodNetworkConfig default\/b spec\.routes\[0\]: the node could not make it: /]], 'b refused whole for the step that failed');
+  t.same(second.store.get('c1')?.configs?.map((c) => c.name), [a.name]);
+  t.same(second.store.get('c1')?.routes, [], 'no route of b recorded');
+  t.same(second.store.get('c1')?.tuning.map((x) => x.interface), ['eth0']);
 });

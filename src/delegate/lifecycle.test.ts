@@ -37,7 +37,7 @@ function sandbox(configs: DelegatedConfig[], more: Partial<DelegatedSandbox> = {
   return { record, pod: 'tenant-a/pod-a', desired, wanted, tuned: new Set(), ...more };
 }
 
-function setup(opts: { links?: Map<string, ObservedLink>; sight?: Map<string, NamespaceSight>; recorded?: () => boolean } = {}) {
+function setup(opts: { links?: Map<string, ObservedLink> | 'unreadable'; sight?: Map<string, NamespaceSight>; recorded?: () => boolean } = {}) {
   const records = new MemoryDelegatedRecords();
   const plugins = new RecordingPlugins();
   const clock = fakeClock();
@@ -48,8 +48,8 @@ function setup(opts: { links?: Map<string, ObservedLink>; sight?: Map<string, Na
     plugins,
     sight: fakeSight(opts.sight ?? new Map()),
     podLinks: async () => {
-      if (!opts.links) throw new Error('cannot enter the netns');
-      return opts.links;
+      if (opts.links === 'unreadable') throw new Error('cannot enter the netns');
+      return opts.links ?? new Map();
     },
     recorded: opts.recorded ?? (() => true),
     clock: clock.now,
@@ -61,15 +61,15 @@ function setup(opts: { links?: Map<string, ObservedLink>; sight?: Map<string, Na
 t.test('ADD once for what is asked, with the pod in CNI_ARGS; nothing again while it is there; DEL once it is not asked', async (t) => {
   const { lifecycle, plugins, records } = setup();
   const first = await lifecycle.sync(sandbox([listOf('plugged')]), false);
-  t.same(first, { changed: true, problems: [] });
+  t.same(first, { changed: true, problems: [], takenBack: [] });
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
   t.equal(records.all()[0]!.args, 'IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=pod-a;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1');
   t.same(lifecycle.attachedTo('c1').map((r) => r.result?.ips?.[0]?.address), ['198.18.9.2/24'], 'the result is on record');
 
-  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [] }, 'nothing to do the second time');
+  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [], takenBack: [] }, 'nothing to do the second time');
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
 
-  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [] });
+  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [], takenBack: [] });
   t.same(plugins.commands(), ['ADD plugged c1/net1', 'DEL plugged c1/net1']);
   t.same(records.all(), [], 'the record goes with the DEL');
 });
@@ -138,9 +138,11 @@ t.test("no ADD once the runtime's DEL took the sandbox off record during the pas
 });
 
 t.test('CHECK on a resync only: a failure with the interface as made keeps it (told once); with the interface gone, it is made again', async (t) => {
-  const made = new Map([['net1', { name: 'net1', mtu: 1500, up: true, mac: '02:00:00:00:00:01', addresses: ['198.18.9.2/24'] }]]);
+  const made = new Map<string, ObservedLink>();
   const { lifecycle, plugins, warnings } = setup({ links: made });
   await lifecycle.sync(sandbox([listOf('plugged')]), false);
+  // What its ADD made, as the pod shows it.
+  made.set('net1', { name: 'net1', mtu: 1500, up: true, mac: '02:00:00:00:00:01', addresses: ['198.18.9.2/24'] });
   await lifecycle.sync(sandbox([listOf('plugged')]), false);
   t.same(plugins.commands(), ['ADD plugged c1/net1'], 'no CHECK outside a resync');
 
@@ -202,6 +204,22 @@ t.test("a gone sandbox's attachments: DEL with its netns while there, without on
   await lifecycle.forgetGone(gone);
   t.same(plugins.commands().slice(2), ['DEL plugged c1/net1']);
   t.same(records.all(), [], 'the record goes with the DEL');
+});
+
+t.test("an interface the pod has that no record gives the attachment is someone else's: no ADD, no DEL, told and refused; an unreadable netns runs no plugin", async (t) => {
+  const theirs = new Map<string, ObservedLink>([['net1', { name: 'net1', mtu: 1500, up: true, mac: '02:00:00:00:00:07', addresses: [] }]]);
+  const { lifecycle, plugins, records } = setup({ links: theirs });
+  const sync = await lifecycle.sync(sandbox([listOf('plugged')]), false);
+  t.same(plugins.commands(), [], 'no plugin ran');
+  t.same(records.all(), [], 'no record');
+  t.match(sync.takenBack, [{ reason: 'net1 already exists in the pod and podnet did not make it' }], 'a problem that refuses its config whole');
+  t.equal(sync.failed, undefined, 'not a failure to retry: the pod has what it had');
+
+  const blind = setup({ links: 'unreadable' });
+  const unread = await blind.lifecycle.sync(sandbox([listOf('plugged')]), false);
+  t.same(blind.plugins.commands(), []);
+  t.match(unread.failed?.message, /cannot enter the netns/);
+  t.same(unread.takenBack, [], 'tried again, not refused');
 });
 
 t.test('GC for each 1.1 list: every record of the network is valid but a held one; a failing GC is only logged', async (t) => {

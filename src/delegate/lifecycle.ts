@@ -70,6 +70,12 @@ export interface DelegatedSync {
   failed?: PodnetError;
   /** Attachments that failed or are held, each naming who asked for it. */
   problems: Problem[];
+  /**
+   * Of `problems`, those of an attachment this pass could not make and left nothing of (a plugin
+   * missing or not ready, an ADD that failed and whose DEL took it back): what refuses a config's
+   * new generation whole (ADR 17). Not a held one: that hold is what stops its retries.
+   */
+  takenBack: Problem[];
 }
 
 export class DelegatedLifecycle {
@@ -103,11 +109,13 @@ export class DelegatedLifecycle {
     const { records, plugins, log } = this.opts;
     const { record, desired, pod } = sandbox;
     const cid = record.containerId;
-    const out: DelegatedSync = { changed: false, problems: [] };
+    const out: DelegatedSync = { changed: false, problems: [], takenBack: [] };
     const fail = (e: PodnetError) => (out.failed ??= e);
-    const tell = (want: { interface: string; network: string }, reason: string) => {
+    const tell = (want: { interface: string; network: string }, reason: string): Problem => {
       const wantedBy = sandbox.wanted.attachments.find((a) => a.interface === want.interface);
-      out.problems.push({ document: wantedBy?.from ?? `Network ${want.network}`, field: wantedBy?.field ?? 'spec.cni', reason });
+      const problem = { document: wantedBy?.from ?? `Network ${want.network}`, field: wantedBy?.field ?? 'spec.cni', reason };
+      out.problems.push(problem);
+      return problem;
     };
     const held = (r: DelegatedRecord) => tell(r, `${r.addError ?? 'its ADD did not answer'}; its DEL failed ${maxFailedDels} times, so it is not tried again until the Network's config changes`);
     const wanted = (r: DelegatedRecord) => desired.some((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
@@ -144,11 +152,26 @@ export class DelegatedLifecycle {
       log.info("detached through the Network's plugins", { pod, network: had.network, interface: had.interface });
     }
     const args = cniArgsOf(record);
+    let podLinks: Promise<ReadonlyMap<string, ObservedLink>> | undefined;
     for (const want of desired) {
       if (records.of(cid).some((r) => r.interface === want.interface)) continue;
       // The runtime's DEL may have come in during this pass: nothing new for a sandbox that is going
       // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
       if (!this.opts.recorded(cid)) break;
+      // An interface the pod has that no record gives this attachment is someone else's (Multus's
+      // net1, an admin's): its plugin's ADD would fail on the name, and the DEL after it delete it.
+      try {
+        podLinks ??= this.opts.podLinks(record.netns);
+        if ((await podLinks).has(want.interface)) {
+          out.takenBack.push(tell(want, `${want.interface} already exists in the pod and podnet did not make it`));
+          continue;
+        }
+      } catch (err) {
+        const e = toPodnetError(err);
+        tell(want, `the pod's interfaces cannot be read, so its plugins are not run: ${e.message}`);
+        fail(e);
+        continue;
+      }
       const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
       try {
         // Before the record and the ADD: a list with a missing plugin, or one whose plugins say
@@ -157,7 +180,7 @@ export class DelegatedLifecycle {
         if (runsStatus(want.config)) await plugins.status(want.config);
       } catch (err) {
         const e = toPodnetError(err);
-        tell(want, e.message);
+        out.takenBack.push(tell(want, e.message));
         fail(e);
         continue;
       }
@@ -168,12 +191,15 @@ export class DelegatedLifecycle {
         log.info("attached through the Network's plugins", { pod, network: want.network, interface: want.interface });
       } catch (err) {
         const e = toPodnetError(err);
-        tell(want, e.message);
+        const problem = tell(want, e.message);
         fail(e);
         // What the failed ADD left: the spec has DEL clean up after it.
         const failedAdd = { ...attempt, addError: e.message };
         await plugins.del(want.config, targetOf(failedAdd, true), undefined).then(
-          () => records.remove(failedAdd),
+          () => {
+            records.remove(failedAdd);
+            out.takenBack.push(problem);
+          },
           (undo: unknown) => this.delDidNotTakeBack(failedAdd, undo),
         );
       }

@@ -111,6 +111,8 @@ async function undo(run: NetnsRunner, actions: readonly UndoAction[]): Promise<P
 
 export interface ExecuteResult {
   error?: PodnetError;
+  /** The step that failed, when it is known which one did: its cause names who asked it. */
+  failed?: Step;
   undoErrors: PodnetError[];
   /** The answers of `readBack`, when the steps all ran and it could be read in their last batch. */
   read?: unknown[];
@@ -150,7 +152,8 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   const undoErrors = !ran.error ? [] : await undo(run, ran.unplaced ? await bearingTheirMarks(run, undoActions(steps)) : undoActions(steps.slice(0, ran.done)));
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
-  if (ran.error) return { error: ran.unplaced ? ran.error : namedByCause(ran.error, steps[ran.done]), undoErrors };
+  if (ran.error && ran.unplaced) return { error: ran.error, undoErrors };
+  if (ran.error) return { error: namedByCause(ran.error, steps[ran.done]), ...(steps[ran.done] ? { failed: steps[ran.done] } : {}), undoErrors };
   return ran.read ? { undoErrors, read: ran.read } : { undoErrors };
 }
 

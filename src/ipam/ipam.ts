@@ -25,8 +25,8 @@ import { isDocument, parseDocument, type IpamLogEntry, type IpamState, type IpRa
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { kernelState } from '../registry/boot.ts';
 import { formatVersion, parseStateDocument, type Unversioned } from '../registry/state-document.ts';
-import { contains, formatCidr, formatIp, parseCidr, sameIp, type Ip } from '../model/cidr.ts';
-import { checkDisjoint, invalid, ipOf, poolOf, quoted, type Pool } from '../model/pools.ts';
+import { formatCidr, formatIp, parseCidr, sameIp, type Ip } from '../model/cidr.ts';
+import { checkDisjoint, invalid, ipOf, poolOf, poolOfStatic, quoted, type Pool } from '../model/pools.ts';
 import type { Allocation } from '../model/resolve.ts';
 
 
@@ -340,16 +340,10 @@ function grant(pool: Pool, ip: Ip): Allocation {
   return { address: `${formatIp(ip)}/${pool.subnet.prefix}`, gateway: formatIp(pool.gateway) };
 }
 
-/** A static address: inside a pool, not reserved, free. */
+/** A static address: inside a pool, not reserved (model/pools.ts poolOfStatic), free. */
 function claim(network: string, pools: readonly Pool[], isFree: (text: string) => boolean, taken: Set<string>, wanted: Wanted): Allocation {
   const text = formatIp(wanted.ip);
-  const pool = pools.find((p) => contains(p.subnet, wanted.ip) && wanted.ip.value >= p.start && wanted.ip.value <= p.end);
-  if (!pool) throw invalid(network, `${text} is outside every range (${pools.map((p) => p.label).join(', ')})`);
-  if (wanted.prefix !== undefined && wanted.prefix !== pool.subnet.prefix) {
-    throw invalid(network, `${text}/${wanted.prefix} does not have the prefix length of range ${pool.key}`);
-  }
-  const why = pool.reserved.get(wanted.ip.value);
-  if (why) throw invalid(network, `${text} is ${why} of range ${pool.key}`);
+  const pool = poolOfStatic(network, pools, wanted.ip, wanted.prefix);
   // The holder is not named: the message reaches the asking tenant (status, Events), and who else
   // is on the node is not theirs to learn; the log under ipam/ names it for an admin.
   if (!isFree(text)) throw invalid(network, `${text} is held by another attachment on this node`);

@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { admit, withoutRefusedMacs, type AdmissionFacts, type AdmissionSandbox } from './admission.ts';
+import { generationOf } from './whole-configs.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
 import { defaultLimits } from './desired.ts';
 import { podNameLabel, type SandboxIdentity } from './identity.ts';
@@ -160,4 +161,21 @@ t.test('a state an older podnet wrote names no configs: the pod has those that s
   const a = admit([sandbox('c1', pod('a')), sandbox('c2', pod('b'), { applied: older })], facts([blue], configs));
   t.same(a.wanted[1]!.whole?.map((c) => c.name), ['PodNetworkConfig tenant-a/for-b'], 'it has the config whole');
   t.same(interfaces(a, 1), ['blue/net1'], 'and keeps the place it holds');
+});
+
+t.test('again: one sandbox made anew with a generation refused too, keeping what the node refused it', async (t) => {
+  const limited = bridge('blue', { ipam, limits: { attachmentsPerNamespace: 1 } });
+  const a = admit(
+    [sandbox('c1', pod('a')), sandbox('c2', pod('b'))],
+    facts([limited], [config('for-a', 'a', { attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', mtu: 1400 }] }), config('for-b', 'b', { attachments: [{ network: 'blue', interface: 'net1' }] })]),
+  );
+  const whole = a.wanted[0]!.whole!;
+  t.same(whole.map((c) => c.name), ['PodNetworkConfig tenant-a/for-a']);
+  const problem = { document: whole[0]!.name, field: 'spec.interfaces[0]', reason: 'the pod has no interface eth0' };
+  const again = a.again(0, [{ config: whole[0]!.name, generation: generationOf(whole[0]!.spec), problem }]);
+  t.same(again.attachments, [], 'nothing of the refused generation');
+  t.same(again.tuning, []);
+  t.match(again.problems.map((p) => `${p.document} ${p.field}: ${p.reason}`), ['PodNetworkConfig tenant-a/for-a spec.interfaces[0]: the pod has no interface eth0', 'PodNetworkConfig tenant-a/for-a spec: nothing of it applies to the pod until all of it can']);
+  t.same(interfaces(a, 1), [], "the other pod's refusal by the quota is not given back in this pass");
+  t.same(a.again(1, []).attachments, [], 'and again keeps what the node refused a sandbox');
 });

@@ -48,6 +48,13 @@ export interface Admission {
   macs: Refusals;
   /** Set when the rounds did not settle (not seen in practice): what the log should say. */
   unsettled?: { refusing: boolean; containerIds: string[] };
+  /**
+   * What the sandbox at `index` gets when these generations are refused too, on top of what the
+   * node refused it: for a pass that finds it cannot make a part of a config's new generation
+   * (ADR 17). Only the sandbox itself is made again: a config it no longer gets frees what the
+   * node counted for it, which the next pass gives the others.
+   */
+  again(index: number, refused: readonly RefusedGeneration[]): DesiredSandbox;
 }
 
 /** Rounds of node checks after which what is still refused is left out alone, as an annotation's part is. */
@@ -81,7 +88,12 @@ export function admit(sandboxes: readonly AdmissionSandbox[], given: AdmissionFa
     refused = node.refusals(wanted);
   }
   const kept = withoutRefused(withoutRefused(wanted, sandboxes, refused.quotas), sandboxes, refused.addresses);
-  return { wanted: kept, macs: node.macRefusals(kept), ...(unsettled ? { unsettled } : {}) };
+  const again = (index: number, more: readonly RefusedGeneration[]): DesiredSandbox => {
+    const sandbox = [sandboxes[index]!];
+    const alone = [wantedOf(sandbox[0]!, facts, [...(refusedByNode.get(sandbox[0]!.containerId) ?? []), ...more])];
+    return withoutRefused(withoutRefused(alone, sandbox, refused.quotas), sandbox, refused.addresses)[0]!;
+  };
+  return { wanted: kept, macs: node.macRefusals(kept), again, ...(unsettled ? { unsettled } : {}) };
 }
 
 /** `desired` without the MACs `refused` names (admit's `macs`), the problems told. */

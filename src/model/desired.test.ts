@@ -3,7 +3,8 @@ import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
 import { defaultLimits, desiredFor, type DesiredSandbox } from './desired.ts';
 import { identityOf, podNameLabel } from './identity.ts';
-import { desiredWhole, generationOf } from './whole-configs.ts';
+import { desiredWhole, generationOf, newGenerationsRefused } from './whole-configs.ts';
+import { causeProblems } from './step.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -514,4 +515,17 @@ t.test('desiredWhole: a generation the node refused (a quota, an address or MAC 
   t.same(fresh.tuning, [], 'a pod that had none gets nothing of it');
   const other = desiredWhole(pod, networks, [tune], [], defaultLimits, [], refused);
   t.same(other.tuning.map((x) => x.settings), [{ mtu: 1400 }], 'a refusal is of one generation: another of the same config applies');
+});
+
+t.test('a pass refuses only new generations its problems name; who a cause names, as problems', async (t) => {
+  const spec = (mtu: number): PodNetworkConfig['spec'] => ({ podSelector: all, interfaces: [{ name: 'eth0', mtu }] });
+  const whole = [{ name: 'PodNetworkConfig tenant-a/kept', spec: spec(1400) }, { name: 'PodNetworkConfig tenant-a/edited', spec: spec(1300) }];
+  const had = [{ name: 'PodNetworkConfig tenant-a/kept', spec: spec(1400) }, { name: 'PodNetworkConfig tenant-a/edited', spec: spec(1500) }];
+  const problems = causeProblems('PodNetworkConfig tenant-a/kept spec.routes[0], PodNetworkConfig tenant-a/edited spec.routes[0]', 'the pod has no interface eth9');
+  t.same(problems.map((p) => `${p.document}|${p.field}`), ['PodNetworkConfig tenant-a/kept|spec.routes[0]', 'PodNetworkConfig tenant-a/edited|spec.routes[0]']);
+  const refused = newGenerationsRefused(whole, had, problems);
+  t.same(refused.map((r) => r.config), ['PodNetworkConfig tenant-a/edited'], 'the generation the pod has already is not refused: its part is retried');
+  t.equal(refused[0]!.generation, generationOf(spec(1300)));
+  t.same(newGenerationsRefused(whole, undefined, problems).length, 2, 'a pod that has none of them: both are new');
+  t.same(causeProblems('garbled', 'x'), [], 'a cause that names no document and field names none');
 });

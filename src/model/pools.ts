@@ -104,3 +104,44 @@ export function checkDisjoint(network: string, pools: readonly Pool[]): void {
   });
 }
 
+
+/**
+ * The pool a static address asks to be given from: one that holds it, at the pool's own prefix
+ * length when it names one, and not an address the pool keeps back (the gateway, the network or
+ * broadcast address). Throws saying which it is not. Whether another holds it is the IPAM's to say.
+ */
+export function poolOfStatic(network: string, pools: readonly Pool[], ip: Ip, prefix: number | undefined): Pool {
+  const text = formatIp(ip);
+  const pool = pools.find((p) => contains(p.subnet, ip) && ip.value >= p.start && ip.value <= p.end);
+  if (!pool) throw invalid(network, `${text} is outside every range (${pools.map((p) => p.label).join(', ')})`);
+  if (prefix !== undefined && prefix !== pool.subnet.prefix) throw invalid(network, `${text}/${prefix} does not have the prefix length of range ${pool.key}`);
+  const why = pool.reserved.get(ip.value);
+  if (why) throw invalid(network, `${text} is ${why} of range ${pool.key}`);
+  return pool;
+}
+
+/**
+ * Why a Network's ranges cannot give one of these static addresses ("ip" or "ip/prefix"), with
+ * its index; undefined when each could be given (unless another holds it) or the ranges
+ * themselves are wrong, which is the Network's problem. What a config asks is judged by it before
+ * any pod is planned: `podnet apply -f` and the config's status say it.
+ */
+export function staticAddressProblem(network: string, ranges: readonly IpRange[], ips: readonly string[]): { index: number; reason: string } | undefined {
+  let pools: Pool[];
+  try {
+    pools = ranges.map((range) => poolOf(network, range));
+  } catch {
+    return undefined;
+  }
+  for (const [index, text] of ips.entries()) {
+    const cidr = text.includes('/') ? parseCidr(text) : undefined;
+    const ip = cidr?.ip ?? parseIp(text);
+    if (!ip) return { index, reason: `${quoted(text)} is not an IP address (ip or ip/prefix)` };
+    try {
+      poolOfStatic(network, pools, ip, cidr?.prefix);
+    } catch (err) {
+      return { index, reason: (err as Error).message };
+    }
+  }
+  return undefined;
+}

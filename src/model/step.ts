@@ -1,7 +1,7 @@
 // The step vocabulary shared by the planner, the executor and the netns runner: where a command
 // runs, which tool runs it, and the action that takes it back. Pure data; the runner (netns/)
 // is the only code that turns a command into a process.
-import type { UndoAction } from '../protocol/validate.ts';
+import type { Problem, UndoAction } from '../protocol/validate.ts';
 
 /** Where a command runs: the host (the daemon's own netns) or a pod's netns file. */
 export type Where = 'host' | { netns: string };
@@ -35,6 +35,18 @@ export interface Step extends Command {
 export function stamp(steps: Step[], from: number, cause: string | undefined): void {
   if (cause === undefined) return;
   for (const step of steps.slice(from)) step.cause ??= cause;
+}
+
+/**
+ * Who a cause names, each as a problem's document and field with `reason`: "PodNetworkConfig ns/x
+ * spec.routes[0]" is document "PodNetworkConfig ns/x" and field "spec.routes[0]"; several who
+ * asked one thing are joined by ", ". Neither a document name nor a field holds ", ".
+ */
+export function causeProblems(cause: string, reason: string): Problem[] {
+  return cause.split(', ').flatMap((one) => {
+    const at = one.indexOf(' ', one.indexOf(' ') + 1);
+    return at > 0 ? [{ document: one.slice(0, at), field: one.slice(at + 1), reason }] : [];
+  });
 }
 
 export function describeWhere(where: Where): string {

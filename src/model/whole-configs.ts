@@ -68,6 +68,22 @@ export function desiredWhole(
   }
 }
 
+/**
+ * The generations of configs a pod was to get anew (in `whole`, and not the very generation it has
+ * in `had`) that `problems` name, each with the first problem naming it: what a pass refuses whole
+ * when it finds it cannot make a part of it (ADR 17), so that the pod keeps the generation it had
+ * or gets nothing of the config. A generation the pod has already is never refused here: a part
+ * of it that fails later is its own part's failure, retried.
+ */
+export function newGenerationsRefused(whole: readonly AppliedConfig[], had: readonly AppliedConfig[] | undefined, problems: readonly Problem[]): RefusedGeneration[] {
+  const hadBy = new Map((had ?? []).map((c) => [c.name, canonicalJson(c.spec)]));
+  return whole.flatMap((config) => {
+    if (hadBy.get(config.name) === canonicalJson(config.spec)) return [];
+    const problem = problems.find((p) => p.document === config.name);
+    return problem ? [{ config: config.name, generation: generationOf(config.spec), problem }] : [];
+  });
+}
+
 /** What names a config's generation: its spec, whatever order its keys came in. */
 export function generationOf(spec: PodNetworkConfig['spec']): string {
   return canonicalJson(spec);

@@ -10,7 +10,7 @@ import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
-import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
   return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
@@ -37,7 +37,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       const mine = applied.attachments.find((a) => sameAttachment(a, want));
       const existing = observed.pod.get(want.interface);
       if (existing && !mine) {
-        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
+        cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
         continue;
       }
       // What cannot be done now leaves what was applied recorded, so that it is never taken for
@@ -45,7 +45,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       const making = makingOf(want.link);
       const needs = 'veth' in making ? undefined : making.hostInterface;
       if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
-        part.problems.push(podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
+        cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
         if (mine) part.next.push(mine);
         continue;
       }
@@ -57,7 +57,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // Bridges are the pass's, made before any sandbox is planned (planBridges).
         // Without its bridge (the pass could not make it) the next pass tries again.
         if (!observed.host.has(bridge.name)) {
-          part.problems.push(podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${bridge.name}`));
+          cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`Network ${want.network}`, 'spec.bridge', `the host has no bridge ${bridge.name}`));
           if (mine) part.next.push(mine);
           continue;
         }
@@ -81,7 +81,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
           return link !== undefined && link.alias !== mark && !(bearsMark(link, mark) && (name === mine?.hostIf || name === mine?.ifb));
         });
         if (foreign !== undefined) {
-          part.problems.push(podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
+          cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${foreign}, which podnet did not make for this attachment; it is left alone`));
           if (mine) part.next.push(mine);
           continue;
         }

@@ -25,12 +25,27 @@ export interface Part<T> {
   /** What podnet will have applied of this part once every step succeeded. */
   next: T[];
   problems: Problem[];
+  /** Of `problems`, those of a desired thing a document asked, with who asked it: what a pass refuses a config's new generation for (ADR 17). */
+  refused: PlanRefusal[];
   /** Part of the desired state waits for a next pass (it needs an interface this pass makes). */
   deferred: boolean;
 }
 
+/** A desired thing the plan cannot make, and who asked it ("PodNetworkConfig ns/x spec.routes[0]", several joined by ", "). */
+export interface PlanRefusal {
+  cause: string;
+  problem: Problem;
+}
+
 export function emptyPart<T>(): Part<T> {
-  return { takeBack: [], apply: [], next: [], problems: [], deferred: false };
+  return { takeBack: [], apply: [], next: [], problems: [], refused: [], deferred: false };
+}
+
+/** Tells `problem` of the desired thing of origin `key` (model/desired.ts originKey, routeKey, ruleKey), naming who asked it where a document did. */
+export function cannotMake(part: Part<unknown>, ctx: PlanContext, key: string, problem: Problem): void {
+  part.problems.push(problem);
+  const cause = ctx.causeOf(key);
+  if (cause !== undefined) part.refused.push({ cause, problem });
 }
 
 

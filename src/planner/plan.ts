@@ -7,7 +7,7 @@ import type { Problem } from '../model/desired.ts';
 import { emptyApplied, type AppliedState, type Observed, type Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { planLinks } from './links.ts';
-import type { Part, PlanContext } from './part.ts';
+import type { Part, PlanContext, PlanRefusal } from './part.ts';
 import { planRoutes, planRules } from './routes.ts';
 import { planSysctls } from './sysctls.ts';
 import { planTuning } from './tuning.ts';
@@ -31,6 +31,8 @@ export interface Plan {
   /** What podnet will have applied once every step succeeded. */
   next: AppliedState;
   problems: Problem[];
+  /** Of `problems`, those of what a document asked, with who asked it. */
+  refused: PlanRefusal[];
 }
 
 export function plan(input: PlanInput): Plan {
@@ -55,6 +57,7 @@ export function plan(input: PlanInput): Plan {
     deferred: parts.some((p) => p.deferred),
     ...(links.unavailable !== undefined ? { unavailable: links.unavailable } : {}),
     problems: parts.flatMap((p) => p.problems),
+    refused: parts.flatMap((p) => p.refused),
     next: {
       containerId: input.containerId,
       netns: input.netns,

@@ -5,7 +5,7 @@ import { routeKey, ruleKey } from '../model/routing.ts';
 import type { ObservedRoute, ObservedRule, ResolvedRoute, ResolvedRule } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { routeLine, ruleLine, ruleTool } from '../model/undo.ts';
-import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 function sameRoute(a: ResolvedRoute, b: ResolvedRoute): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
@@ -44,11 +44,11 @@ export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
     const was = appliedBy.get(key);
     const what = `route to ${want.to} in table ${want.table}`;
     if (now && !was) {
-      part.problems.push(podProblem(what, 'routes', `the pod already has a ${what} that podnet did not add`));
+      cannotMake(part, ctx, key, podProblem(what, 'routes', `the pod already has a ${what} that podnet did not add`));
       continue;
     }
     if (want.dev && !interfaces.has(want.dev)) {
-      part.problems.push(podProblem(what, 'routes.dev', `the pod has no interface ${want.dev}`));
+      cannotMake(part, ctx, key, podProblem(what, 'routes.dev', `the pod has no interface ${want.dev}`));
       continue;
     }
     const cause = ctx.causeOf(key);
@@ -85,7 +85,7 @@ export function planRules(ctx: PlanContext): Part<ResolvedRule> {
     const now = observedBy.get(key) ?? [];
     const was = appliedBy.get(key);
     if (now.length > 0 && !was) {
-      part.problems.push(podProblem(`IPv${want.family} rule at priority ${want.priority}`, 'rules', `the pod already has an IPv${want.family} rule at priority ${want.priority} that podnet did not add`));
+      cannotMake(part, ctx, key, podProblem(`IPv${want.family} rule at priority ${want.priority}`, 'rules', `the pod already has an IPv${want.family} rule at priority ${want.priority} that podnet did not add`));
       continue;
     }
     const cause = ctx.causeOf(key);

@@ -4,7 +4,7 @@ import type { AppliedSysctl } from '../model/state.ts';
 import { sysctlLine } from '../model/undo.ts';
 import { sysctlKnobPath } from '../model/sysctl.ts';
 import { originKey } from '../model/desired.ts';
-import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
   const part = emptyPart<AppliedSysctl>();
@@ -23,7 +23,7 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
       // A per-interface key of an interface this pass makes is there in the next pass.
       const dev = /^net\/ipv[46]\/conf\/(.+)\/[a-z0-9_]+$/.exec(want.path)?.[1];
       if (dev !== undefined && ctx.creating.has(dev)) part.deferred = true;
-      else part.problems.push(podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
+      else cannotMake(part, ctx, originKey.sysctl(want.path), podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
       continue;
     }
     const before = applied.sysctls.find((s) => s.path === want.path);

@@ -7,7 +7,7 @@ import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSe
 import { stamp, type Step } from '../model/step.ts';
 import { settingLine } from '../model/undo.ts';
 import { podMacOf } from '../model/port-security.ts';
-import { emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
+import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
   const part = emptyPart<AppliedTuning>();
@@ -38,7 +38,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> {
         continue;
       }
       if (!link) {
-        part.problems.push(podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
+        cannotMake(part, ctx, originKey.tuning(want.interface), podProblem(`pod interface ${want.interface}`, 'interfaces', `the pod has no interface ${want.interface}`));
         continue;
       }
       const before = applied.tuning.find((t) => t.interface === want.interface)?.original ?? {};

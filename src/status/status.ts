@@ -29,6 +29,12 @@ export interface SandboxFacts {
    * (docs/adr/0028). Undefined until a pass took it with its pod known.
    */
   awaitedAtStart?: ReadonlySet<string>;
+  /**
+   * Why the last pass refused a config's new generation whole (ADR 17): a part of it the node could
+   * not make. For a required attachment of that config whose own field it is not, the node's
+   * trouble elsewhere, not the attachment's own reason (docs/adr/0028).
+   */
+  refusedByPass?: readonly Problem[];
 }
 
 /** How awaitedAtStart keys an attachment. */
@@ -221,13 +227,15 @@ export function unmetRequired(facts: SandboxFacts, required: readonly RequiredAt
     const want = facts.wanted.attachments.find((w) => w.from === ask.document && w.field === ask.field);
     if (want && isAttached(facts, want)) return [];
     const ofDocument = facts.problems.filter((p) => p.document === ask.document);
-    const problem = want ? missingProblem(facts, want) : (ofDocument.find((p) => p.field === ask.field || p.field.startsWith(`${ask.field}.`)) ?? ofDocument[0]);
+    const atField = (p: Problem) => p.field === ask.field || p.field.startsWith(`${ask.field}.`);
+    const problem = want ? missingProblem(facts, want) : (ofDocument.find(atField) ?? ofDocument[0]);
+    const byPassElsewhere = problem !== undefined && !atField(problem) && (facts.refusedByPass ?? []).some((r) => r.document === problem.document && r.field === problem.field && r.reason === problem.reason);
     // A failed step names who asked it first (`${document} ${field}: ...`, model/step.ts stamp).
     const origin = `${ask.document} ${ask.field}`;
     const ownStep = facts.lastError !== undefined && (facts.lastError.startsWith(`${origin}:`) || facts.lastError.startsWith(`${origin},`));
     const name = want?.interface ?? ask.interface;
     const reason = problem?.reason ?? facts.lastError ?? notAttachedYet;
-    return [{ ...ask, ...(name === undefined ? {} : { interface: name }), reason, own: problem !== undefined || ownStep }];
+    return [{ ...ask, ...(name === undefined ? {} : { interface: name }), reason, own: (problem !== undefined && !byPassElsewhere) || ownStep }];
   });
 }
 

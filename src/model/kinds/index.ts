@@ -3,6 +3,7 @@
 // asks the table (resolve, desired, document-problems, the planner, explain); adding a kind is
 // its module here with its line in the table, plus the schema. Pure.
 import type { AppliedAttachment as AppliedAttachmentRecord, Network } from '../../protocol/validate.ts';
+import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
@@ -83,6 +84,9 @@ export function attachmentRefusal(network: Network, asked: AttachmentAsks): Atta
   if (asked.ips && kind.attachedBy === 'podnet' && !network.spec.ipam && network.spec.staticAddresses !== true) {
     return { field: 'ips', reason: `Network ${network.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` };
   }
+  // An address the Network's ranges cannot give is this document's problem, not the pass's to find.
+  const outside = asked.ips && kind.attachedBy === 'podnet' && network.spec.ipam ? staticAddressProblem(network.metadata.name, network.spec.ipam.ranges, asked.ips) : undefined;
+  if (outside) return { field: `ips[${outside.index}]`, reason: outside.reason };
   return undefined;
 }
 

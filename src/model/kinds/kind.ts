@@ -28,9 +28,9 @@ export interface AttachmentAsks {
 /** What an attachment may not ask on a kind, whatever its Network allows, each with why (the problem's reason). */
 export type RefusedAsks = { readonly [asked in keyof AttachmentAsks]?: string };
 
-/** What of an attachment's asks its Network cannot have: the field under the attachment, and why. */
+/** What of an attachment's asks its Network cannot have: the field under the attachment ("ips", "ips[1]"), and why. */
 export interface AttachmentRefusal {
-  field: keyof AttachmentAsks;
+  field: keyof AttachmentAsks | `ips[${number}]`;
   reason: string;
 }
 
