@@ -190,5 +190,6 @@ spec: { podSelector: {}, routes: [{ to: 198.18.95.0/24, via: 192.0.2.77, table: 
     const out = (await cli.explain('default/pod-g')).stdout;
     return /last error: (?!none)/.test(out) ? out : undefined;
   });
-  t.match(told, /last error: PodNetworkConfig default\/gw spec\.routes\[0\]: ip route (add|replace) 198\.18\.95\.0\/24 via 192\.0\.2\.77 .*/);
+  t.match(told, /last error: PodNetworkConfig default\/gw spec\.routes\[0\]: the node could not make it: ip route (add|replace) 198\.18\.95\.0\/24 via 192\.0\.2\.77 .*/);
+  t.match(told, /PodNetworkConfig default\/gw spec: nothing of it applies to the pod until all of it can/, 'and the config, refused whole, says so');
 });

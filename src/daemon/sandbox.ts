@@ -277,7 +277,7 @@ export class SandboxRoom {
 
   /** `work` without the `refused` generations, told on the outcome and noted in `refusedWhole` (once: a plan made again meets them again). */
   private without(work: SandboxWork, report: SandboxOutcome, refused: readonly RefusedGeneration[], refusedWhole: PassRefusal[], code: ErrorCode): SandboxWork {
-    for (const r of refused) if (!refusedWhole.some((w) => w.config === r.config && w.generation === r.generation)) refusedWhole.push({ ...r, code });
+    for (const r of refused) if (!refusedWhole.some((w) => w.config === r.config && w.generation === r.generation && w.problem.field === r.problem.field)) refusedWhole.push({ ...r, code });
     const again: SandboxWork = { ...work, ...work.rewant!(refused) };
     report.asked ??= work.desired;
     report.desired = again.desired;

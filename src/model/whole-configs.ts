@@ -70,7 +70,7 @@ export function desiredWhole(
 
 /**
  * The generations of configs a pod was to get anew (in `whole`, and not the very generation it has
- * in `had`) that `problems` name, each with the first problem naming it: what a pass refuses whole
+ * in `had`) that `problems` name, once for each field they name: what a pass refuses whole
  * when it finds it cannot make a part of it (ADR 17), so that the pod keeps the generation it had
  * or gets nothing of the config. A generation the pod has already is never refused here: a part
  * of it that fails later is its own part's failure, retried.
@@ -79,8 +79,10 @@ export function newGenerationsRefused(whole: readonly AppliedConfig[], had: read
   const hadBy = new Map((had ?? []).map((c) => [c.name, canonicalJson(c.spec)]));
   return whole.flatMap((config) => {
     if (hadBy.get(config.name) === canonicalJson(config.spec)) return [];
-    const problem = problems.find((p) => p.document === config.name);
-    return problem ? [{ config: config.name, generation: generationOf(config.spec), problem }] : [];
+    const generation = generationOf(config.spec);
+    // Each field once: every part that failed is told, not only the first.
+    const mine = problems.filter((p, i) => p.document === config.name && problems.findIndex((o) => o.document === p.document && o.field === p.field) === i);
+    return mine.map((problem) => ({ config: config.name, generation, problem }));
   });
 }
 
