@@ -1,15 +1,16 @@
 // A config applies whole also when the pass finds it cannot make a part (ADR 17), on the real
 // kernel, beside a working config the pod keeps throughout: a route by an interface the pod lacks
 // (found in the plan), a route the kernel refuses (found when its step fails, the pass's steps
-// taken back), an address the Network's ranges cannot give (found when addresses are given), a
-// macvlan parent the host lacks (found in the plan, then made: the config applies, whole).
+// taken back), an address outside the Network's ranges (the document's own problem, as apply -f
+// would say), a macvlan parent the host lacks (found in the plan, then made: the config applies,
+// whole), and an address another pod holds (found when addresses are given).
 import t from 'tap';
 import { execa } from 'execa';
 import { writeFile } from 'node:fs/promises';
 import { daemonSandbox } from './lib/daemon.ts';
 import { podnetCli, startPod, until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
+import { addressesIn, linkExists, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 
 const skip = missingPrerequisite();
 
@@ -64,7 +65,7 @@ t.test('a config whose part the pass cannot make gives the pod nothing of that g
   const table = await execa('ip', ['-n', ns, 'route', 'show', 'table', '100'], { reject: false });
   t.notMatch(table.stdout, /198\.18\.162/, 'no route of it');
 
-  // When addresses are given: an address outside the Network's ranges, in a file dropped past apply -f.
+  // In the document: an address outside the Network's ranges, in a file dropped past apply -f.
   const bridge = uniqueName('pnwb');
   removeLinkAtTeardown(t, bridge);
   await dropped('net.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
@@ -98,4 +99,36 @@ spec: { type: macvlan, macvlan: { parent: ${parent} }, namespaceSelector: {} }
   await until('net6 gone', async () => ((await link(ns, 'net6')) ? undefined : true));
   await until('eth0 back to 1500', async () => ((await link(ns, 'eth0'))?.mtu === 1500 ? true : undefined));
   t.notOk(await linkExists(bridge), 'no bridge was left');
+});
+
+t.test('an address another pod holds, found when addresses are given: the config asking it gets nothing, and the address is not taken from its holder', { skip, timeout: 120_000 }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const [holder, asker] = [await startPod(t, daemon, 'cnf-h'), await startPod(t, daemon, 'cnf-a')];
+  const cli = podnetCli(daemon);
+  const bridge = uniqueName('pnwh');
+  removeLinkAtTeardown(t, bridge);
+  const forPod = (name: string, pod: string, spec: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: ${name}, namespace: default }
+spec:
+  podSelector: { matchLabels: { podnetwork.opdev.io/pod-name: ${pod} } }
+${spec}`;
+  await writeFile(`${daemon.configDir}/net.yaml`, `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: held-net }
+spec: { type: bridge, bridge: { name: ${bridge} }, ipam: { ranges: [{ subnet: 198.18.164.0/24 }] }, namespaceSelector: {} }
+`);
+  await writeFile(`${daemon.configDir}/holder.yaml`, forPod('holder', 'cnf-h', '  attachments: [{ network: held-net, interface: net1, ips: [198.18.164.10/24] }]\n'));
+  await until('the holder has 198.18.164.10', async () => ((await addressesIn(holder.ns.name)).find((l) => l.ifname === 'net1')?.addresses.includes('198.18.164.10/24') ? true : undefined));
+  await writeFile(`${daemon.configDir}/asker.yaml`, forPod('asker', 'cnf-a', '  attachments: [{ network: held-net, interface: net1, ips: [198.18.164.10/24] }]\n  interfaces: [{ name: lo, mtu: 64000 }]\n'));
+  const told = await until('the asker refused whole', async () => {
+    const text = (await cli.explain('default/cnf-a')).stdout;
+    return /PodNetworkConfig default\/asker spec\.attachments\[0\]: network held-net: 198\.18\.164\.10 is held by another attachment on this node/.test(text) ? text : undefined;
+  });
+  t.match(told, /PodNetworkConfig default\/asker spec: nothing of it applies to the pod until all of it can/);
+  t.notMatch(told, /cnf-h/, 'the holder is not named to the asker');
+  t.not((await link(asker.ns.name, 'lo'))?.mtu, 64000, "lo's MTU, the config's other part, is not applied alone");
+  t.equal(await link(asker.ns.name, 'net1'), undefined);
+  t.ok((await addressesIn(holder.ns.name)).find((l) => l.ifname === 'net1')?.addresses.includes('198.18.164.10/24'), 'the holder keeps its address');
 });

@@ -692,6 +692,7 @@ const cniPlugin: Target = {
       openRecorder: () => recorder,
       isNetworkNamespace: (path) => path === netnsPath || path === nodeNetns,
       isNodeNetworkNamespace: (path) => path === nodeNetns,
+      netnsIdentity: () => undefined,
       now: () => new Date('2026-03-01T12:00:00.000Z'),
     };
     const command = env['CNI_COMMAND'];
@@ -1290,6 +1291,7 @@ async function pluginOutput(command: string, stdin: string): Promise<string> {
     },
     isNetworkNamespace: () => true,
     isNodeNetworkNamespace: () => false,
+    netnsIdentity: () => undefined,
     now: () => new Date('2026-03-01T12:00:00.000Z'),
   });
   return out.stdout;

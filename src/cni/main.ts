@@ -4,7 +4,7 @@
 import { readSync, writeSync } from 'node:fs';
 import { maxStdinBytes, runPlugin } from './plugin.ts';
 import { spoolRecorder } from './recorder.ts';
-import { isNamespaceFile, isNodeNetworkNamespace } from '../netns/probe.ts';
+import { isNamespaceFile, isNodeNetworkNamespace, namespaceIdentity } from '../netns/probe.ts';
 
 export async function pluginMain(): Promise<void> {
   const stdin = readStdin(maxStdinBytes + 1);
@@ -14,6 +14,7 @@ export async function pluginMain(): Promise<void> {
     openRecorder: spoolRecorder,
     isNetworkNamespace: isNamespaceFile,
     isNodeNetworkNamespace,
+    netnsIdentity: namespaceIdentity,
     now: () => new Date(),
   });
   if (out.stdout) writeSync(1, out.stdout);

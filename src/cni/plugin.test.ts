@@ -116,6 +116,7 @@ async function invoke(env: Record<string, string | undefined>, stdin: unknown, f
     },
     isNetworkNamespace: (path) => namespaces.has(path),
     isNodeNetworkNamespace: (path) => path === nodeNetns,
+    netnsIdentity: (path) => `4:${path.length}`,
     now: () => now,
   });
   return { ...out, answer: out.stdout === '' ? undefined : JSON.parse(out.stdout), calls, opened };
@@ -158,7 +159,7 @@ t.test('VERSION', async (t) => {
 
 // ---- ADD --------------------------------------------------------------------------------------
 
-t.test('ADD passes prevResult through and records the attachment', async (t) => {
+t.test('ADD passes prevResult through and records the attachment, with the identity of its netns', async (t) => {
   for (const v of versions) {
     const out = await invoke(kubeletEnv('ADD'), config(v, { prevResult: prevResult(v) }));
     t.equal(out.exitCode, 0, `${v}: exit 0`);
@@ -172,6 +173,7 @@ t.test('ADD passes prevResult through and records the attachment', async (t) => 
       pod: { namespace: 'shop', name: 'web-0', uid: '7c1e-44aa', infraContainerId: '5b3c9a0e1f2d' },
       prevResult: prevResult(v),
       createdAt: '2026-03-01T12:00:00.000Z',
+      netnsId: `4:${netnsPath.length}`,
     };
     t.strictSame(out.calls, [{ op: 'add', record: sent }, { op: 'firstPass', record: sent }], `${v}: the record sent, then its first pass waited for`);
     t.strictSame(out.opened, [{ socketPath: '/run/podnet/podnet.sock', stateDir: '/var/lib/podnet', timeoutMs: 1000, firstPassTimeoutMs: 5000 }], `${v}: default settings`);

@@ -18,6 +18,8 @@ export interface PluginContext {
   isNetworkNamespace(path: string): boolean;
   /** Whether a path is the node's own network namespace, which is never a pod's (netns/probe.ts). */
   isNodeNetworkNamespace(path: string): boolean;
+  /** The identity of the namespace at a path (netns/probe.ts namespaceIdentity), recorded so the daemon never acts in another one by the same path. */
+  netnsIdentity(path: string): string | undefined;
   now(): Date;
 }
 
@@ -170,11 +172,13 @@ async function add(inv: Invocation): Promise<PluginOutput> {
     'INVALID_ENVIRONMENT',
   );
   requireNetworkNamespace(ctx, record.netns);
-  await inv.recorder.add(record);
+  const netnsId = ctx.netnsIdentity(record.netns);
+  const recorded = netnsId === undefined ? record : { ...record, netnsId };
+  await inv.recorder.add(recorded);
   // The containers start once ADD returns: what the pod asks now is made first, when the daemon
   // can within the bound (docs/adr/0028); else later, as the spool has it. Only a daemon that
   // answered that a required attachment cannot be made fails the pod (it took back what it made).
-  const firstPass = await inv.recorder.firstPass(record);
+  const firstPass = await inv.recorder.firstPass(recorded);
   if (firstPass?.outcome === 'refused') throw new PodnetError('REQUIRED_UNMET', firstPass.error ?? "the pod's required attachments cannot be made");
   return success(result);
 }

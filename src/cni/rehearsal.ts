@@ -40,6 +40,7 @@ export async function rehearsePlugin(stateDir: string): Promise<void> {
     openRecorder: spoolRecorder,
     isNetworkNamespace: (path) => path === rehearsalNetns,
     isNodeNetworkNamespace: () => false,
+    netnsIdentity: () => undefined,
     now: () => new Date(),
   });
   for (const command of ['VERSION', 'ADD', 'DEL']) {

@@ -17,7 +17,7 @@ import { defaultLimits, type NodeLimits, type Problem } from '../model/desired.t
 import { identityOf, requiredAttachments } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
 import type { RefusedGeneration } from '../model/refusal.ts';
-import { newGenerationsRefused } from '../model/whole-configs.ts';
+import { givesAnew, newGenerationsRefused } from '../model/whole-configs.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
 import { resolveSandbox } from '../model/resolve.ts';
 import type { AppliedState } from '../model/state.ts';
@@ -58,7 +58,7 @@ export interface ReconcilerOptions {
   /** Reads the host and pods' netns. */
   observe: NetnsObserver;
   /** A probe of netns paths, made once per pass: whether each is a network namespace now. */
-  sight: () => (path: string) => NamespaceSight;
+  sight: () => (path: string, identity?: string) => NamespaceSight;
   /** What podnet applied to each sandbox, and the host bridges it made. */
   applied: Pick<AppliedStore, 'get' | 'all' | 'put' | 'remove' | 'bridges' | 'hostPass' | 'setBridges'>;
   /** Addresses of Networks with ipam. */
@@ -234,7 +234,7 @@ export class Reconciler {
     const unsure = new Set<string>();
     const sight = this.opts.sight();
     for (const record of this.opts.records.list()) {
-      const seen = sight(record.netns);
+      const seen = sight(record.netns, record.netnsId);
       if (seen === 'net') latest.set(record.containerId, record);
       else if (seen === 'unsure') unsure.add(record.containerId);
       all.set(record.containerId, [...(all.get(record.containerId) ?? []), record]);
@@ -275,13 +275,16 @@ export class Reconciler {
        * resolved (an address its Network's ranges cannot give) is refused whole at once (ADR 17);
        * the sandbox room refuses one whose part cannot be planned or made, through `rewant`.
        */
-      const build = (refused: readonly RefusedGeneration[]): Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant'> => {
+      const build = (refused: readonly RefusedGeneration[]): Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant' | 'refused'> => {
         const wanted = refused.length === 0 ? admission.wanted[i]! : admission.again(i, refused);
-        const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
-        const unresolved = newGenerationsRefused(wanted.whole ?? [], had, resolved.problems.slice(wanted.problems.length));
+        // Addresses are taken only for what is kept: one taken for a generation refused here would
+        // be released at the pass's end and taken again by the next, each pass (ADR 17).
+        const tried = givesAnew(wanted.whole, had) ? resolveSandbox(record.containerId, wanted, docs.networks, ipam.preview.bind(ipam)) : undefined;
+        const unresolved = tried ? newGenerationsRefused(wanted.whole ?? [], had, tried.problems.slice(wanted.problems.length)) : [];
         if (unresolved.length > 0) return build([...refused, ...unresolved]);
+        const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
         const { desired, problems } = withoutRefusedMacs(resolved.desired, resolved.problems, admission.macs.get(record.containerId));
-        return { wanted, desired, problems, desiredJson: JSON.stringify(desired), rewant: (more) => build([...refused, ...more]) };
+        return { wanted, desired, problems, desiredJson: JSON.stringify(desired), refused, rewant: (more) => build([...refused, ...more]) };
       };
       return { record, records, identity: pods[i] ?? identityOf(record), known: pods[i] !== undefined, ...build([]) };
     });

@@ -2,15 +2,14 @@
 // plugins first, then observe (or take the view its last pass left), plan, apply, and read back;
 // what came of it goes to the ledger. A failure is the sandbox's alone: told, and tried again
 // with its backoff.
-import { PodnetError, toPodnetError, type ErrorCode } from '../errors.ts';
-import type { DelegatedLifecycle } from '../delegate/lifecycle.ts';
+import { PodnetError, toPodnetError } from '../errors.ts';
+import type { DelegatedLifecycle, DelegatedSync } from '../delegate/lifecycle.ts';
 import type { Together, ReadBack } from '../executor/execute.ts';
 import type { Logger } from '../log.ts';
 import type { PassMetrics } from '../metrics.ts';
 import type { DesiredSandbox, Problem } from '../model/desired.ts';
 import type { RefusedGeneration } from '../model/refusal.ts';
 import { causeProblems } from '../model/step.ts';
-import { newGenerationsRefused } from '../model/whole-configs.ts';
 import type { SandboxIdentity } from '../model/identity.ts';
 import type { Resolved } from '../model/state.ts';
 import { linksOf, linksRead, type NetnsObserver } from '../netns/observe.ts';
@@ -20,6 +19,7 @@ import { originsOf, sameApplied, withConfigs, type AppliedRecords } from './appl
 import type { HostRoom } from './host.ts';
 import type { SandboxLedger, SandboxOutcome, SandboxTrack } from './ledger.ts';
 import { mapLimited } from './map-limited.ts';
+import { PassRefusals } from './pass-refusals.ts';
 import type { PassSteps } from './pass-steps.ts';
 import { asksThePlanner, covers, linksAlone, observedWith, podNeeds, readPod, sightOfLinks, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
@@ -39,7 +39,9 @@ export interface SandboxWork {
   /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
   records: string;
   /** What it gets with these generations of its configs refused too (ADR 17): for a part the pass finds it cannot plan or make. */
-  rewant?: (refused: readonly RefusedGeneration[]) => Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant'>;
+  rewant?: (refused: readonly RefusedGeneration[]) => Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant' | 'refused'>;
+  /** The generations refused whole already, when its addresses were given (one the IPAM cannot give). */
+  refused?: readonly RefusedGeneration[];
 }
 
 /** How a pass takes a sandbox: at a resync (read everything anew), reading back what it changed, and in a large pass with the others' host steps (stages.ts). */
@@ -62,16 +64,6 @@ export interface SandboxRoomOptions {
   again: () => void;
 }
 
-/** The sandbox's failure for the generations a pass refused whole: the pod has what it had of them, and they are tried again with its backoff. */
-function refusedError(refused: readonly PassRefusal[]): PodnetError {
-  return new PodnetError(refused[0]!.code, refused.map(({ problem: p }) => `${p.document} ${p.field}: ${p.reason}`).join('; '));
-}
-
-/** A generation a pass refused whole, with the code of what failed: a step's or plugin's error, INVALID_REQUEST for what could not be planned. */
-interface PassRefusal extends RefusedGeneration {
-  code: ErrorCode;
-}
-
 /** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
 const undoFailed = new WeakSet<Error>();
 
@@ -86,7 +78,6 @@ export class SandboxRoom {
   async reconcile(given: SandboxWork, host: Promise<HostView>, pass: SandboxPass): Promise<void> {
     const { log, applied, delegated, ledger } = this.opts;
     const { record, identity, problems } = given;
-    let work = given;
     const report: SandboxOutcome = {
       record,
       containerId: record.containerId,
@@ -103,59 +94,66 @@ export class SandboxRoom {
     };
     const { track, previous } = ledger.begin(report, { desiredJson: given.desiredJson, records: given.records });
     const pod = `${identity.namespace}/${identity.name}`;
-    /** Generations of configs this pass found it cannot make and refused whole (ADR 17). */
-    const refusedWhole: PassRefusal[] = [];
+    const refusals = new PassRefusals(given);
     try {
       // The plugins first: what the plan tunes or routes through may be an interface they make.
-      const syncPlugins = () => delegated.sync({ record, pod, desired: work.desired.delegated, wanted: work.wanted, tuned: new Set(work.desired.tuning.map((t) => t.interface)) }, pass.resync);
-      let delegation = await syncPlugins();
-      // A config's new generation whose plugin failed is refused whole: its other attachments' plugins are taken back too.
-      for (let refused = this.refusedNew(work, report, delegation.takenBack); refused.length > 0; refused = this.refusedNew(work, report, delegation.takenBack)) {
-        work = this.without(work, report, refused, refusedWhole, delegation.failed?.code ?? 'INVALID_REQUEST');
-        const again = await syncPlugins();
-        delegation = { ...again, changed: delegation.changed || again.changed };
+      let delegation = await this.syncPlugins(refusals, report, pass.resync);
+      // A config's new generation whose plugin failed is refused whole: the plugins of its other
+      // attachments are taken back too, and what failed is not tried again in this pass.
+      while (refusals.refuse(delegation.takenBack, report.applied, delegation.failed?.code ?? 'INVALID_REQUEST')) {
+        delegation = { ...(await this.syncPlugins(refusals, report, false, delegation)), changed: true };
       }
-      const { desired } = work;
       track.delegateProblems = delegation.problems;
-      report.problems = [...work.problems, ...delegation.problems];
       report.delegated = delegated.attachedTo(record.containerId);
-      if (!asksThePlanner(desired, report.applied)) {
+      const afterPlugins = refusals.mark();
+      if (!asksThePlanner(refusals.work.desired, report.applied)) {
         // Most pods on a node: nothing of podnet's own wanted or there, so nothing to read or plan.
-        report.problems = [...work.problems, ...track.delegateProblems];
+        refusals.tell(report);
+        report.problems = [...refusals.work.problems, ...track.delegateProblems];
         report.lastSteps = [];
         // Its configs may still give it delegated attachments: which generation it has is kept.
-        if (!delegation.failed) report.applied = applied.keepConfigs(record, report.applied, work.wanted.whole ?? []);
+        if (!delegation.failed) report.applied = applied.keepConfigs(record, report.applied, refusals.work.wanted.whole ?? []);
         // What its other plugins made stands.
         track.committed = true;
-        if (refusedWhole.length > 0) {
-          track.refusedWhole = refusedWhole.map(({ code: _code, ...r }) => r);
-          throw refusedError(refusedWhole);
+      } else {
+        const needs = podNeeds(refusals.work.desired, report.applied);
+        const last = previous?.sight;
+        const kept = !pass.resync && !delegation.changed && last && last.records === given.records && covers(last, needs) ? last : undefined;
+        try {
+          track.sight = await this.planAndApply(refusals, report, track, kept ?? this.readPod(refusals.work, needs), host, pass, !kept);
+        } catch (err) {
+          const e = toPodnetError(err);
+          // Made again only when a step failed and was taken back whole: anything else would fail alike.
+          if (!kept || e.code !== 'IO_FAILURE' || undoFailed.has(e)) throw err;
+          log.warn('a plan from the view the last pass left failed; planning again from the netns and host as they are', { pod, error: e.message });
+          report.lastSteps = [];
+          track.planProblems = [];
+          // What the plan from that view refused may not hold for the netns as it is.
+          refusals.reset(afterPlugins);
+          this.opts.host.stale();
+          track.sight = await this.planAndApply(refusals, report, track, this.readPod(refusals.work, needs), this.opts.host.read(refusals.work.desired.attachments), pass, true);
         }
-        if (delegation.failed) throw delegation.failed;
-        return;
+        track.committed = true;
+        // The plugins of a generation the plan refused are taken back too.
+        if (refusals.refusedSince(afterPlugins)) {
+          delegation = { ...(await this.syncPlugins(refusals, report, false, delegation)), changed: true };
+          track.delegateProblems = delegation.problems;
+          report.delegated = delegated.attachedTo(record.containerId);
+          report.problems = [...refusals.work.problems, ...track.delegateProblems, ...track.planProblems];
+        }
+        refusals.tell(report);
       }
-      const needs = podNeeds(desired, report.applied);
-      const last = previous?.sight;
-      const kept = !pass.resync && !delegation.changed && last && last.records === work.records && covers(last, needs) ? last : undefined;
-      try {
-        track.sight = await this.planAndApply(work, report, track, kept ?? this.readPod(work, needs), host, pass, refusedWhole, !kept);
-      } catch (err) {
-        const e = toPodnetError(err);
-        // Made again only when a step failed and was taken back whole: anything else would fail alike.
-        if (!kept || e.code !== 'IO_FAILURE' || undoFailed.has(e)) throw err;
-        log.warn('a plan from the view the last pass left failed; planning again from the netns and host as they are', { pod, error: e.message });
-        report.lastSteps = [];
-        track.planProblems = [];
-        this.opts.host.stale();
-        track.sight = await this.planAndApply(work, report, track, this.readPod(work, needs), this.opts.host.read(work.desired.attachments), pass, refusedWhole, true);
+      // An ADD that waits for the plan to take back podnet's own link of its name: the next pass makes it.
+      if (delegation.waiting) {
+        track.deferred = true;
+        this.opts.again();
       }
-      track.committed = true;
-      // The pod has what it had of them, and the rest; they are tried again with its backoff, from
-      // the netns as it is then (from a kept view a failed step would be tried twice).
-      if (refusedWhole.length > 0) {
+      const refused = refusals.error();
+      if (refused) {
+        // Tried again with its backoff, from the netns as it is then (from a kept view a failed step would be tried twice).
         track.sight = undefined;
-        track.refusedWhole = refusedWhole.map(({ code: _code, ...r }) => r);
-        throw refusedError(refusedWhole);
+        track.refusedWhole = refusals.generations();
+        throw refused;
       }
       // The rest applied; a plugin that failed, or a port that waits for the port security table,
       // is tried again with the sandbox's backoff.
@@ -168,10 +166,32 @@ export class SandboxRoom {
       const e: PodnetError = toPodnetError(err);
       this.opts.metrics.sandboxFailed(e.code);
       const retryInMs = ledger.failed(report, track, previous, e);
-      const outcome =
-        refusedWhole.length > 0 ? 'what it could not make was refused whole; the rest of its config was applied' : track.committed ? 'the rest of its config was applied' : undoFailed.has(e) ? 'taking back what this pass took failed too' : 'what this pass took was undone';
+      const outcome = !track.committed
+        ? undoFailed.has(e)
+          ? 'taking back what this pass took failed too'
+          : 'what this pass took was undone'
+        : refusals.generations()
+          ? 'what it could not make was refused whole; the rest of its config was applied'
+          : 'the rest of its config was applied';
       log.warn(`reconcile failed; ${outcome}`, { pod, error: e.message, retryInMs });
     }
+  }
+
+  /**
+   * The sandbox's delegated attachments synced to what the pass works from now; `earlier`: this
+   * pass's sync before, whose failed ADDs are not tried again, and whose problems of what is still
+   * asked stand.
+   */
+  private async syncPlugins(refusals: PassRefusals, report: SandboxOutcome, resync: boolean, earlier?: DelegatedSync): Promise<DelegatedSync> {
+    const { record, identity } = refusals.work;
+    const { desired, wanted } = refusals.work;
+    const native = new Set((report.applied?.attachments ?? []).map((a) => a.interface));
+    const tried = new Set(earlier?.tried ?? []);
+    const sync = await this.opts.delegated.sync({ record, pod: `${identity.namespace}/${identity.name}`, desired: desired.delegated, wanted, tuned: new Set(desired.tuning.map((t) => t.interface)), native, tried }, resync);
+    if (!earlier) return sync;
+    const stillAsked = (p: Problem) => wanted.attachments.some((a) => a.from === p.document && a.field === p.field);
+    const failed = sync.failed ?? earlier.failed;
+    return { ...sync, problems: [...earlier.problems.filter(stillAsked), ...sync.problems], tried: [...tried, ...sync.tried], ...(failed ? { failed } : {}) };
   }
 
   /**
@@ -208,33 +228,28 @@ export class SandboxRoom {
    * how a large pass runs the plan's leading host steps (stages.ts).
    */
   private async planAndApply(
-    given: SandboxWork,
+    refusals: PassRefusals,
     report: SandboxOutcome,
     track: SandboxTrack,
     sight: PodSight | Promise<PodSight>,
     host: Promise<HostView>,
     { readBack, together }: SandboxPass,
-    refusedWhole: PassRefusal[],
     /** Whether a failed step refuses its generation whole; not from a kept view of the netns, which may be what failed (made again from the netns as it is). */
     refuseFailedSteps: boolean,
   ): Promise<PodSight | undefined> {
     const { applied } = this.opts;
-    const { record, identity } = given;
+    const { record, identity } = refusals.work;
     const [seen, hostView] = await Promise.all([sight, host]);
-    let work = given;
-    const planOf = () => plan({ containerId: record.containerId, netns: record.netns, desired: work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) });
+    const planOf = () => plan({ containerId: record.containerId, netns: record.netns, desired: refusals.work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(refusals.work.wanted) });
     let planned = planOf();
     // A config's new generation of which a part cannot be planned is refused whole, and planned again without.
-    for (let refused = this.refusedNew(work, report, planned.refused.flatMap((r) => causeProblems(r.cause, r.problem.reason))); refused.length > 0; refused = this.refusedNew(work, report, planned.refused.flatMap((r) => causeProblems(r.cause, r.problem.reason)))) {
-      work = this.without(work, report, refused, refusedWhole, 'INVALID_REQUEST');
-      planned = planOf();
-    }
-    const { desired } = work;
-    report.problems = [...work.problems, ...track.delegateProblems, ...planned.problems];
+    while (refusals.refuse(planned.refused.flatMap((r) => causeProblems(r.cause, r.problem.reason)), report.applied, 'INVALID_REQUEST')) planned = planOf();
+    const { desired, wanted } = refusals.work;
+    report.problems = [...refusals.work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;
     track.unavailable = planned.unavailable;
     track.planProblems = planned.problems;
-    const next = withConfigs(planned.next, work.wanted.whole ?? []);
+    const next = withConfigs(planned.next, wanted.whole ?? []);
     if (planned.steps.length === 0 && sameApplied(report.applied, next)) return seen;
     const before = report.applied;
     this.opts.host.changedByPass(planned.steps);
@@ -242,12 +257,14 @@ export class SandboxRoom {
     const linksBack: ReadBack | undefined = linksAlone(needsAfter) ? { where: { netns: record.netns }, read: linksRead } : undefined;
     const result = await this.opts.steps.journaled(record.containerId, planned.steps, (pass) => applied.commit(before, { ...next, pass }), linksBack, together);
     if (result.error) {
-      // A step of a config's new generation failed and this pass's steps were taken back: planned again without it, from the netns as it is.
-      const refused = refuseFailedSteps && result.undoErrors.length === 0 && result.failed?.cause ? this.refusedNew(work, report, causeProblems(result.failed.cause, `the node could not make it: ${result.error.message.slice(result.failed.cause.length + 2)}`)) : [];
-      if (refused.length > 0) {
+      // A step of a config's new generation failed and this pass's steps were taken back: planned
+      // again without it, from the netns as it is. Not for nft, whose transaction fails whole: the
+      // step it names is its first, not the one that failed.
+      const failed = refuseFailedSteps && result.undoErrors.length === 0 && result.failed?.cause && result.failed.tool !== 'nft' ? result.failed : undefined;
+      if (failed && refusals.refuse(causeProblems(failed.cause!, `the node could not make it: ${result.error.message.slice(failed.cause!.length + 2)}`), report.applied, result.error.code)) {
         this.opts.host.stale();
-        const again = this.without(work, report, refused, refusedWhole, result.error.code);
-        return this.planAndApply(again, report, track, this.readPod(again, podNeeds(again.desired, report.applied)), this.opts.host.read(again.desired.attachments), { resync: true, readBack }, refusedWhole, true);
+        const again = refusals.work;
+        return this.planAndApply(refusals, report, track, this.readPod(again, podNeeds(again.desired, report.applied)), this.opts.host.read(again.desired.attachments), { resync: true, readBack }, true);
       }
       if (result.undoErrors.length === 0) throw result.error;
       const e = new PodnetError('IO_FAILURE', `${result.error.message}; taking back this pass's steps also failed: ${result.undoErrors.map((u) => u.message).join('; ')}`);
@@ -264,26 +281,10 @@ export class SandboxRoom {
     if (planned.steps.length > 0) this.opts.log.info('applied', { pod: `${identity.namespace}/${identity.name}`, steps: planned.steps.length });
     if (planned.steps.length === 0) return seen;
     const readTogether = result.read && this.linksReadBack(result.read);
-    if (readTogether) return sightOfLinks(needsAfter, work.records, readTogether);
+    if (readTogether) return sightOfLinks(needsAfter, refusals.work.records, readTogether);
     if (!readBack) return undefined;
     // Host steps change the netns too: a veth made from the host puts its end there, deleting the host end takes it away.
-    return this.readPod(work, needsAfter).catch(() => undefined);
-  }
-
-  /** The generations of the configs `work` was to give anew that these problems name: refused whole (model/whole-configs.ts). */
-  private refusedNew(work: SandboxWork, report: SandboxOutcome, problems: readonly Problem[]): RefusedGeneration[] {
-    return work.rewant ? newGenerationsRefused(work.wanted.whole ?? [], report.applied?.configs, problems) : [];
-  }
-
-  /** `work` without the `refused` generations, told on the outcome and noted in `refusedWhole` (once: a plan made again meets them again). */
-  private without(work: SandboxWork, report: SandboxOutcome, refused: readonly RefusedGeneration[], refusedWhole: PassRefusal[], code: ErrorCode): SandboxWork {
-    for (const r of refused) if (!refusedWhole.some((w) => w.config === r.config && w.generation === r.generation && w.problem.field === r.problem.field)) refusedWhole.push({ ...r, code });
-    const again: SandboxWork = { ...work, ...work.rewant!(refused) };
-    report.asked ??= work.desired;
-    report.desired = again.desired;
-    report.wanted = again.wanted;
-    report.refusedByPass = refusedWhole.map((r) => r.problem);
-    return again;
+    return this.readPod(refusals.work, needsAfter).catch(() => undefined);
   }
 
   /** The links a pass's last batch read back; none when ip's answer was not links (the pass then reads on its own): the steps stand either way. */

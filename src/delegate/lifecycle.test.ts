@@ -61,15 +61,15 @@ function setup(opts: { links?: Map<string, ObservedLink> | 'unreadable'; sight?:
 t.test('ADD once for what is asked, with the pod in CNI_ARGS; nothing again while it is there; DEL once it is not asked', async (t) => {
   const { lifecycle, plugins, records } = setup();
   const first = await lifecycle.sync(sandbox([listOf('plugged')]), false);
-  t.same(first, { changed: true, problems: [], takenBack: [] });
+  t.same(first, { changed: true, problems: [], takenBack: [], tried: [] });
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
   t.equal(records.all()[0]!.args, 'IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=pod-a;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1');
   t.same(lifecycle.attachedTo('c1').map((r) => r.result?.ips?.[0]?.address), ['198.18.9.2/24'], 'the result is on record');
 
-  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [], takenBack: [] }, 'nothing to do the second time');
+  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [], takenBack: [], tried: [] }, 'nothing to do the second time');
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
 
-  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [], takenBack: [] });
+  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [], takenBack: [], tried: [] });
   t.same(plugins.commands(), ['ADD plugged c1/net1', 'DEL plugged c1/net1']);
   t.same(records.all(), [], 'the record goes with the DEL');
 });
@@ -233,4 +233,15 @@ t.test('GC for each 1.1 list: every record of the network is valid but a held on
   const gc = plugins.calls.filter((c) => c.command === 'GC');
   t.same(gc.map((c) => [c.network, c.valid]), [['plugged', [{ containerID: 'c1', ifname: 'net1' }, { containerID: 'c2', ifname: 'net1' }]]], 'an ADD not yet answered is valid; a held one is GC\'s to take');
   t.same(warnings, ['GC of a delegated network failed; trying again at the next resync']);
+});
+
+t.test("an ADD of an interface podnet's own link holds waits for the plan to take it back; one this pass tried is not tried again", async (t) => {
+  const { lifecycle, plugins } = setup({ links: new Map([['net1', { name: 'net1', mtu: 1500, up: true, mac: '02:00:00:00:00:01', addresses: [] }]]) });
+  const waiting = await lifecycle.sync(sandbox([listOf('plugged')], { native: new Set(['net1']) }), false);
+  t.same(plugins.commands(), [], 'no ADD while podnet\'s own net1 is there');
+  t.equal(waiting.waiting, true, 'the sandbox is told to pass again');
+  t.same(waiting.problems, [], 'nothing to tell: it is on its way');
+  const tried = await lifecycle.sync(sandbox([listOf('plugged')], { tried: new Set(['net1']) }), false);
+  t.same(plugins.commands(), [], 'tried already in this pass');
+  t.equal(tried.waiting, undefined);
 });

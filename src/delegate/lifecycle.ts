@@ -40,7 +40,7 @@ export interface DelegatedLifecycleOptions {
   records: DelegatedRecords;
   plugins: DelegatedPlugins;
   /** A probe of netns paths, made once per use: whether each is a network namespace now. */
-  sight: () => (path: string) => NamespaceSight;
+  sight: () => (path: string, identity?: string) => NamespaceSight;
   /** A pod's links as they are now; rejects when its netns cannot be read. */
   podLinks: (netns: string) => Promise<ReadonlyMap<string, ObservedLink>>;
   /** Whether the runtime still has the sandbox on record (its DEL may come in during a pass). */
@@ -61,6 +61,10 @@ export interface DelegatedSandbox {
   wanted: DesiredSandbox;
   /** The interfaces podnet tunes in it: their MAC differs from the result's, so CHECK is not run on them. */
   tuned: ReadonlySet<string>;
+  /** The pod interfaces podnet's own links hold (applied): an ADD of one of their names waits for the plan to take that link back. */
+  native?: ReadonlySet<string>;
+  /** Interfaces whose ADD this pass tried already: not tried again in it. */
+  tried?: ReadonlySet<string>;
 }
 
 export interface DelegatedSync {
@@ -76,6 +80,10 @@ export interface DelegatedSync {
    * new generation whole (ADR 17). Not a held one: that hold is what stops its retries.
    */
   takenBack: Problem[];
+  /** Interfaces whose ADD it tried and that failed. */
+  tried: string[];
+  /** An ADD waits for the plan to take back podnet's own link of its name: the sandbox's next pass makes it. */
+  waiting?: boolean;
 }
 
 export class DelegatedLifecycle {
@@ -109,7 +117,7 @@ export class DelegatedLifecycle {
     const { records, plugins, log } = this.opts;
     const { record, desired, pod } = sandbox;
     const cid = record.containerId;
-    const out: DelegatedSync = { changed: false, problems: [], takenBack: [] };
+    const out: DelegatedSync = { changed: false, problems: [], takenBack: [], tried: [] };
     const fail = (e: PodnetError) => (out.failed ??= e);
     const tell = (want: { interface: string; network: string }, reason: string): Problem => {
       const wantedBy = sandbox.wanted.attachments.find((a) => a.interface === want.interface);
@@ -154,7 +162,12 @@ export class DelegatedLifecycle {
     const args = cniArgsOf(record);
     let podLinks: Promise<ReadonlyMap<string, ObservedLink>> | undefined;
     for (const want of desired) {
-      if (records.of(cid).some((r) => r.interface === want.interface)) continue;
+      if (records.of(cid).some((r) => r.interface === want.interface) || sandbox.tried?.has(want.interface)) continue;
+      // A link of podnet's own by that name (an edit moved the interface to a cni Network): the plan takes it back first.
+      if (sandbox.native?.has(want.interface)) {
+        out.waiting = true;
+        continue;
+      }
       // The runtime's DEL may have come in during this pass: nothing new for a sandbox that is going
       // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
       if (!this.opts.recorded(cid)) break;
@@ -172,7 +185,7 @@ export class DelegatedLifecycle {
         fail(e);
         continue;
       }
-      const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, args };
+      const attempt: DelegatedRecord = { containerId: cid, interface: want.interface, network: want.network, config: want.config, netns: record.netns, ...(record.netnsId ? { netnsId: record.netnsId } : {}), args };
       try {
         // Before the record and the ADD: a list with a missing plugin, or one whose plugins say
         // they are not ready (STATUS, 1.1), is not started at all.
@@ -181,6 +194,7 @@ export class DelegatedLifecycle {
       } catch (err) {
         const e = toPodnetError(err);
         out.takenBack.push(tell(want, e.message));
+        out.tried.push(want.interface);
         fail(e);
         continue;
       }
@@ -192,6 +206,7 @@ export class DelegatedLifecycle {
       } catch (err) {
         const e = toPodnetError(err);
         const problem = tell(want, e.message);
+        out.tried.push(want.interface);
         fail(e);
         // What the failed ADD left: the spec has DEL clean up after it.
         const failedAdd = { ...attempt, addError: e.message };
@@ -281,7 +296,7 @@ export class DelegatedLifecycle {
         continue;
       }
       // Its DEL gets the netns while it is there (host-device gives its device back from it).
-      const netns = sight(record.netns);
+      const netns = sight(record.netns, record.netnsId);
       if (netns === 'unsure') continue;
       // A DEL that keeps failing (its plugin hangs or is gone) must not hold up every pass.
       const key = `${record.containerId}@${record.interface}`;

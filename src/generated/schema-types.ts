@@ -71,6 +71,13 @@ export type NetworkName = string;
  */
 export type NetnsPath = string;
 /**
+ * A network namespace's identity, its device and inode as stat gives them ("<dev>:<ino>"): a path may come to name another namespace (a /proc/<pid>/ns/net path once its pid is reused), the identity never does.
+ *
+ * This interface was referenced by `Protocol`'s JSON-Schema
+ * via the `definition` "NetnsIdentity".
+ */
+export type NetnsIdentity = string;
+/**
  * RFC 3339 time in UTC with milliseconds, as Date.prototype.toISOString writes it.
  *
  * This interface was referenced by `Protocol`'s JSON-Schema
@@ -161,6 +168,10 @@ export interface AttachmentRecord {
   ifname: IfName;
   network: NetworkName;
   netns: NetnsPath;
+  /**
+   * The identity of the netns when the ADD ran (absent in records an older podnet wrote, or adopted): a path whose namespace is another now is a gone sandbox, never acted in.
+   */
+  netnsId?: string;
   cniVersion: CniVersion;
   pod: PodIdentity;
   /**
@@ -1746,6 +1757,7 @@ export interface DelegatedRecord {
   network: Name;
   config: DelegatedConfig;
   netns: NetnsPath;
+  netnsId?: NetnsIdentity;
   /**
    * CNI_ARGS as the ADD ran with it.
    */

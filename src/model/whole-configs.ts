@@ -86,6 +86,12 @@ export function newGenerationsRefused(whole: readonly AppliedConfig[], had: read
   });
 }
 
+/** Whether `whole` holds a generation the pod does not have (`had`): only then can a pass refuse one. */
+export function givesAnew(whole: readonly AppliedConfig[] | undefined, had: readonly AppliedConfig[] | undefined): boolean {
+  const hadBy = new Map((had ?? []).map((c) => [c.name, canonicalJson(c.spec)]));
+  return (whole ?? []).some((c) => hadBy.get(c.name) !== canonicalJson(c.spec));
+}
+
 /** What names a config's generation: its spec, whatever order its keys came in. */
 export function generationOf(spec: PodNetworkConfig['spec']): string {
   return canonicalJson(spec);

@@ -43,6 +43,20 @@ export function isNodeNetworkNamespace(path: string): boolean {
   });
 }
 
+/**
+ * The identity of the namespace at `path`: its device and inode ("<dev>:<ino>"), the same through
+ * a bind mount and through /proc/<pid>/ns/net; undefined when there is nothing there. stat opens
+ * nothing.
+ */
+export function namespaceIdentity(path: string): string | undefined {
+  try {
+    const { dev, ino } = statSync(path, { bigint: true });
+    return `${dev}:${ino}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether `path` is a network namespace: on nsfs and of type net. */
 export function isNetworkNamespace(path: string): boolean {
   return networkNamespaceCheck()(path);
@@ -65,12 +79,17 @@ export function networkNamespaceCheck(): (path: string) => boolean {
   return (path) => sight(path) === 'net';
 }
 
-/** networkNamespaceCheck, telling a namespace that is not there from one that could not be looked at. */
-export function networkNamespaceSight(): (path: string) => NamespaceSight {
+/**
+ * networkNamespaceCheck, telling a namespace that is not there from one that could not be looked
+ * at. With `identity` (namespaceIdentity when its sandbox was made), a path that names another
+ * namespace now is not there: a /proc/<pid>/ns/net path whose pid another process has since.
+ */
+export function networkNamespaceSight(): (path: string, identity?: string) => NamespaceSight {
   let mounts: ReadonlyMap<string, string | undefined> | undefined;
-  return (path) => {
+  return (path, identity) => {
     try {
       const type = linkedType(path) ?? (mounts ??= mountedNamespaceTypes(readFileSync('/proc/self/mountinfo', 'utf8'))).get(realpathSync(path));
+      if (identity !== undefined && namespaceIdentity(path) !== identity) return 'not-net';
       // The node's own is no sandbox's netns, whatever a record says (see isNodeNetworkNamespace).
       return type === 'net' && !isNodeNetworkNamespace(path) ? 'net' : 'not-net';
     } catch (err) {
