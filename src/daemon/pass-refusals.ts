@@ -9,7 +9,7 @@ import type { RefusedGeneration } from '../model/refusal.ts';
 import type { AppliedState } from '../model/state.ts';
 import { newGenerationsRefused } from '../model/whole-configs.ts';
 import type { SandboxOutcome } from './ledger.ts';
-import type { SandboxWork } from './sandbox.ts';
+import type { SandboxWork } from './work.ts';
 
 /** A generation a pass refused whole, with the code of what failed: a step's or plugin's error, INVALID_REQUEST for what could not be given or planned. */
 interface PassRefusal extends RefusedGeneration {

@@ -7,42 +7,23 @@ import type { DelegatedLifecycle, DelegatedSync } from '../delegate/lifecycle.ts
 import type { Together, ReadBack } from '../executor/execute.ts';
 import type { Logger } from '../log.ts';
 import type { PassMetrics } from '../metrics.ts';
-import type { DesiredSandbox, Problem } from '../model/desired.ts';
-import type { RefusedGeneration } from '../model/refusal.ts';
+import type { Problem } from '../model/desired.ts';
 import { causeProblems } from '../model/step.ts';
-import type { SandboxIdentity } from '../model/identity.ts';
-import type { Resolved } from '../model/state.ts';
 import { linksOf, linksRead, type NetnsObserver } from '../netns/observe.ts';
 import { plan } from '../planner/plan.ts';
-import type { AttachmentRecord } from '../protocol/validate.ts';
 import { originsOf, sameApplied, withConfigs, type AppliedRecords } from './applied-records.ts';
 import type { HostRoom } from './host.ts';
 import type { SandboxLedger, SandboxOutcome, SandboxTrack } from './ledger.ts';
 import { mapLimited } from './map-limited.ts';
 import { PassRefusals } from './pass-refusals.ts';
+import type { SandboxWork } from './work.ts';
 import type { PassSteps } from './pass-steps.ts';
 import { asksThePlanner, covers, linksAlone, observedWith, podNeeds, readPod, sightOfLinks, type HostView, type PodNeeds, type PodSight } from './views.ts';
 
 /** Sandboxes reconciled at once: each runs a few short ip processes, mostly waiting on the kernel. */
 export const sandboxConcurrency = 8;
 
-/** A live sandbox and what it should have, decided at the start of a pass. */
-export interface SandboxWork {
-  record: AttachmentRecord;
-  identity: SandboxIdentity;
-  desired: Resolved;
-  /** `desired` as JSON: what tells a pass whether it changed since the sandbox was last reconciled. */
-  desiredJson: string;
-  problems: Problem[];
-  wanted: DesiredSandbox;
-  known: boolean;
-  /** Its records as this pass found them (recordsKey): whether a kept view of its netns still holds. */
-  records: string;
-  /** What it gets with these generations of its configs refused too (ADR 17): for a part the pass finds it cannot plan or make. */
-  rewant?: (refused: readonly RefusedGeneration[]) => Pick<SandboxWork, 'wanted' | 'desired' | 'problems' | 'desiredJson' | 'rewant' | 'refused'>;
-  /** The generations refused whole already, when its addresses were given (one the IPAM cannot give). */
-  refused?: readonly RefusedGeneration[];
-}
+export type { SandboxWork } from './work.ts';
 
 /** How a pass takes a sandbox: at a resync (read everything anew), reading back what it changed, and in a large pass with the others' host steps (stages.ts). */
 export interface SandboxPass {
