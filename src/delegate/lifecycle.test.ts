@@ -102,7 +102,7 @@ t.test(`a failed ADD whose DEL fails ${maxFailedDels} times is held: told, never
   t.same(plugins.commands(), ['ADD plugged c1/net1', 'DEL plugged c1/net1', 'DEL plugged c1/net1', 'DEL plugged c1/net1'], `one ADD, ${maxFailedDels} DELs, then nothing`);
   t.match(outs[1]!.problems[0]!.reason, /ADD broke; its DEL failed too \(DEL broke\) and is tried again/);
   t.ok(outs[1]!.failed, 'a DEL still to be tried again fails the sandbox (its retry)');
-  t.same(outs[5]!.problems.map((p) => p.reason), [`ADD broke; its DEL failed ${maxFailedDels} times, so it is not tried again until the Network's config changes`]);
+  t.same(outs[5]!.problems.map((p) => p.reason), [`ADD broke; its DEL failed ${maxFailedDels} times, so the Network's plugins are not run for this pod again until the Network's config changes`]);
   t.notOk(outs[5]!.failed, 'a held attachment does not keep the sandbox retrying');
   t.equal(records.all()[0]!.failedDels, maxFailedDels, 'the hold is on file (it survives a restart)');
 
@@ -112,6 +112,26 @@ t.test(`a failed ADD whose DEL fails ${maxFailedDels} times is held: told, never
   const fixed = await lifecycle.sync(sandbox([changed]), false);
   t.same(fixed.problems, []);
   t.same(plugins.commands().slice(4), ['ADD plugged c1/net1'], 'the held record goes without a DEL; the new config is run once');
+});
+
+t.test('a hold is the pod\'s and the Network\'s: renaming the attachment runs no plugin again, and the hold stays until the Network is no longer asked', async (t) => {
+  const { lifecycle, plugins, records } = setup();
+  plugins.answers.ADD = new PodnetError('IO_FAILURE', 'ADD broke');
+  plugins.answers.DEL = new PodnetError('IO_FAILURE', 'DEL broke');
+  for (let pass = 0; pass < 4; pass++) await lifecycle.sync(sandbox([listOf('plugged')]), false);
+  const before = plugins.commands().length;
+  // The tenant renames net1 to net9: the same Network, its same config.
+  const renamed = (): DelegatedSandbox => {
+    const s = sandbox([listOf('plugged')]);
+    return { ...s, desired: s.desired.map((d) => ({ ...d, interface: 'net9' })), wanted: { ...s.wanted, attachments: s.wanted.attachments.map((a) => ({ ...a, interface: 'net9' })) } };
+  };
+  const out = await lifecycle.sync(renamed(), false);
+  t.same(plugins.commands().length, before, 'no ADD for net9, no DEL');
+  t.match(out.problems, [{ field: 'spec.attachments[0]', reason: /DEL failed 3 times.*\(held as net1\)/ }]);
+  t.equal(records.all().length, 1, 'the hold stays on file');
+  await lifecycle.sync(sandbox([]), false);
+  t.same(records.all(), [], 'once the Network is not asked for the pod, the hold goes (without a DEL)');
+  t.same(plugins.commands().length, before);
 });
 
 t.test('a list whose plugin is missing, or whose STATUS says not ready (1.1), is not started: no record, no ADD', async (t) => {

@@ -125,13 +125,20 @@ export class DelegatedLifecycle {
       out.problems.push(problem);
       return problem;
     };
-    const held = (r: DelegatedRecord) => tell(r, `${r.addError ?? 'its ADD did not answer'}; its DEL failed ${maxFailedDels} times, so it is not tried again until the Network's config changes`);
-    const wanted = (r: DelegatedRecord) => desired.some((d) => d.interface === r.interface && d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config));
+    const heldReason = (r: DelegatedRecord) => `${r.addError ?? 'its ADD did not answer'}; its DEL failed ${maxFailedDels} times, so the Network's plugins are not run for this pod again until the Network's config changes`;
+    const held = (r: DelegatedRecord) => tell(r, heldReason(r));
+    const sameConfig = (d: ResolvedDelegated, r: DelegatedRecord) => d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config);
+    const wanted = (r: DelegatedRecord) => desired.some((d) => d.interface === r.interface && sameConfig(d, r));
+    /**
+     * A hold is the pod's and the Network's, whatever the interface: renaming the attachment must
+     * not start the leak again (an ADD that fails, DELs that fail, a hold) at the tenant's pace.
+     */
+    const holdOn = (d: ResolvedDelegated) => records.of(cid).find((r) => isGivenUp(r) && sameConfig(d, r));
     for (const had of records.of(cid)) {
       if (isGivenUp(had)) {
-        // Held while asked for as it was; once not, it goes without a DEL (three failed already).
+        // Held while its Network is asked for the pod as it was; once not, it goes without a DEL (three failed already).
         if (wanted(had)) held(had);
-        else {
+        else if (!desired.some((d) => sameConfig(d, had))) {
           records.remove(had);
           out.changed = true;
         }
@@ -163,6 +170,11 @@ export class DelegatedLifecycle {
     let podLinks: Promise<ReadonlyMap<string, ObservedLink>> | undefined;
     for (const want of desired) {
       if (records.of(cid).some((r) => r.interface === want.interface) || sandbox.tried?.has(want.interface)) continue;
+      const hold = holdOn(want);
+      if (hold) {
+        tell(want, `${heldReason(hold)} (held as ${hold.interface})`);
+        continue;
+      }
       // A link of podnet's own by that name (an edit moved the interface to a cni Network): the plan takes it back first.
       if (sandbox.native?.has(want.interface)) {
         out.waiting = true;
