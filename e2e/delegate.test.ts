@@ -319,9 +319,9 @@ ${attachConfig('leaky', 'net1', ['pod-l'])}`;
   t.equal((await cli.apply('leaky.yaml', docs('')).then((r) => r.exitCode)), 0);
   const held = await until('the attachment held', async () => {
     const out = (await cli.explain('default/pod-l')).stdout;
-    return out.includes('not tried again') ? out : undefined;
+    return out.includes('are not run for this pod again') ? out : undefined;
   }, 30_000);
-  t.match(held, /spec\.attachments\[0\]: Network leaky: plugin leaky ADD: CNI error 7[^:]*: no room left; its DEL failed 3 times, so it is not tried again until the Network's config changes/, 'the ADD\'s error, and why it is not tried again');
+  t.match(held, /spec\.attachments\[0\]: Network leaky: plugin leaky ADD: CNI error 7[^:]*: no room left; its DEL failed 3 times, so the Network's plugins are not run for this pod again until the Network's config changes/, 'the ADD\'s error, and why it is not tried again');
   // Resyncs come every second: three of them run nothing.
   await new Promise((r) => setTimeout(r, 3500));
   t.same([await calls('ADD'), await calls('DEL')], [1, 3], 'one ADD, three DELs, and nothing since');

@@ -317,7 +317,7 @@ t.test('a delegated ADD whose DEL keeps failing is held: told on the sandbox, no
     await reconciler.schedule('resync');
   }
   t.same(plugins.commands(), ['ADD plugged c1/net1', ...Array<string>(maxFailedDels).fill('DEL plugged c1/net1')]);
-  t.match(report()?.problems, [{ reason: /its DEL failed 3 times, so it is not tried again/ }]);
+  t.match(report()?.problems, [{ reason: /its DEL failed 3 times, so the Network's plugins are not run for this pod again/ }]);
   t.equal(report()?.lastError, undefined, 'held is not failing: the sandbox is not retried');
   t.same(clock.timers.length, 0);
 });

@@ -42,6 +42,7 @@ import { SandboxLedger } from './ledger.ts';
 import { mapLimited } from './map-limited.ts';
 import { PassSteps } from './pass-steps.ts';
 import { SandboxRoom, sandboxConcurrency, type SandboxWork } from './sandbox.ts';
+import { fairShare } from './fair-share.ts';
 import { inStages } from './stages.ts';
 import { hostViewOf, observedWith, podNeeds, recordsKey, type HostView, type TableSeen } from './views.ts';
 
@@ -104,6 +105,8 @@ export class Reconciler {
   private resyncNext = false;
   /** The documents the last pass read: what the socket's list judges. */
   private documents: DesiredDocuments = emptyDocuments();
+  /** Sandboxes a resync was due for that their namespace's share of it left to the next pass (fair-share.ts). */
+  private carried = new Set<string>();
   private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
   /** The document problems the log has told, as lines: each is told once, when it appears. */
   private loggedProblems = new Set<string>();
@@ -351,12 +354,19 @@ export class Reconciler {
     const { live, unsure } = this.liveSandboxes();
     const work = await this.workOf(live.values(), docs, 'allocate');
     const now = this.opts.clock();
-    const due: SandboxWork[] = [];
-    for (const w of work) {
-      if (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resync, now)) {
-        due.push(w);
-        continue;
-      }
+    // Sandboxes the last pass left to this one for their namespace's share: taken as that pass would have.
+    const carried = this.carried;
+    this.carried = new Set();
+    const resyncOf = (w: SandboxWork) => resync || carried.has(w.record.containerId);
+    const ready: SandboxWork[] = [];
+    const waiting: SandboxWork[] = [];
+    for (const w of work) (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resyncOf(w), now) ? ready : waiting).push(w);
+    // Each namespace its share of the pass (fair-share.ts): what runs plugins past it waits for the next pass, at once.
+    const runsPlugins = (w: SandboxWork) => w.desired.delegated.length > 0 || this.opts.delegated.recordsOf(w.record.containerId).length > 0;
+    const { now: due, later } = fairShare(ready, (w) => w.identity.namespace, runsPlugins, sandboxConcurrency);
+    for (const w of later) if (resyncOf(w)) this.carried.add(w.record.containerId);
+    if (later.length > 0) void this.passes();
+    for (const w of [...waiting, ...later]) {
       // What its last pass refused whole stays refused until it is taken again.
       const refused = this.ledger.track(w.record.containerId)?.refusedWhole;
       const told = refused && w.rewant ? w.rewant(refused) : w;
@@ -369,10 +379,10 @@ export class Reconciler {
     // A small pass (a request) reads back the netns it changed, for the next request to plan from;
     // in a large one those reads would hold up the other sandboxes: they come after all (readBackChanged).
     const readBack = due.length <= sandboxConcurrency;
-    if (readBack) await mapLimited(due, sandboxConcurrency, (w) => this.sandboxes.reconcile(w, host, { resync, readBack }));
+    if (readBack) await mapLimited(due, sandboxConcurrency, (w) => this.sandboxes.reconcile(w, host, { resync: resyncOf(w), readBack }));
     else {
       // A large pass: the host steps its plans start with run together, wave by wave (stages.ts).
-      await inStages(due, sandboxConcurrency, this.opts.timer, (w, together) => this.sandboxes.reconcile(w, host, { resync, readBack, together }));
+      await inStages(due, sandboxConcurrency, this.opts.timer, (w, together) => this.sandboxes.reconcile(w, host, { resync: resyncOf(w), readBack, together }));
       await this.sandboxes.readBackChanged(due);
     }
     const hostView = await host;
