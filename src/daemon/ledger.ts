@@ -210,9 +210,12 @@ export class SandboxLedger {
       const asked = r.asked ?? r.desired;
       const wanted = [...asked.attachments, ...asked.delegated];
       const extra = [...(r.applied?.attachments ?? []), ...r.delegated].filter((a) => !wanted.some((w) => w.network === a.network && w.interface === a.interface));
+      const failing = r.lastError !== undefined;
+      // A pass that failed only for generations it refused whole (ADR 17) left the rest as it should be.
+      const refusedAlone = failing && (r.refusedByPass?.length ?? 0) > 0;
       return [...wanted, ...extra].map(({ network, interface: name }) => ({
         network,
-        state: r.lastError !== undefined ? 'failing' : there.has(`${network}/${name}`) ? 'ready' : 'pending',
+        state: there.has(`${network}/${name}`) && (!failing || refusedAlone) ? 'ready' : failing ? 'failing' : 'pending',
       }));
     });
   }

@@ -7,7 +7,9 @@ import { PodnetError, type ErrorCode } from '../errors.ts';
 import type { Problem } from '../model/desired.ts';
 import type { RefusedGeneration } from '../model/refusal.ts';
 import type { AppliedState } from '../model/state.ts';
+import { causeProblems } from '../model/step.ts';
 import { newGenerationsRefused } from '../model/whole-configs.ts';
+import type { Plan } from '../planner/plan.ts';
 import type { SandboxOutcome } from './ledger.ts';
 import type { SandboxWork } from './work.ts';
 
@@ -47,6 +49,13 @@ export class PassRefusals {
     }
     this.work = { ...this.work, ...this.work.rewant(named) };
     return true;
+  }
+
+  /** The plan of the work, made again without each new generation of which it finds a part it cannot plan. */
+  plan(planOf: (work: SandboxWork) => Plan, applied: AppliedState | undefined): Plan {
+    let planned = planOf(this.work);
+    while (this.refuse(planned.refused.flatMap((r) => causeProblems(r.cause, r.problem.reason)), applied, 'INVALID_REQUEST')) planned = planOf(this.work);
+    return planned;
   }
 
   /** Where the pass stands now. */

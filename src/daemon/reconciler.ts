@@ -43,6 +43,7 @@ import { mapLimited } from './map-limited.ts';
 import { PassSteps } from './pass-steps.ts';
 import { SandboxRoom, sandboxConcurrency, type SandboxWork } from './sandbox.ts';
 import { fairShare } from './fair-share.ts';
+import { PassRefusals } from './pass-refusals.ts';
 import { inStages } from './stages.ts';
 import { hostViewOf, observedWith, podNeeds, recordsKey, type HostView, type TableSeen } from './views.ts';
 
@@ -317,8 +318,10 @@ export class Reconciler {
       const applied = this.applied.get(w.record.containerId);
       const sight = await this.sandboxes.readPod(w, podNeeds(w.desired, applied));
       const observed = observedWith(sight.view, asIfMade);
-      const planned = plan({ containerId: w.record.containerId, netns: w.record.netns, desired: w.desired, observed, applied, ...originsOf(w.wanted) });
-      return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...w.problems, ...planned.problems] };
+      // What the pass would refuse whole of a new generation it cannot plan, refused here too (ADR 17).
+      const refusals = new PassRefusals(w);
+      const planned = refusals.plan((work) => plan({ containerId: w.record.containerId, netns: w.record.netns, desired: work.desired, observed, applied, ...originsOf(work.wanted) }), applied);
+      return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...refusals.work.problems, ...planned.problems] };
     });
     return { documentProblems: this.judge(docs), hostSteps: hostSteps.map(view), items };
   }

@@ -221,10 +221,8 @@ export class SandboxRoom {
     const { applied } = this.opts;
     const { record, identity } = refusals.work;
     const [seen, hostView] = await Promise.all([sight, host]);
-    const planOf = () => plan({ containerId: record.containerId, netns: record.netns, desired: refusals.work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(refusals.work.wanted) });
-    let planned = planOf();
     // A config's new generation of which a part cannot be planned is refused whole, and planned again without.
-    while (refusals.refuse(planned.refused.flatMap((r) => causeProblems(r.cause, r.problem.reason)), report.applied, 'INVALID_REQUEST')) planned = planOf();
+    const planned = refusals.plan((work) => plan({ containerId: record.containerId, netns: record.netns, desired: work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) }), report.applied);
     const { desired, wanted } = refusals.work;
     report.problems = [...refusals.work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;

@@ -259,7 +259,8 @@ export function configPodProblem(config: PodNetworkConfig, facts: SandboxFacts):
     const reason = missingReason(facts, want);
     if (reason) problems.add(`${want.field}: ${reason}`);
   }
-  if (facts.lastError && problems.size === 0) problems.add(facts.lastError);
+  // A pass that refused other configs' generations whole failed for them alone: their problems say so, not this config's status (ADR 17).
+  if (facts.lastError && problems.size === 0 && !facts.refusedByPass?.length) problems.add(facts.lastError);
   return problems.size > 0 ? [...problems].join('; ') : undefined;
 }
 
