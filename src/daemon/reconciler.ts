@@ -120,13 +120,7 @@ export class Reconciler {
     this.applied = new AppliedRecords({ applied: opts.applied, ipam: opts.ipam, metrics: this.metrics, log });
     this.ledger = new SandboxLedger(opts.clock, opts.timer);
     this.host = new HostRoom({ observe: opts.observe, applied: opts.applied, steps: this.steps, log });
-    this.sandboxes = new SandboxRoom({ observe: opts.observe, delegated: opts.delegated, applied: this.applied, ledger: this.ledger, host: this.host, steps: this.steps, metrics: this.metrics, log,
-      again: () => void this.passes(),
-      carry: (containerId) => {
-        this.carried.add(containerId);
-        void this.passes();
-      },
-    });
+    this.sandboxes = new SandboxRoom({ observe: opts.observe, delegated: opts.delegated, applied: this.applied, ledger: this.ledger, host: this.host, steps: this.steps, metrics: this.metrics, log, again: () => void this.passes() });
   }
 
   /** The port security table as a pass last read the host, for `podnet status`; undefined until one has. */

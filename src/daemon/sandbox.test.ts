@@ -38,7 +38,7 @@ async function room(t: Test) {
   const ledger = new SandboxLedger(clock.now, clock.timer);
   const steps = new PassSteps(run, tmp.path);
   const delegated = new DelegatedLifecycle({ records: new MemoryDelegatedRecords(), plugins: new RecordingPlugins(), sight: fakeSight(new Map()), podLinks: async () => new Map(), recorded: () => true, clock: clock.now, log });
-  const sandboxes = new SandboxRoom({ observe, delegated, applied, ledger, host: new HostRoom({ observe, applied: store, steps, log }), steps, metrics: noMetrics, log, again: () => undefined, carry: () => undefined });
+  const sandboxes = new SandboxRoom({ observe, delegated, applied, ledger, host: new HostRoom({ observe, applied: store, steps, log }), steps, metrics: noMetrics, log, again: () => undefined });
   return { run, observe, store, ledger, sandboxes, clock };
 }
 

@@ -43,8 +43,6 @@ export interface SandboxRoomOptions {
   log: Logger;
   /** Asks for one more pass: what had to wait for this pass's changes gets it at once. */
   again: () => void;
-  /** Asks for one more pass that takes this sandbox as a resync: its CHECKs past this pass's share. */
-  carry: (containerId: string) => void;
 }
 
 /** Failures whose steps could not all be taken back: a fresh plan would meet podnet's own leftovers as someone else's. */
@@ -126,13 +124,11 @@ export class SandboxRoom {
         }
         refusals.tell(report);
       }
-      // An ADD that waits for the plan to take back podnet's own link of its name, or for the next
-      // pass's share of plugin calls: the next pass makes it; CHECKs past the share are carried.
+      // An ADD that waits for the plan to take back podnet's own link of its name: the next pass makes it.
       if (delegation.waiting) {
         track.deferred = true;
         this.opts.again();
       }
-      if (delegation.checksLeft) this.opts.carry(record.containerId);
       const refused = refusals.error();
       if (refused) {
         // Tried again with its backoff, from the netns as it is then (from a kept view a failed step would be tried twice).

@@ -7,7 +7,7 @@ import type { ObservedLink } from '../model/state.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import type { AttachmentRecord, Network } from '../protocol/validate.ts';
 import { fakeClock, fakeSight, MemoryDelegatedRecords, RecordingPlugins } from '../testing/fakes.ts';
-import { DelegatedLifecycle, maxFailedDels, maxPluginCallsPerSync, type DelegatedSandbox } from './lifecycle.ts';
+import { DelegatedLifecycle, maxFailedDels, type DelegatedSandbox } from './lifecycle.ts';
 
 const listOf = (name: string, cniVersion = '1.0.0'): DelegatedConfig => ({ name, cniVersion, plugins: [{ type: 'bridge', bridge: `br-${name}` }] });
 const record: AttachmentRecord = {
@@ -264,28 +264,4 @@ t.test("an ADD of an interface podnet's own link holds waits for the plan to tak
   const tried = await lifecycle.sync(sandbox([listOf('plugged')], { tried: new Set(['net1']) }), false);
   t.same(plugins.commands(), [], 'tried already in this pass');
   t.equal(tried.waiting, undefined);
-});
-
-t.test(`a sandbox runs at most ${maxPluginCallsPerSync} ADDs and CHECKs a pass: the rest wait for the next, the longest unchecked first`, async (t) => {
-  const { lifecycle, plugins, clock } = setup();
-  const ten = Array.from({ length: 10 }, () => listOf('plugged'));
-  const first = await lifecycle.sync(sandbox(ten), false);
-  t.equal(plugins.commands().filter((c) => c.startsWith('ADD')).length, maxPluginCallsPerSync, 'eight ADDs');
-  t.equal(first.waiting, true, 'the rest wait for the next pass');
-  const second = await lifecycle.sync(sandbox(ten), false);
-  t.equal(plugins.commands().filter((c) => c.startsWith('ADD')).length, 10, 'the other two then');
-  t.equal(second.waiting, undefined);
-
-  clock.advance(1000);
-  const resync = await lifecycle.sync(sandbox(ten), true);
-  const checks = () => plugins.commands().filter((c) => c.startsWith('CHECK'));
-  t.equal(checks().length, maxPluginCallsPerSync, 'a resync CHECKs eight');
-  t.equal(resync.checksLeft, true, 'and carries the rest');
-  const unchecked = ten.map((_, i) => `CHECK plugged c1/net${i + 1}`).filter((c) => !checks().includes(c));
-  t.equal(unchecked.length, 2);
-  clock.advance(1000);
-  await lifecycle.sync(sandbox(ten), true);
-  const next = checks().slice(maxPluginCallsPerSync);
-  t.equal(next.length, maxPluginCallsPerSync);
-  for (const c of unchecked) t.ok(next.includes(c), `the next resync checks ${c.slice(-4)}, left unchecked before`);
 });

@@ -22,13 +22,6 @@ import { targetOf, type DelegatedRecord } from './store.ts';
  */
 export const maxFailedDels = 3;
 
-/**
- * The ADDs and CHECKs one sandbox runs in a pass; the rest wait for the passes right after (ADDs)
- * or are carried to them (a resync's CHECKs, the longest unchecked first). With a namespace's
- * share of a pass (daemon/fair-share.ts), another tenant waits at most this many plugin calls.
- */
-export const maxPluginCallsPerSync = 8;
-
 /** A record of a failed ADD whose DEL podnet gave up on (see maxFailedDels). */
 const isGivenUp = (r: DelegatedRecord) => r.result === undefined && (r.failedDels ?? 0) >= maxFailedDels;
 
@@ -89,18 +82,14 @@ export interface DelegatedSync {
   takenBack: Problem[];
   /** Interfaces whose ADD it tried and that failed. */
   tried: string[];
-  /** An ADD waits for the plan to take back podnet's own link of its name, or for the next pass's share of plugin calls: the sandbox's next pass makes it. */
+  /** An ADD waits for the plan to take back podnet's own link of its name: the sandbox's next pass makes it. */
   waiting?: boolean;
-  /** A resync's CHECKs past this pass's share of plugin calls: the next pass runs them. */
-  checksLeft?: boolean;
 }
 
 export class DelegatedLifecycle {
   private readonly opts: DelegatedLifecycleOptions;
   /** Gone sandboxes' DELs that failed: when each is tried again (the same backoff as a sandbox's). */
   private readonly delRetries = new Map<string, { failures: number; retryAt: number }>();
-  /** When each attachment (container@interface) was last CHECKed: the longest unchecked go first. */
-  private readonly checkedAt = new Map<string, number>();
   /** Attachments (container@interface) kept after a failed CHECK, with what CHECK said: told once. */
   private readonly checkOverruled = new Map<string, string>();
 
@@ -145,12 +134,6 @@ export class DelegatedLifecycle {
      * not start the leak again (an ADD that fails, DELs that fail, a hold) at the tenant's pace.
      */
     const holdOn = (d: ResolvedDelegated) => records.of(cid).find((r) => isGivenUp(r) && sameConfig(d, r));
-    let calls = maxPluginCallsPerSync;
-    const keyOf = (r: DelegatedRecord) => `${cid}@${r.interface}`;
-    // A resync CHECKs what is there as asked, the longest unchecked first, as many as the share allows.
-    const checkable = resync ? records.of(cid).filter((r) => !isGivenUp(r) && r.result && wanted(r)) : [];
-    const checking = new Set(checkable.sort((a, b) => (this.checkedAt.get(keyOf(a)) ?? 0) - (this.checkedAt.get(keyOf(b)) ?? 0)).slice(0, calls));
-    if (checking.size < checkable.length) out.checksLeft = true;
     for (const had of records.of(cid)) {
       if (isGivenUp(had)) {
         // Held while its Network is asked for the pod as it was; once not, it goes without a DEL (three failed already).
@@ -161,12 +144,7 @@ export class DelegatedLifecycle {
         }
         continue;
       }
-      if (had.result && wanted(had)) {
-        if (!checking.has(had)) continue;
-        calls--;
-        this.checkedAt.set(keyOf(had), this.opts.clock());
-        if (!(await this.checkFails(had, had.result, sandbox))) continue;
-      }
+      if (had.result && wanted(had) && !(resync && (await this.checkFails(had, had.result, sandbox)))) continue;
       // Still asked, but its config cannot be had now (a NetworkAttachmentDefinition gone or broken):
       // what is there stays; only a config that changed takes it down.
       const asked = sandbox.wanted.attachments.some((a) => a.interface === had.interface && a.network.metadata.name === had.network);
@@ -195,10 +173,6 @@ export class DelegatedLifecycle {
       const hold = holdOn(want);
       if (hold) {
         tell(want, `${heldReason(hold)} (held as ${hold.interface})`);
-        continue;
-      }
-      if (calls <= 0) {
-        out.waiting = true;
         continue;
       }
       // A link of podnet's own by that name (an edit moved the interface to a cni Network): the plan takes it back first.
@@ -238,7 +212,6 @@ export class DelegatedLifecycle {
       }
       records.put(attempt);
       out.changed = true;
-      calls--;
       try {
         records.put({ ...attempt, result: await plugins.add(want.config, targetOf(attempt, true)) });
         log.info("attached through the Network's plugins", { pod, network: want.network, interface: want.interface });
@@ -326,7 +299,6 @@ export class DelegatedLifecycle {
   async forgetGone(gone: (containerId: string) => boolean): Promise<void> {
     const { records, plugins, clock, log } = this.opts;
     for (const key of [...this.checkOverruled.keys()]) if (gone(key.slice(0, key.lastIndexOf('@')))) this.checkOverruled.delete(key);
-    for (const key of [...this.checkedAt.keys()]) if (gone(key.slice(0, key.lastIndexOf('@')))) this.checkedAt.delete(key);
     const sight = this.opts.sight();
     const now = clock();
     for (const record of records.all()) {
