@@ -10,6 +10,7 @@ import type { AppliedState } from '../model/state.ts';
 import { causeProblems } from '../model/step.ts';
 import { newGenerationsRefused } from '../model/whole-configs.ts';
 import type { Plan } from '../planner/plan.ts';
+import { refusalMessage } from '../status/status.ts';
 import type { SandboxOutcome } from './ledger.ts';
 import type { SandboxWork } from './work.ts';
 
@@ -84,7 +85,7 @@ export class PassRefusals {
     report.wanted = this.work.wanted;
     report.desired = this.work.desired;
     if (this.refused.length === 0) return;
-    // What was asked keeps its attachments counted failing, and their addresses for the retry.
+    // What was asked keeps its attachments counted (metrics) and their addresses for the retry.
     if (this.work.desired !== this.given.desired) report.asked = this.given.desired;
     report.refusedByPass = this.refused.map((r) => r.problem);
   }
@@ -92,6 +93,6 @@ export class PassRefusals {
   /** The sandbox's failure for what was refused: the pod has what it had of them, and they are tried again with its backoff. */
   error(): PodnetError | undefined {
     if (this.refused.length === 0) return undefined;
-    return new PodnetError(this.refused[0]!.code, this.refused.map(({ problem: p }) => `${p.document} ${p.field}: ${p.reason}`).join('; '));
+    return new PodnetError(this.refused[0]!.code, refusalMessage(this.refused.map((r) => r.problem)));
   }
 }

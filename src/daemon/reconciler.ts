@@ -108,6 +108,8 @@ export class Reconciler {
   private documents: DesiredDocuments = emptyDocuments();
   /** Sandboxes a resync was due for that their namespace's share of it left to the next pass (fair-share.ts). */
   private carried = new Set<string>();
+  /** Sandboxes the last pass left for their namespace's share: the next pass takes them first. */
+  private left = new Set<string>();
   private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
   /** The document problems the log has told, as lines: each is told once, when it appears. */
   private loggedProblems = new Set<string>();
@@ -364,9 +366,16 @@ export class Reconciler {
     const ready: SandboxWork[] = [];
     const waiting: SandboxWork[] = [];
     for (const w of work) (this.ledger.isDue({ containerId: w.record.containerId, desiredJson: w.desiredJson, records: w.records }, resyncOf(w), now) ? ready : waiting).push(w);
-    // Each namespace its share of the pass (fair-share.ts): what runs plugins past it waits for the next pass, at once.
-    const runsPlugins = (w: SandboxWork) => w.desired.delegated.length > 0 || this.opts.delegated.recordsOf(w.record.containerId).length > 0;
-    const { now: due, later } = fairShare(ready, (w) => w.identity.namespace, runsPlugins, sandboxConcurrency);
+    // Each namespace its share of the pass (fair-share.ts): what runs plugins past it waits for the
+    // next pass, at once, and goes first there, so none waits behind the same others every pass.
+    const leftBefore = this.left;
+    const { now: due, later } = fairShare(
+      [...ready.filter((w) => leftBefore.has(w.record.containerId)), ...ready.filter((w) => !leftBefore.has(w.record.containerId))],
+      (w) => w.identity.namespace,
+      (w) => this.runsPlugins(w, resyncOf(w)),
+      sandboxConcurrency,
+    );
+    this.left = new Set(later.map((w) => w.record.containerId));
     for (const w of later) if (resyncOf(w)) this.carried.add(w.record.containerId);
     if (later.length > 0) void this.passes();
     for (const w of [...waiting, ...later]) {
@@ -399,6 +408,18 @@ export class Reconciler {
     await this.host.collectBridges(hostView);
     await this.host.endPass(hostView, attachments);
     this.ledger.scheduleRetry(() => void this.passes());
+  }
+
+  /**
+   * Whether a pass would run a sandbox's plugins: CHECK on a resync, ADD or DEL when what it asks
+   * of them is not what its records say was made (fair-share.ts counts these).
+   */
+  private runsPlugins(w: SandboxWork, resync: boolean): boolean {
+    const records = this.opts.delegated.recordsOf(w.record.containerId);
+    if (resync && records.length > 0) return true;
+    const key = (a: { interface: string; network: string; config: unknown }) => `${a.interface} ${a.network} ${JSON.stringify(a.config)}`;
+    const made = new Set(records.filter((r) => r.result !== undefined).map(key));
+    return made.size !== w.desired.delegated.length || w.desired.delegated.some((d) => !made.has(key(d)));
   }
 
   /**

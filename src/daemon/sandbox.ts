@@ -134,15 +134,16 @@ export class SandboxRoom {
         // Tried again with its backoff, from the netns as it is then (from a kept view a failed step would be tried twice).
         track.sight = undefined;
         track.refusedWhole = refusals.generations();
-        throw refused;
       }
       // The rest applied; a plugin that failed, or a port that waits for the port security table,
-      // is tried again with the sandbox's backoff.
-      if (delegation.failed) throw delegation.failed;
+      // is tried again with the sandbox's backoff. Their failure is told before a refusal's, which
+      // the refused configs' own problems tell.
+      if (delegation.failed && !refused) throw delegation.failed;
       if (track.unavailable !== undefined) {
         track.waitsForTable = true;
         throw new PodnetError('NOT_AVAILABLE', track.unavailable);
       }
+      if (refused) throw refused;
     } catch (err) {
       const e: PodnetError = toPodnetError(err);
       this.opts.metrics.sandboxFailed(e.code);

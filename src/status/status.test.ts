@@ -9,6 +9,7 @@ import {
   condition,
   configNodeEntry,
   configPodProblem,
+  refusalMessage,
   configStatus,
   networkNodeEntry,
   networkStatus,
@@ -532,4 +533,12 @@ t.test('required attachments: each unmet one is named with its document and fiel
   t.match(unmetRequired(failing, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ interface: 'net2', reason: 'ip link add failed: File exists', own: false }], "the pass's error when nothing else tells: another part's, as it names no origin of this one");
   const ownStep = { ...failing, lastError: 'Pod tenant-a/cnf-0 metadata.annotations["podnetwork.opdev.io/networks"][0]: ip link add failed: File exists' };
   t.match(unmetRequired(ownStep, requiredAttachments({ ...identityOf(failing.record), annotation: { selections: [{ name: 'blue', interface: 'net2', required: true }] } }, [])), [{ own: true }], 'its own step failing, named by its origin');
+});
+
+t.test("config pod problem: a pass that failed only for another config's generation refused whole is not this config's failure", async (t) => {
+  const refused = [{ document: 'PodNetworkConfig tenant-a/other', field: 'spec.routes[0]', reason: 'the pod has no interface eth9' }];
+  const only = { ...facts({ configs: [fast] }), refusedByPass: refused, lastError: refusalMessage(refused) };
+  t.equal(configPodProblem(fast, only), undefined, 'an attachment of this config under way is no failure either');
+  const more = { ...only, lastError: 'the port security table is not whole' };
+  t.equal(configPodProblem(fast, more), 'spec.attachments[0]: the port security table is not whole', 'another failure of the pass still is');
 });

@@ -197,7 +197,7 @@ function isAttached(facts: SandboxFacts, want: DesiredAttachment): boolean {
  * src/planner/links.ts), else the pass's error; undefined when nothing tells.
  */
 function missingReason(facts: SandboxFacts, want: DesiredAttachment): string | undefined {
-  return missingProblem(facts, want)?.reason ?? facts.lastError;
+  return missingProblem(facts, want)?.reason ?? unrefusedError(facts);
 }
 
 /** The problem that tells why a desired attachment is not there, when one does. */
@@ -259,9 +259,23 @@ export function configPodProblem(config: PodNetworkConfig, facts: SandboxFacts):
     const reason = missingReason(facts, want);
     if (reason) problems.add(`${want.field}: ${reason}`);
   }
-  // A pass that refused other configs' generations whole failed for them alone: their problems say so, not this config's status (ADR 17).
-  if (facts.lastError && problems.size === 0 && !facts.refusedByPass?.length) problems.add(facts.lastError);
+  const lastError = unrefusedError(facts);
+  if (lastError && problems.size === 0) problems.add(lastError);
   return problems.size > 0 ? [...problems].join('; ') : undefined;
+}
+
+/** What a pass that refused generations whole (ADR 17) failed with: their problems, told at each field. */
+export function refusalMessage(refused: readonly Problem[]): string {
+  return refused.map((p) => `${p.document} ${p.field}: ${p.reason}`).join('; ');
+}
+
+/**
+ * The sandbox's last error, unless it is only the refusal of generations whole: that failure is
+ * theirs, told by their own problems, and no other config's or attachment's.
+ */
+function unrefusedError(facts: SandboxFacts): string | undefined {
+  const refused = facts.refusedByPass ?? [];
+  return refused.length > 0 && facts.lastError === refusalMessage(refused) ? undefined : facts.lastError;
 }
 
 /** A pod of this node that asks podnet for something and has no sandbox podnet recorded. */
