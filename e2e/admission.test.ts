@@ -13,7 +13,7 @@ import { parseAllDocuments } from 'yaml';
 import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
 import { until } from './lib/engine.ts';
 import { repoRoot } from './lib/env.ts';
-import { clientsAs, createManifest, group } from './lib/kube.ts';
+import { clientsAs, createManifest, crdsServe, group } from './lib/kube.ts';
 import { networkStatusAnnotation, networksAnnotation } from '../src/model/annotation.ts';
 import { applyPatch, mergePatch } from '../src/kube/api.ts';
 
@@ -89,7 +89,7 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
   for (const [name, node] of [['a1', 'node-a'], ['b1', 'node-b'], ['b2', 'node-b']] as const) {
     await admin.core.createNamespacedPod({ namespace: workloads, body: { metadata: { name, labels: { app: 'cnf' } }, spec: { nodeName: node, containers: [{ name: 'main', image: 'busybox' }] } } });
   }
-  await until('the CRDs serve', () => admin.objects.list(group, 'Network').then(() => true, () => undefined), 30_000);
+  await crdsServe(admin);
   await admin.objects.create({ apiVersion: group, kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge', ipam: { ranges: [{ subnet: '198.18.101.0/24' }] } } });
   await admin.objects.create({ apiVersion: group, kind: 'PodNetworkConfig', metadata: { name: 'fast', namespace: workloads }, spec: { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] } });
 

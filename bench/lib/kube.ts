@@ -1,9 +1,9 @@
 // The e2e harness's cluster (e2e/cluster) as the Kubernetes benchmarks use it: torn down by the
 // benchmark's cleanup, with podnet's namespace, CRDs and RBAC, and the DaemonSet's service account.
 import { startCluster, type Cluster, type Owner } from '../../e2e/cluster/cluster.ts';
-import { clientsAs, createManifest, group, type Clients } from '../../e2e/lib/kube.ts';
+import { clientsAs, createManifest, crdsServe, type Clients } from '../../e2e/lib/kube.ts';
 import { KubeApi } from '../../src/kube/api.ts';
-import { onCleanup, until } from './harness.ts';
+import { onCleanup } from './harness.ts';
 
 /** What the cluster needs of its owner: its teardowns go to the benchmark's cleanup. */
 export const benchOwner: Owner = { teardown: (fn) => onCleanup('the cluster', fn), passing: () => true };
@@ -22,6 +22,6 @@ export async function podnetCluster(): Promise<PodnetCluster> {
   const cluster = await startCluster(benchOwner);
   const admin = clientsAs(cluster, 'admin');
   for (const manifest of ['namespace.yaml', 'crds.yaml', 'rbac.yaml']) await createManifest(admin, manifest);
-  await until('the CRDs serve', () => admin.objects.list(group, 'Network').then(() => true, () => undefined), 30_000);
+  await crdsServe(admin);
   return { cluster, admin, api: KubeApi.load(cluster.kubeconfig('admin')), daemonKubeconfig: await cluster.serviceAccountKubeconfig('podnet-system', 'podnet') };
 }

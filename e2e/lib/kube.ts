@@ -46,6 +46,11 @@ export async function createManifest(admin: Clients, file: string): Promise<void
   }
 }
 
+/** Once every podnet CRD serves: a daemon lists each before it is ready. */
+export async function crdsServe(admin: Clients): Promise<void> {
+  for (const kind of ['Network', 'PodNetworkConfig', 'PodNetworkPermission']) await until(`the ${kind} CRD serves`, () => admin.objects.list(group, kind).then(() => true, () => undefined), 30_000);
+}
+
 /** A cluster with podnet's CRDs and RBAC, a tenant namespace tenant-a can edit, and a daemon following it. */
 export async function podnetCluster(t: Test, daemonArgs: string[] = []) {
   const cluster = await startCluster(t);
@@ -62,7 +67,7 @@ export async function podnetCluster(t: Test, daemonArgs: string[] = []) {
       body: { metadata: { name: `${user}-edit` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }] },
     });
   }
-  await until('the CRDs serve', () => admin.objects.list(group, 'Network').then(() => true, () => undefined), 30_000);
+  await crdsServe(admin);
 
   const daemon = await daemonSandbox(t, { args: ['--node-name', node, '--kubeconfig', await cluster.serviceAccountKubeconfig('podnet-system', 'podnet'), '--resync-seconds', '2', ...daemonArgs] });
   await daemon.start();
