@@ -110,6 +110,9 @@ export class Reconciler {
   private carried = new Set<string>();
   /** Sandboxes the last pass left for their namespace's share: the next pass takes them first. */
   private left = new Set<string>();
+  /** Passes begun, and who waits for the end of one begun after they asked (passBy). */
+  private begun = 0;
+  private passWaiters: { after: number; wake: () => void }[] = [];
   private readonly judged = new WeakMap<DesiredDocuments, Problem[]>();
   /** The document problems the log has told, as lines: each is told once, when it appears. */
   private loggedProblems = new Set<string>();
@@ -193,13 +196,16 @@ export class Reconciler {
     const { configs } = source.documents();
     if (!asksAnything(pod, configs)) return { outcome: 'nothing-asked' };
     const required = requiredAttachments(pod, configs);
-    // A pass that takes it (a new sandbox is always due), and the passes its plan left work to; one
-    // that did not take it (its netns not seen, the pass cut short) is not run again for it here.
+    // A pass that takes it (a new sandbox is always due, though a namespace's share may leave it to
+    // the next), and the passes its plan left work to; one that did not take it (its netns not seen,
+    // the pass cut short) is not run again for it here.
     for (;;) {
       if (this.closed) return this.answer(record, { outcome: 'pending' });
       const passed = await this.passBy(deadline);
       const answer = firstPassOutcome(this.ledger, record, required);
-      if (!passed || answer.outcome !== 'pending' || clock() >= deadline || this.ledger.track(record.containerId)?.deferred !== true) return this.answer(record, answer);
+      // Again for a plan that left work to the next pass, or a pass that left the sandbox to the next for its namespace's share.
+      const waits = this.ledger.track(record.containerId)?.deferred === true || this.left.has(record.containerId);
+      if (!passed || answer.outcome !== 'pending' || clock() >= deadline || !waits) return this.answer(record, answer);
     }
   }
 
@@ -213,7 +219,16 @@ export class Reconciler {
   passBy(deadline: number): Promise<boolean> {
     let cancel: () => void = () => undefined;
     const timedOut = new Promise<false>((resolve) => (cancel = this.opts.timer(Math.max(0, deadline - this.opts.clock()), () => resolve(false))));
-    return Promise.race([this.schedule().then(() => true), timedOut]).finally(cancel);
+    // The end of the next pass, not of the passes that follow it (a namespace's share left to them,
+    // fair-share.ts): what that pass did for a pod is what its ADD is answered.
+    const waiter = { after: this.begun, wake: () => undefined as void };
+    const ended = new Promise<true>((resolve) => (waiter.wake = () => resolve(true)));
+    this.passWaiters.push(waiter);
+    void this.schedule();
+    return Promise.race([ended, timedOut]).finally(() => {
+      cancel();
+      this.passWaiters = this.passWaiters.filter((w) => w !== waiter);
+    });
   }
 
   private sleep(ms: number): Promise<void> {
@@ -338,6 +353,22 @@ export class Reconciler {
    * read their netns meanwhile.
    */
   private async pass(): Promise<void> {
+    const seq = ++this.begun;
+    try {
+      await this.passNow();
+    } finally {
+      this.passEnded(seq);
+    }
+  }
+
+  /** Wakes who waits for the end of a pass begun after they asked: this one. */
+  private passEnded(seq: number): void {
+    const woken = this.passWaiters.filter((w) => w.after < seq);
+    this.passWaiters = this.passWaiters.filter((w) => w.after >= seq);
+    for (const w of woken) w.wake();
+  }
+
+  private async passNow(): Promise<void> {
     if (!this.opts.source.synced || this.closed) return;
     const started = performance.now();
     this.steps.count();
