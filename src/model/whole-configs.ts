@@ -76,9 +76,7 @@ export function desiredWhole(
  * of it that fails later is its own part's failure, retried.
  */
 export function newGenerationsRefused(whole: readonly AppliedConfig[], had: readonly AppliedConfig[] | undefined, problems: readonly Problem[]): RefusedGeneration[] {
-  const hadBy = new Map((had ?? []).map((c) => [c.name, canonicalJson(c.spec)]));
-  return whole.flatMap((config) => {
-    if (hadBy.get(config.name) === canonicalJson(config.spec)) return [];
+  return newGenerations(whole, had).flatMap((config) => {
     const generation = generationOf(config.spec);
     // Each field once: every part that failed is told, not only the first.
     const mine = problems.filter((p, i) => p.document === config.name && problems.findIndex((o) => o.document === p.document && o.field === p.field) === i);
@@ -88,8 +86,13 @@ export function newGenerationsRefused(whole: readonly AppliedConfig[], had: read
 
 /** Whether `whole` holds a generation the pod does not have (`had`): only then can a pass refuse one. */
 export function givesAnew(whole: readonly AppliedConfig[] | undefined, had: readonly AppliedConfig[] | undefined): boolean {
+  return newGenerations(whole ?? [], had).length > 0;
+}
+
+/** The generations of `whole` that are not the very ones the pod has in `had`. */
+function newGenerations(whole: readonly AppliedConfig[], had: readonly AppliedConfig[] | undefined): AppliedConfig[] {
   const hadBy = new Map((had ?? []).map((c) => [c.name, canonicalJson(c.spec)]));
-  return (whole ?? []).some((c) => hadBy.get(c.name) !== canonicalJson(c.spec));
+  return whole.filter((c) => hadBy.get(c.name) !== canonicalJson(c.spec));
 }
 
 /** What names a config's generation: its spec, whatever order its keys came in. */
