@@ -26,7 +26,7 @@ import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../regis
 import { kernelState } from '../registry/boot.ts';
 import { formatVersion, parseStateDocument, type Unversioned } from '../registry/state-document.ts';
 import { formatCidr, formatIp, parseCidr, sameIp, type Ip } from '../model/cidr.ts';
-import { checkDisjoint, invalid, ipOf, poolOf, poolOfStatic, quoted, type Pool } from '../model/pools.ts';
+import { checkDisjoint, invalid, ipOf, poolOf, poolOfStatic, quoted, staticAddressOf, type Pool } from '../model/pools.ts';
 import type { Allocation } from '../model/resolve.ts';
 
 
@@ -320,10 +320,9 @@ function checkNames(network: string, owner: string): void {
 
 function wantedOf(network: string, requested: readonly string[]): Wanted[] {
   const wanted = requested.map((text): Wanted => {
-    const cidr = typeof text === 'string' && text.includes('/') ? parseCidr(text) : undefined;
-    const ip = cidr?.ip ?? ipOf(text);
-    if (!ip) throw invalid(network, `requested address ${quoted(text)} is not an IP address (ip or ip/prefix)`);
-    return { ip, prefix: cidr?.prefix };
+    const asked = staticAddressOf(text);
+    if (!asked) throw invalid(network, `requested address ${quoted(text)} is not an IP address (ip or ip/prefix)`);
+    return asked;
   });
   wanted.forEach((w, i) => {
     if (wanted.slice(0, i).some((other) => sameIp(other.ip, w.ip))) throw invalid(network, `${formatIp(w.ip)} is requested twice`);

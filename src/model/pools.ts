@@ -105,6 +105,13 @@ export function checkDisjoint(network: string, pools: readonly Pool[]): void {
 }
 
 
+/** A static address as an attachment asks it: "ip" or "ip/prefix"; undefined when it is neither. */
+export function staticAddressOf(text: unknown): { ip: Ip; prefix: number | undefined } | undefined {
+  const cidr = typeof text === 'string' && text.includes('/') ? parseCidr(text) : undefined;
+  const ip = cidr?.ip ?? ipOf(text);
+  return ip ? { ip, prefix: cidr?.prefix } : undefined;
+}
+
 /**
  * The pool a static address asks to be given from: one that holds it, at the pool's own prefix
  * length when it names one, and not an address the pool keeps back (the gateway, the network or
@@ -134,11 +141,10 @@ export function staticAddressProblem(network: string, ranges: readonly IpRange[]
     return undefined;
   }
   for (const [index, text] of ips.entries()) {
-    const cidr = text.includes('/') ? parseCidr(text) : undefined;
-    const ip = cidr?.ip ?? parseIp(text);
-    if (!ip) return { index, reason: `${quoted(text)} is not an IP address (ip or ip/prefix)` };
+    const wanted = staticAddressOf(text);
+    if (!wanted) return { index, reason: `${quoted(text)} is not an IP address (ip or ip/prefix)` };
     try {
-      poolOfStatic(network, pools, ip, cidr?.prefix);
+      poolOfStatic(network, pools, wanted.ip, wanted.prefix);
     } catch (err) {
       return { index, reason: (err as Error).message };
     }
