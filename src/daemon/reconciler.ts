@@ -403,7 +403,7 @@ export class Reconciler {
     const { now: due, later } = fairShare(
       [...ready.filter((w) => leftBefore.has(w.record.containerId)), ...ready.filter((w) => !leftBefore.has(w.record.containerId))],
       (w) => w.identity.namespace,
-      (w) => this.runsPlugins(w, resyncOf(w)),
+      (w) => this.opts.delegated.runsPlugins(w.record.containerId, w.desired.delegated, resyncOf(w)),
       sandboxConcurrency,
     );
     this.left = new Set(later.map((w) => w.record.containerId));
@@ -439,18 +439,6 @@ export class Reconciler {
     await this.host.collectBridges(hostView);
     await this.host.endPass(hostView, attachments);
     this.ledger.scheduleRetry(() => void this.passes());
-  }
-
-  /**
-   * Whether a pass would run a sandbox's plugins: CHECK on a resync, ADD or DEL when what it asks
-   * of them is not what its records say was made (fair-share.ts counts these).
-   */
-  private runsPlugins(w: SandboxWork, resync: boolean): boolean {
-    const records = this.opts.delegated.recordsOf(w.record.containerId);
-    if (resync && records.length > 0) return true;
-    const key = (a: { interface: string; network: string; config: unknown }) => `${a.interface} ${a.network} ${JSON.stringify(a.config)}`;
-    const made = new Set(records.filter((r) => r.result !== undefined).map(key));
-    return made.size !== w.desired.delegated.length || w.desired.delegated.some((d) => !made.has(key(d)));
   }
 
   /**

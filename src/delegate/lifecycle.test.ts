@@ -265,3 +265,14 @@ t.test("an ADD of an interface podnet's own link holds waits for the plan to tak
   t.same(plugins.commands(), [], 'tried already in this pass');
   t.equal(tried.waiting, undefined);
 });
+
+t.test('runsPlugins: a sync runs plugins for what its records do not say was made, and for CHECKs on a resync', async (t) => {
+  const { lifecycle } = setup();
+  const asked = sandbox([listOf('plugged')]);
+  t.equal(lifecycle.runsPlugins('c1', asked.desired, false), true, 'an ADD to make');
+  await lifecycle.sync(asked, false);
+  t.equal(lifecycle.runsPlugins('c1', asked.desired, false), false, 'made as asked: nothing');
+  t.equal(lifecycle.runsPlugins('c1', asked.desired, true), true, 'a resync CHECKs it');
+  t.equal(lifecycle.runsPlugins('c1', [], false), true, 'a DEL to run');
+  t.equal(lifecycle.runsPlugins('c1', sandbox([{ ...listOf('plugged'), plugins: [{ type: 'bridge', bridge: 'br-other' }] }]).desired, false), true, 'another config: DEL and ADD');
+});

@@ -22,6 +22,9 @@ import { targetOf, type DelegatedRecord } from './store.ts';
  */
 export const maxFailedDels = 3;
 
+/** Whether a record was made for this Network with this very config. */
+const sameConfig = (d: ResolvedDelegated, r: DelegatedRecord) => d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config);
+
 /** A record of a failed ADD whose DEL podnet gave up on (see maxFailedDels). */
 const isGivenUp = (r: DelegatedRecord) => r.result === undefined && (r.failedDels ?? 0) >= maxFailedDels;
 
@@ -102,6 +105,17 @@ export class DelegatedLifecycle {
     return this.opts.records.of(containerId);
   }
 
+  /**
+   * Whether a sync would run a sandbox's plugins: CHECK on a resync, ADD or DEL when what it asks
+   * of them is not what its records say was made (daemon/fair-share.ts counts these).
+   */
+  runsPlugins(containerId: string, desired: readonly ResolvedDelegated[], resync: boolean): boolean {
+    const records = this.opts.records.of(containerId);
+    if (resync && records.length > 0) return true;
+    const made = records.filter((r) => r.result !== undefined);
+    return made.length !== desired.length || desired.some((d) => !made.some((r) => r.interface === d.interface && sameConfig(d, r)));
+  }
+
   /** The attachments of a sandbox that are there (their plugins' ADD answered), with their results. */
   attachedTo(containerId: string): DelegatedRecord[] {
     return this.opts.records.of(containerId).filter((r) => r.result !== undefined);
@@ -127,7 +141,6 @@ export class DelegatedLifecycle {
     };
     const heldReason = (r: DelegatedRecord) => `${r.addError ?? 'its ADD did not answer'}; its DEL failed ${maxFailedDels} times, so the Network's plugins are not run for this pod again until the Network's config changes`;
     const held = (r: DelegatedRecord) => tell(r, heldReason(r));
-    const sameConfig = (d: ResolvedDelegated, r: DelegatedRecord) => d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config);
     const wanted = (r: DelegatedRecord) => desired.some((d) => d.interface === r.interface && sameConfig(d, r));
     /**
      * A hold is the pod's and the Network's, whatever the interface: renaming the attachment must
