@@ -240,8 +240,8 @@ export class SandboxRoom {
       // A step of a config's new generation failed and this pass's steps were taken back: planned
       // again without it, from the netns as it is. Not for nft, whose transaction fails whole: the
       // step it names is its first, not the one that failed.
-      const failed = refuseFailedSteps && result.undoErrors.length === 0 && result.failed?.cause && result.failed.tool !== 'nft' ? result.failed : undefined;
-      if (failed && refusals.refuse(causeProblems(failed.cause!, `the node could not make it: ${result.error.message.slice(failed.cause!.length + 2)}`), report.applied, result.error.code)) {
+      const failed = refuseFailedSteps && result.undoErrors.length === 0 && result.failed?.step.tool !== 'nft' ? result.failed : undefined;
+      if (failed?.step.cause && refusals.refuse(causeProblems(failed.step.cause, `the node could not make it: ${failed.reason}`), report.applied, result.error.code)) {
         this.opts.host.stale();
         const again = refusals.work;
         return this.planAndApply(refusals, report, track, this.readPod(again, podNeeds(again.desired, report.applied)), this.opts.host.read(again.desired.attachments), { resync: true, readBack }, true);

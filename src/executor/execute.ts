@@ -111,8 +111,8 @@ async function undo(run: NetnsRunner, actions: readonly UndoAction[]): Promise<P
 
 export interface ExecuteResult {
   error?: PodnetError;
-  /** The step that failed, when it is known which one did: its cause names who asked it. */
-  failed?: Step;
+  /** The step that failed, when it is known which one did (its cause names who asked it), and what the tool said of it, before `error` names the cause. */
+  failed?: { step: Step; reason: string };
   undoErrors: PodnetError[];
   /** The answers of `readBack`, when the steps all ran and it could be read in their last batch. */
   read?: unknown[];
@@ -153,7 +153,8 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
   if (ran.error && ran.unplaced) return { error: ran.error, undoErrors };
-  if (ran.error) return { error: namedByCause(ran.error, steps[ran.done]), ...(steps[ran.done] ? { failed: steps[ran.done] } : {}), undoErrors };
+  const failed = steps[ran.done];
+  if (ran.error) return { error: namedByCause(ran.error, failed), ...(failed ? { failed: { step: failed, reason: ran.error.message } } : {}), undoErrors };
   return ran.read ? { undoErrors, read: ran.read } : { undoErrors };
 }
 
