@@ -1,15 +1,17 @@
 // bench/fairness: one tenant floods the node with slow plugins while another attaches (issue 38).
-// Namespace flood: PODS pods, each given an attachment on a cni Network whose plugin's ADD takes
-// SLOW ms (a script; its result a minimal CNI result). Namespace quiet: one pod, given an
+// Namespace flood: PODS pods, each given WIDE attachments on a cni Network whose plugin's ADD
+// takes SLOW ms (a script; its result a minimal CNI result). Namespace quiet: one pod, given an
 // attachment on a cni Network of the same script without the wait. Alternating, medians:
 //  - anchor: quiet's attachment alone, from its config landing in the config dir to the daemon
 //    reporting its result;
 //  - flooded: the flood's config lands, then, once its first ADDs run, quiet's; the same clock.
 // Passes run one at a time: without a share per namespace, quiet's request waits for the pass
-// that runs every flood pod's plugins (PODS / 8 waves of SLOW). With it (daemon/fair-share.ts) a
-// pass takes 8 of a namespace's plugin sandboxes, so quiet waits for one wave at most.
-// Target (the stated bound): flooded - anchor <= 1.5 x SLOW, whatever PODS is.
-// Run as root: npm run bench:fairness [-- RUNS [PODS [SLOW]]]; PODNET_BINARY runs another build.
+// that runs every flood pod's plugins (PODS / 8 waves of SLOW). With it (fair-share.ts) a
+// pass takes 8 of a namespace's plugin sandboxes, so quiet waits for one wave at most; and a
+// sandbox starts no new plugin call once it spent the pass's plugin time (pluginTimePerPassMs),
+// so a wave is one slow ADD of each, not WIDE of them.
+// Target (the stated bound): flooded - anchor <= 1.5 x SLOW, whatever PODS and WIDE are.
+// Run as root: npm run bench:fairness [-- RUNS [PODS [SLOW [WIDE]]]]; PODNET_BINARY runs another build.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -27,6 +29,7 @@ await runBenchmark(async () => {
   const runs = countArgument(2, 6, 'RUNS');
   const pods = countArgument(3, 40, 'PODS');
   const slowMs = countArgument(4, 1000, 'SLOW');
+  const wide = countArgument(5, 1, 'WIDE');
   const id = suffix();
   const work = mkdtempSync(join(tmpdir(), 'pnbench-fairness-'));
   onCleanup(`remove ${work}`, () => rmSync(work, { recursive: true, force: true }));
@@ -72,24 +75,26 @@ spec:
 `;
   prepareFile(join(paths.configDir, 'network.slow.yaml'), network('pnbench-slow', slowMs)).land();
   prepareFile(join(paths.configDir, 'network.fast.yaml'), network('pnbench-fast', 0)).land();
-  const config = (namespace: string, networkName: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+  const config = (namespace: string, networkName: string, interfaces = 1) => `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: all, namespace: ${namespace} }
 spec:
   podSelector: {}
-  attachments: [{ network: ${networkName}, interface: net1 }]
+  attachments: [${Array.from({ length: interfaces }, (_, i) => `{ network: ${networkName}, interface: net${i + 1} }`).join(', ')}]
 `;
   const floodPath = join(paths.configDir, 'podnetworkconfig.flood.all.yaml');
   const quietPath = join(paths.configDir, 'podnetworkconfig.quiet.all.yaml');
-  const attached = async (ids: readonly string[]) => {
+  /** How many of `ids` have `interfaces` attachments made; 0 interfaces: how many have any. */
+  const attached = async (ids: readonly string[], interfaces = 1) => {
     const items = (await sandboxes(paths.socketPath)).items as unknown as DelegatedReport[];
-    return items.filter((r) => ids.includes(r.containerId) && r.delegated?.some((d) => d.interface === 'net1' && d.result)).length;
+    const made = (r: DelegatedReport) => (r.delegated ?? []).filter((d) => d.result).length;
+    return items.filter((r) => ids.includes(r.containerId) && (interfaces === 0 ? made(r) > 0 : made(r) === interfaces)).length;
   };
 
   /** quiet's attachment, from its config landing to its result reported; `flood`: while the flood's plugins run. */
   const quietAttach = async (flood: boolean): Promise<number> => {
     if (flood) {
-      prepareFile(floodPath, config('flood', 'pnbench-slow')).land();
+      prepareFile(floodPath, config('flood', 'pnbench-slow', wide)).land();
       // Its first pass has started: some of its ADDs run.
       await sleep(Math.min(200, slowMs / 4));
     }
@@ -99,10 +104,10 @@ spec:
     const ms = await until("quiet's attachment made", async () => ((await attached([quietId])) === 1 ? now() - start : undefined), 600_000, 5);
     unlinkSync(quietPath);
     if (flood) {
-      await until('the flood attached', async () => ((await attached(floodIds)) === pods ? true : undefined), 600_000, 50);
+      await until('the flood attached', async () => ((await attached(floodIds, wide)) === pods ? true : undefined), 600_000, 50);
       unlinkSync(floodPath);
     }
-    await until('every attachment taken back', async () => ((await attached([...floodIds, quietId])) === 0 ? true : undefined), 600_000, 20);
+    await until('every attachment taken back', async () => ((await attached([...floodIds, quietId], 0)) === 0 ? true : undefined), 600_000, 20);
     return ms;
   };
   const [anchor, flooded] = await alternating(runs, warmups, () => quietAttach(false), () => quietAttach(true));
@@ -110,10 +115,10 @@ spec:
   const delay = mf - ma;
   const bound = 1.5 * slowMs;
   const binary = relative(process.cwd(), podnetBinary) || podnetBinary;
-  console.log(`runs: ${runs} (alternating, after ${warmups} warm-up round), flood ${pods} pods with a ${slowMs} ms ADD each, Node ${process.version}, ${binary}`);
+  console.log(`runs: ${runs} (alternating, after ${warmups} warm-up round), flood ${pods} pods with ${wide} attachment(s) of a ${slowMs} ms ADD each, Node ${process.version}, ${binary}`);
   console.log(`quiet's attach alone          median ${ma.toFixed(0)} ms`);
-  console.log(`quiet's attach under flood    median ${mf.toFixed(0)} ms   (the flood's plugins alone take ${Math.ceil(pods / 8)} waves of ${slowMs} ms)`);
-  console.log(`delay ${delay.toFixed(0)} ms = ${(delay / slowMs).toFixed(2)} x one flood ADD (target <= 1.5: one wave, whatever the flood's size)`);
+  console.log(`quiet's attach under flood    median ${mf.toFixed(0)} ms   (the flood's plugins alone take ${Math.ceil(pods / 8) * wide} waves of ${slowMs} ms)`);
+  console.log(`delay ${delay.toFixed(0)} ms = ${(delay / slowMs).toFixed(2)} x one flood ADD (target <= 1.5: one wave, whatever the flood's size and width)`);
   console.log(delay <= bound ? 'PASS' : 'FAIL');
   return delay <= bound ? 0 : 1;
 });

@@ -42,7 +42,7 @@ import { SandboxLedger } from './ledger.ts';
 import { mapLimited } from './map-limited.ts';
 import { PassSteps } from './pass-steps.ts';
 import { SandboxRoom, sandboxConcurrency, type SandboxWork } from './sandbox.ts';
-import { fairShare } from './fair-share.ts';
+import { fairShare } from '../fair-share.ts';
 import { PassRefusals } from './pass-refusals.ts';
 import { inStages } from './stages.ts';
 import { hostViewOf, observedWith, podNeeds, recordsKey, type HostView, type TableSeen } from './views.ts';
@@ -431,7 +431,8 @@ export class Reconciler {
     const hostView = await host;
     const gone = (cid: string) => !live.has(cid) && !unsure.has(cid);
     for (const state of this.applied.all()) if (gone(state.containerId)) await this.forget(state, hostView);
-    await this.opts.delegated.forgetGone(gone);
+    // What the pass's plugin time left of gone sandboxes' DELs: the next pass, at once.
+    if (await this.opts.delegated.forgetGone(gone)) void this.passes();
     if (resync) await this.opts.delegated.collect(work.flatMap((w) => w.desired.delegated.map((d) => d.config)));
     this.ledger.forget(gone);
     this.applied.sweepAddresses([...this.ledger.all()].map((o) => ({ containerId: o.containerId, attachments: (o.asked ?? o.desired).attachments })));

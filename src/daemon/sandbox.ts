@@ -3,7 +3,7 @@
 // what came of it goes to the ledger. A failure is the sandbox's alone: told, and tried again
 // with its backoff.
 import { PodnetError, toPodnetError } from '../errors.ts';
-import type { DelegatedLifecycle, DelegatedSync } from '../delegate/lifecycle.ts';
+import { pluginTimePerPassMs, type DelegatedLifecycle, type DelegatedSync } from '../delegate/lifecycle.ts';
 import type { Together, ReadBack } from '../executor/execute.ts';
 import type { Logger } from '../log.ts';
 import type { PassMetrics } from '../metrics.ts';
@@ -124,8 +124,9 @@ export class SandboxRoom {
         }
         refusals.tell(report);
       }
-      // An ADD that waits for the plan to take back podnet's own link of its name: the next pass makes it.
-      if (delegation.waiting) {
+      // An ADD that waits for the plan to take back podnet's own link of its name, or for plugin
+      // time: the next pass goes on, at once; but not past the backoff of a plugin that failed.
+      if (delegation.waiting && !delegation.failed) {
         track.deferred = true;
         this.opts.again();
       }
@@ -169,7 +170,9 @@ export class SandboxRoom {
     const { desired, wanted } = refusals.work;
     const native = new Set((report.applied?.attachments ?? []).map((a) => a.interface));
     const tried = new Set(earlier?.tried ?? []);
-    const sync = await this.opts.delegated.sync({ record, pod: `${identity.namespace}/${identity.name}`, desired: desired.delegated, wanted, tuned: new Set(desired.tuning.map((t) => t.interface)), native, tried }, resync);
+    // Taking back a refused generation is not cut by the pass's plugin time: what it made goes whole.
+    const timeMs = earlier ? Infinity : pluginTimePerPassMs;
+    const sync = await this.opts.delegated.sync({ record, pod: `${identity.namespace}/${identity.name}`, desired: desired.delegated, wanted, tuned: new Set(desired.tuning.map((t) => t.interface)), native, tried }, resync, timeMs);
     if (!earlier) return sync;
     const stillAsked = (p: Problem) => wanted.attachments.some((a) => a.from === p.document && a.field === p.field);
     const failed = sync.failed ?? earlier.failed;

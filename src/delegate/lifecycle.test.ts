@@ -7,7 +7,7 @@ import type { ObservedLink } from '../model/state.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
 import type { AttachmentRecord, Network } from '../protocol/validate.ts';
 import { fakeClock, fakeSight, MemoryDelegatedRecords, RecordingPlugins } from '../testing/fakes.ts';
-import { DelegatedLifecycle, maxFailedDels, type DelegatedSandbox } from './lifecycle.ts';
+import { DelegatedLifecycle, maxFailedDels, pluginTimePerPassMs, type DelegatedSandbox } from './lifecycle.ts';
 
 const listOf = (name: string, cniVersion = '1.0.0'): DelegatedConfig => ({ name, cniVersion, plugins: [{ type: 'bridge', bridge: `br-${name}` }] });
 const record: AttachmentRecord = {
@@ -275,4 +275,55 @@ t.test('runsPlugins: a sync runs plugins for what its records do not say was mad
   t.equal(lifecycle.runsPlugins('c1', asked.desired, true), true, 'a resync CHECKs it');
   t.equal(lifecycle.runsPlugins('c1', [], false), true, 'a DEL to run');
   t.equal(lifecycle.runsPlugins('c1', sandbox([{ ...listOf('plugged'), plugins: [{ type: 'bridge', bridge: 'br-other' }] }]).desired, false), true, 'another config: DEL and ADD');
+});
+
+t.test("a pass's plugin time: no new ADD or DEL once it is spent, the rest in the next pass; a resync's CHECKs in turn", async (t) => {
+  const made = new Map<string, ObservedLink>();
+  const { lifecycle, plugins, clock } = setup({ links: made });
+  // Each call takes 0.3 s: two a pass, the second starting before the pass's time is spent.
+  plugins.during = () => clock.advance(0.6 * pluginTimePerPassMs);
+  const five = sandbox(['a', 'b', 'c', 'd', 'e'].map((n) => listOf(n)));
+  const passes = [];
+  for (let pass = 0; pass < 3; pass++) passes.push(await lifecycle.sync(five, false));
+  t.same(
+    passes.map((p) => p.waiting ?? false),
+    [true, true, false],
+    'left for the next pass until all are made',
+  );
+  t.same(plugins.commands(), ['ADD a c1/net1', 'ADD b c1/net2', 'ADD c c1/net3', 'ADD d c1/net4', 'ADD e c1/net5']);
+  for (const name of ['net1', 'net2', 'net3', 'net4', 'net5']) made.set(name, { name, mtu: 1500, up: true, mac: '02:00:00:00:00:01', addresses: ['198.18.9.2/24'] });
+
+  for (let resync = 0; resync < 3; resync++) t.notOk((await lifecycle.sync(five, true)).waiting, 'CHECKs not run wait for the next resync, not for a pass');
+  t.same(
+    plugins.commands().slice(5),
+    ['CHECK a c1/net1', 'CHECK b c1/net2', 'CHECK c c1/net3', 'CHECK d c1/net4', 'CHECK e c1/net5', 'CHECK a c1/net1'],
+    'each resync starts where the last stopped',
+  );
+
+  // A CHECK that finds the interface gone, its pass's time spent: made again by the next pass.
+  made.delete('net2');
+  plugins.answers.CHECK = new PodnetError('IO_FAILURE', 'no net2');
+  plugins.during = () => clock.advance(pluginTimePerPassMs);
+  t.ok((await lifecycle.sync(five, true)).waiting, 'its remaking waits for the next pass');
+  t.same(plugins.commands().slice(11), ['CHECK b c1/net2']);
+  delete plugins.answers.CHECK;
+  plugins.during = () => clock.advance(0.6 * pluginTimePerPassMs);
+  t.notOk((await lifecycle.sync(five, false)).waiting);
+  t.same(plugins.commands().slice(11), ['CHECK b c1/net2', 'DEL b c1/net2', 'ADD b c1/net2'], 'remade, though that pass was no resync');
+
+  // Taking back (a refused generation) is not cut short.
+  t.notOk((await lifecycle.sync(sandbox([]), false, Infinity)).waiting);
+  t.equal(plugins.commands().filter((c) => c.startsWith('DEL')).length, 6, 'every DEL in one sync');
+});
+
+t.test("gone sandboxes' DELs: their namespaces in turn, within a pass's plugin time; the rest left for the next pass", async (t) => {
+  const { lifecycle, plugins, clock } = setup({ sight: new Map([['/run/netns/pod-a', 'not-net'], ['/run/netns/pod-b', 'not-net']]) });
+  await lifecycle.sync(sandbox(['a', 'b', 'c'].map((n) => listOf(n))), false);
+  const other = { ...record, containerId: 'c2', netns: '/run/netns/pod-b', pod: { namespace: 'tenant-b', name: 'pod-b', uid: 'u-2' } };
+  await lifecycle.sync(sandbox([listOf('z')], { record: other }), false);
+  plugins.during = () => clock.advance(0.6 * pluginTimePerPassMs);
+  t.ok(await lifecycle.forgetGone(() => true), 'some left');
+  t.same(plugins.commands().slice(4), ['DEL a c1/net1', 'DEL z c2/net1'], "the other namespace's among the first");
+  t.notOk(await lifecycle.forgetGone(() => true), 'the rest by the next pass');
+  t.same(plugins.commands().slice(6), ['DEL b c1/net2', 'DEL c c1/net3']);
 });

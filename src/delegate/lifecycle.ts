@@ -14,6 +14,7 @@ import type { Logger } from '../log.ts';
 import { retryWaitMs, type Clock } from '../retry.ts';
 import type { PluginRunner } from './plugin.ts';
 import { targetOf, type DelegatedRecord } from './store.ts';
+import { fairShare } from '../fair-share.ts';
 
 /**
  * DELs tried for a delegated ADD that did not answer before podnet gives up on it. Its record is
@@ -21,6 +22,13 @@ import { targetOf, type DelegatedRecord } from './store.ts';
  * for, so a plugin whose DEL cannot take back its failed ADD does not leak once per retry.
  */
 export const maxFailedDels = 3;
+
+/**
+ * Plugin time a sandbox may spend in one pass (ADR 31): once spent, it starts no new ADD, DEL or
+ * CHECK, and its next pass (at once) goes on. One slow call a pass, many fast ones: a tenant's
+ * 32 attachments whose plugins take their timeout no longer hold a pass for 32 of them.
+ */
+export const pluginTimePerPassMs = 500;
 
 /** Whether a record was made for this Network with this very config. */
 const sameConfig = (d: ResolvedDelegated, r: DelegatedRecord) => d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config);
@@ -85,7 +93,10 @@ export interface DelegatedSync {
   takenBack: Problem[];
   /** Interfaces whose ADD it tried and that failed. */
   tried: string[];
-  /** An ADD waits for the plan to take back podnet's own link of its name: the sandbox's next pass makes it. */
+  /**
+   * Something is left for the sandbox's next pass, at once: an ADD waits for the plan to take back
+   * podnet's own link of its name, or the pass's plugin time (pluginTimePerPassMs) was spent.
+   */
   waiting?: boolean;
 }
 
@@ -95,6 +106,10 @@ export class DelegatedLifecycle {
   private readonly delRetries = new Map<string, { failures: number; retryAt: number }>();
   /** Attachments (container@interface) kept after a failed CHECK, with what CHECK said: told once. */
   private readonly checkOverruled = new Map<string, string>();
+  /** The interface each sandbox's last CHECK was of: a resync starts after it, so each is checked in turn. */
+  private readonly checkedLast = new Map<string, string>();
+  /** Attachments (container@interface) a CHECK found wrong, to be made again, also by a pass after it. */
+  private readonly remakes = new Set<string>();
 
   constructor(opts: DelegatedLifecycleOptions) {
     this.opts = opts;
@@ -107,7 +122,7 @@ export class DelegatedLifecycle {
 
   /**
    * Whether a sync would run a sandbox's plugins: CHECK on a resync, ADD or DEL when what it asks
-   * of them is not what its records say was made (daemon/fair-share.ts counts these).
+   * of them is not what its records say was made (fair-share.ts counts these).
    */
   runsPlugins(containerId: string, desired: readonly ResolvedDelegated[], resync: boolean): boolean {
     const records = this.opts.records.of(containerId);
@@ -125,10 +140,14 @@ export class DelegatedLifecycle {
    * A sandbox's delegated attachments: DEL for those no longer wanted (or wanted with another
    * config, or whose ADD a crash cut short, or, on a resync, that CHECK found wrong), then ADD for
    * those missing. A failed ADD is taken back with DEL at once and becomes a problem of the
-   * attachment. A DEL that fails keeps its record, for the next pass.
+   * attachment. A DEL that fails keeps its record, for the next pass. No new call starts once
+   * `timeMs` of the pass is spent on them: what is left waits for the next pass (`waiting`), and
+   * a resync's CHECKs not run wait for the next resync, which starts where this one stopped.
    */
-  async sync(sandbox: DelegatedSandbox, resync: boolean): Promise<DelegatedSync> {
-    const { records, plugins, log } = this.opts;
+  async sync(sandbox: DelegatedSandbox, resync: boolean, timeMs = pluginTimePerPassMs): Promise<DelegatedSync> {
+    const { records, plugins, log, clock } = this.opts;
+    const began = clock();
+    const mayCall = () => clock() - began < timeMs;
     const { record, desired, pod } = sandbox;
     const cid = record.containerId;
     const out: DelegatedSync = { changed: false, problems: [], takenBack: [], tried: [] };
@@ -147,7 +166,7 @@ export class DelegatedLifecycle {
      * not start the leak again (an ADD that fails, DELs that fail, a hold) at the tenant's pace.
      */
     const holdOn = (d: ResolvedDelegated) => records.of(cid).find((r) => isGivenUp(r) && sameConfig(d, r));
-    for (const had of records.of(cid)) {
+    for (const had of this.inTurn(cid)) {
       if (isGivenUp(had)) {
         // Held while its Network is asked for the pod as it was; once not, it goes without a DEL (three failed already).
         if (wanted(had)) held(had);
@@ -157,11 +176,19 @@ export class DelegatedLifecycle {
         }
         continue;
       }
-      if (had.result && wanted(had) && !(resync && (await this.checkFails(had, had.result, sandbox)))) continue;
+      const key = `${cid}@${had.interface}`;
+      if (had.result && wanted(had) && !this.remakes.has(key)) {
+        if (!resync || !mayCall() || !(await this.checkFails(had, had.result, sandbox))) continue;
+        this.remakes.add(key);
+      }
       // Still asked, but its config cannot be had now (a NetworkAttachmentDefinition gone or broken):
       // what is there stays; only a config that changed takes it down.
       const asked = sandbox.wanted.attachments.some((a) => a.interface === had.interface && a.network.metadata.name === had.network);
       if (had.result && asked && !desired.some((d) => d.interface === had.interface)) continue;
+      if (!mayCall()) {
+        out.waiting = true;
+        continue;
+      }
       try {
         await plugins.del(had.config, targetOf(had, true), had.result);
       } catch (err) {
@@ -176,6 +203,7 @@ export class DelegatedLifecycle {
         continue;
       }
       records.remove(had);
+      this.remakes.delete(key);
       out.changed = true;
       log.info("detached through the Network's plugins", { pod, network: had.network, interface: had.interface });
     }
@@ -196,6 +224,10 @@ export class DelegatedLifecycle {
       // The runtime's DEL may have come in during this pass: nothing new for a sandbox that is going
       // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
       if (!this.opts.recorded(cid)) break;
+      if (!mayCall()) {
+        out.waiting = true;
+        break;
+      }
       // An interface the pod has that no record gives this attachment is someone else's (Multus's
       // net1, an admin's): its plugin's ADD would fail on the name, and the DEL after it delete it.
       try {
@@ -254,6 +286,7 @@ export class DelegatedLifecycle {
    */
   private async checkFails(had: DelegatedRecord, result: CniResult, sandbox: DelegatedSandbox): Promise<boolean> {
     if (!runsCheck(had.config) || sandbox.tuned.has(had.interface)) return false;
+    this.checkedLast.set(had.containerId, had.interface);
     try {
       await this.opts.plugins.check(had.config, targetOf(had, true), result);
       return false;
@@ -273,6 +306,14 @@ export class DelegatedLifecycle {
       this.opts.log.warn('CHECK failed; attaching again', fields);
       return true;
     }
+  }
+
+  /** A sandbox's records by interface, starting after the one its last CHECK was of. */
+  private inTurn(containerId: string): DelegatedRecord[] {
+    const sorted = [...this.opts.records.of(containerId)].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
+    const last = this.checkedLast.get(containerId);
+    const next = last === undefined ? 0 : sorted.findIndex((r) => r.interface > last);
+    return next <= 0 ? sorted : [...sorted.slice(next), ...sorted.slice(0, next)];
   }
 
   /**
@@ -308,14 +349,28 @@ export class DelegatedLifecycle {
     return true;
   }
 
-  /** The attachments of sandboxes that are gone: DEL, without the netns when it went with them. */
-  async forgetGone(gone: (containerId: string) => boolean): Promise<void> {
+  /**
+   * The attachments of sandboxes that are gone: DEL, without the netns when it went with them.
+   * Their namespaces in turn, within one pass's plugin time (pluginTimePerPassMs), so one
+   * tenant's many deleted pods do not hold a pass for all their DELs. Whether some were left for
+   * the next pass, which should follow at once.
+   */
+  async forgetGone(gone: (containerId: string) => boolean): Promise<boolean> {
     const { records, plugins, clock, log } = this.opts;
-    for (const key of [...this.checkOverruled.keys()]) if (gone(key.slice(0, key.lastIndexOf('@')))) this.checkOverruled.delete(key);
+    const containerOf = (key: string) => key.slice(0, key.lastIndexOf('@'));
+    for (const key of [...this.checkOverruled.keys()]) if (gone(containerOf(key))) this.checkOverruled.delete(key);
+    for (const key of [...this.remakes]) if (gone(containerOf(key))) this.remakes.delete(key);
+    for (const cid of [...this.checkedLast.keys()]) if (gone(cid)) this.checkedLast.delete(cid);
     const sight = this.opts.sight();
     const now = clock();
-    for (const record of records.all()) {
-      if (!gone(record.containerId)) continue;
+    let left = false;
+    const { now: inTurn } = fairShare(
+      records.all().filter((r) => gone(r.containerId)),
+      (r) => /(?:^|;)K8S_POD_NAMESPACE=([^;]*)/.exec(r.args)?.[1] ?? '',
+      () => false,
+      0,
+    );
+    for (const record of inTurn) {
       if (isGivenUp(record)) {
         records.remove(record);
         continue;
@@ -327,6 +382,10 @@ export class DelegatedLifecycle {
       const key = `${record.containerId}@${record.interface}`;
       const retry = this.delRetries.get(key);
       if (retry && now < retry.retryAt) continue;
+      if (clock() - now >= pluginTimePerPassMs) {
+        left = true;
+        continue;
+      }
       try {
         await plugins.del(record.config, targetOf(record, netns === 'net'), record.result);
       } catch (err) {
@@ -341,6 +400,7 @@ export class DelegatedLifecycle {
       records.remove(record);
       log.info("took back a gone sandbox's delegated attachment", { containerId: record.containerId, network: record.network, interface: record.interface });
     }
+    return left;
   }
 
   /**
