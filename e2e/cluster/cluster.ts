@@ -16,10 +16,10 @@ import { cachedClusterBinaries, dieWithParent, ensureClusterBinaries, findGo, ty
 
 /**
  * The static-token users: admin is in system:masters, the tenants only in system:authenticated,
- * and node is the kubelet of the node named nodeName (system:nodes, which the Node authorizer
- * holds to its own node's objects).
+ * node is the kubelet of the node named nodeName and node-2 that of secondNodeName (system:nodes,
+ * which the Node authorizer holds to its own node's objects).
  */
-export const clusterUsers = ['admin', 'tenant-a', 'tenant-b', 'node'] as const;
+export const clusterUsers = ['admin', 'tenant-a', 'tenant-b', 'node', 'node-2'] as const;
 export type ClusterUser = (typeof clusterUsers)[number];
 
 /**
@@ -28,12 +28,19 @@ export type ClusterUser = (typeof clusterUsers)[number];
  */
 export const nodeName = '127.0.0.1';
 
+/**
+ * The second node (startNode's `second`), in a network namespace of its own: the apiserver
+ * reaches its kubelet at its underlay address, its InternalIP.
+ */
+export const secondNodeName = 'podnet-e2e-node-2';
+
 /** How each user's token line names it: token,user,uid[,"group,group"]. */
 const tokenUser: Record<ClusterUser, { name: string; groups?: string }> = {
   admin: { name: 'admin', groups: 'system:masters' },
   'tenant-a': { name: 'tenant-a' },
   'tenant-b': { name: 'tenant-b' },
   node: { name: `system:node:${nodeName}`, groups: 'system:nodes' },
+  'node-2': { name: `system:node:${secondNodeName}`, groups: 'system:nodes' },
 };
 
 /**

@@ -1,8 +1,10 @@
 // A real node for the e2e: containerd (Debian's, runc, cgroupfs) and a kubelet registered with the
 // cluster's kube-apiserver as node 127.0.0.1, with kube-controller-manager and kube-scheduler so
-// that DaemonSets, ServiceAccounts and scheduling are the cluster's own.
+// that DaemonSets, ServiceAccounts and scheduling are the cluster's own. A second node (`second`)
+// is the same but in a network namespace of its own, joined to the machine's by an underlay
+// (a veth pair), as a second machine on a LAN.
 //
-// The node shares the machine's kernel, network namespace and PID namespace, as a node would, but
+// The first node shares the machine's kernel, network namespace and PID namespace, as a node would, but
 // has a mount namespace of its own: the folders a node's components and podnet's DaemonSet use at
 // fixed paths (/opt/cni/bin, /etc/cni/net.d, /var/lib/cni, /var/lib/podnet, /run/podnet,
 // /run/netns, /run/containerd, /var/log/containers) are the test's own folders bind-mounted there,
@@ -15,11 +17,12 @@ import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, readlink, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { connect, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
-import { coldBuildTimeoutMs, freePort, launch, nodeName, ownedTempFolders, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
+import { coldBuildTimeoutMs, freePort, launch, nodeName, ownedTempFolders, secondNodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
 
 /** Debian's reference plugins, which the node's primary network and containerd's loopback use. */
 const debianPlugins = '/usr/lib/cni';
@@ -34,6 +37,12 @@ const nodeOwnedPaths = ['/opt/cni/bin', '/etc/cni/net.d', '/var/lib/cni', '/var/
 export const pauseImage = 'localhost/podnet-e2e/pause:1';
 export const busyboxImage = 'localhost/podnet-e2e/busybox:1';
 
+/**
+ * The second node's underlay: a /30 of the test range between the machine's network namespace
+ * (`host`) and the node's (`node`, its InternalIP). Fixed, as the nodes' primary subnets are.
+ */
+export const underlay = { host: '198.18.229.1', node: '198.18.229.2', prefix: 30 } as const;
+
 /** The kernel settings the kubelet changes at start (and never puts back). */
 const kubeletSysctls = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'] as const;
 
@@ -46,6 +55,8 @@ export type NodeRuntime = (typeof nodeRuntimes)[number];
 
 export interface Node {
   name: string;
+  /** The address the node's kubelet and its host-network pods have, as other nodes reach it. */
+  address: string;
   runtime: NodeRuntime;
   /** The node's cgroup, under every hierarchy: gone after teardown. */
   cgroupRoot: string;
@@ -59,7 +70,7 @@ export interface Node {
   kubectl(args: readonly string[], options?: { as?: ClusterUser; input?: string; reject?: boolean }): Promise<{ stdout: string; stderr: string; exitCode: number }>;
   /** A podman image (`podman save`) made known to containerd, under its own name. */
   importImage(tag: string): Promise<void>;
-  /** argv that runs `argv` inside the node's mount namespace (where its netns names are). */
+  /** argv that runs `argv` inside the node's mount namespace (where its netns names are), and network namespace for the second node. */
   inNode(argv: readonly string[]): [string, ...string[]];
   /** containerd and the kubelet stopped and started again, pods' containers included: a node's reboot, short of the kernel. */
   restart(): Promise<void>;
@@ -93,19 +104,22 @@ export async function prepareNodeTest(root: Test): Promise<undefined> {
  * then containerd and the kubelet, and waits until the node is Ready. Everything stops at t's
  * teardown, pods' processes included, and the machine is left as it was found.
  */
-export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string; runtime: NodeRuntime }): Promise<Node> {
+export async function startNode(t: Owner, cluster: Cluster, options: { primarySubnet: string; runtime: NodeRuntime; second?: boolean }): Promise<Node> {
   const binaries = await ensureNodeBinaries();
   await sweepCrashedNodes();
   const root = await mkdtemp(join(tmpdir(), nodePrefix));
   await writeFile(join(root, 'owner'), String(process.pid));
-  const { cgroupRoot, primaryBridge } = nodeNames(root);
+  const { cgroupRoot, primaryBridge, underlayLink } = nodeNames(root);
+  const second = options.second === true;
+  const name = second ? secondNodeName : nodeName;
+  const address = second ? underlay.node : nodeName;
   const processes: Supervised[] = [];
   const madeMountPoints: string[] = [];
   const sysctlsBefore = await kubeletSysctlValues();
 
   let holder: Supervised | undefined;
   /** argv that runs `argv` in the node's mount namespace. */
-  const inNode = (argv: readonly string[]): [string, ...string[]] => ['/usr/bin/nsenter', `--mount=/proc/${holder!.pid}/ns/mnt`, '--', ...argv];
+  const inNode = (argv: readonly string[]): [string, ...string[]] => ['/usr/bin/nsenter', `--mount=/proc/${holder!.pid}/ns/mnt`, ...(second ? [`--net=/proc/${holder!.pid}/ns/net`] : []), '--', ...argv];
   const runInNode = (argv: readonly string[]) => {
     const [file, ...args] = inNode(argv);
     return execa(file, args);
@@ -118,13 +132,26 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
   };
 
+  /** The second node's way to the apiserver: a Unix socket this process serves (forward.ts). */
+  const apiserverSocket = second ? createServer((client) => {
+    const upstream = connect({ host: '127.0.0.1', port: Number(new URL(cluster.server).port) });
+    client.pipe(upstream).pipe(client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+  }) : undefined;
+
   t.teardown(async () => {
-    if (!t.passing()) await describeNode(kubectl);
+    if (!t.passing()) await describeNode(kubectl, name);
     // The pods first, while the kubelet still runs them: their CNI DEL takes their host links off.
-    await deleteAllPods(core).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
+    await deletePodsOf(core, name).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
     for (const p of processes.splice(0).reverse()) await terminate(p, 'SIGTERM', 5000);
     if (holder) await terminate(holder, 'SIGKILL', 0);
     await removeNodeRemains(root);
+    await new Promise((resolve) => (apiserverSocket?.listening ? apiserverSocket.close(resolve) : resolve(undefined)));
     for (const [key, value] of Object.entries(sysctlsBefore)) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
     for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
     if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
@@ -132,10 +159,31 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   });
 
   // The node's own mount namespace, held open by a process that only sleeps.
-  holder = launch('node mount namespace', '/usr/bin/unshare', ['--mount', '--propagation', 'private', '--', '/bin/sleep', 'infinity'], join(root, 'holder.log'));
+  holder = launch('node namespaces', '/usr/bin/unshare', ['--mount', ...(second ? ['--net'] : []), '--propagation', 'private', '--', '/bin/sleep', 'infinity'], join(root, 'holder.log'));
   processes.push(holder);
   const ownMountNs = await readlink('/proc/self/ns/mnt');
-  await waitReady(holder, 10_000, async () => (await readlink(`/proc/${holder!.pid}/ns/mnt`)) !== ownMountNs);
+  const ownNetNs = await readlink('/proc/self/ns/net');
+  await waitReady(holder, 10_000, async () => (await readlink(`/proc/${holder!.pid}/ns/mnt`)) !== ownMountNs && (!second || (await readlink(`/proc/${holder!.pid}/ns/net`)) !== ownNetNs));
+  if (second) {
+    // The underlay: a veth pair, one end on the machine, the other the node's underlay0.
+    await execa('ip', ['link', 'add', underlayLink, 'type', 'veth', 'peer', 'name', 'underlay0', 'netns', String(holder.pid)]);
+    await execa('ip', ['addr', 'add', `${underlay.host}/${underlay.prefix}`, 'dev', underlayLink]);
+    await execa('ip', ['link', 'set', underlayLink, 'up']);
+    for (const argv of [
+      ['ip', 'link', 'set', 'lo', 'up'],
+      ['ip', 'addr', 'add', `${underlay.node}/${underlay.prefix}`, 'dev', 'underlay0'],
+      ['ip', 'link', 'set', 'underlay0', 'up'],
+    ])
+      await runInNode(argv);
+    // The apiserver at 127.0.0.1:<port> in the node too, where its kubelet and podnet's DaemonSet look for it.
+    const socketPath = join(root, 'apiserver.sock');
+    await new Promise<void>((resolve, reject) => apiserverSocket!.once('error', reject).listen(socketPath, resolve));
+    const port = new URL(cluster.server).port;
+    const [file, ...args] = inNode([process.execPath, join(import.meta.dirname, 'forward.ts'), '127.0.0.1', port, socketPath]);
+    const forward = launch('apiserver forward', file, args, join(root, 'forward.log'));
+    processes.push(forward);
+    await waitReady(forward, 10_000, async () => (await readFile(forward.logFile, 'utf8')).includes('forwarding'));
+  }
 
   const folders = new Map<string, string>();
   for (const path of nodeOwnedPaths) {
@@ -174,7 +222,8 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   );
 
   await makeCgroupRoot(cgroupRoot);
-  processes.push(...(await startControllers(cluster, binaries, root)));
+  // One kube-controller-manager and kube-scheduler for the cluster: the first node's.
+  if (!second) processes.push(...(await startControllers(cluster, binaries, root)));
 
   // At containerd's usual path inside the node, where podnet's DaemonSet asks it through the CRI.
   const socket = join(folders.get('/run/containerd')!, 'containerd.sock');
@@ -201,18 +250,28 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   };
   await importTestImages(root, importImage);
 
-  const kubeletConfigFile = await kubeletConfig(root, cgroupRoot);
+  const kubeletConfigFile = await kubeletConfig(root, cgroupRoot, second ? underlay.node : '127.0.0.1');
   const startKubelet = async () => {
-    const [file, ...args] = inNode([binaries.kubelet, `--config=${kubeletConfigFile}`, `--kubeconfig=${cluster.kubeconfig('node')}`, `--root-dir=${join(root, 'kubelet')}`, `--cert-dir=${join(root, 'kubelet-pki')}`, `--hostname-override=${nodeName}`, '--v=1']);
+    const [file, ...args] = inNode([
+      binaries.kubelet,
+      `--config=${kubeletConfigFile}`,
+      `--kubeconfig=${cluster.kubeconfig(second ? 'node-2' : 'node')}`,
+      `--root-dir=${join(root, 'kubelet')}`,
+      `--cert-dir=${join(root, 'kubelet-pki')}`,
+      `--hostname-override=${name}`,
+      ...(second ? [`--node-ip=${underlay.node}`] : []),
+      '--v=1',
+    ]);
     const p = launch('kubelet', file, args, join(root, 'kubelet.log'));
     processes.push(p);
-    await waitReady(p, 120_000, async () => isReady((await core.readNode({ name: nodeName }).catch(() => undefined)) as V1Node | undefined));
+    await waitReady(p, 120_000, async () => isReady((await core.readNode({ name }).catch(() => undefined)) as V1Node | undefined));
     return p;
   };
   let kubelet = await startKubelet();
 
   return {
-    name: nodeName,
+    name,
+    address,
     runtime: options.runtime,
     cgroupRoot,
     root,
@@ -259,26 +318,26 @@ async function kubeletSysctlValues(): Promise<Record<string, string>> {
 }
 
 /** What an operator would look at first when a node test fails: the pods, their events, podnet's logs. */
-async function describeNode(nodeKubectl: Node['kubectl']): Promise<void> {
+async function describeNode(nodeKubectl: Node['kubectl'], name: string): Promise<void> {
   const kubectl = async (args: string[]) => {
     const { stdout, stderr } = await nodeKubectl(args, { reject: false });
     return `${stdout}${stderr}`;
   };
   const said = [
-    ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide'])],
+    ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide', `--field-selector=spec.nodeName=${name}`])],
     ['events', await kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp'])],
-    ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60'])],
-    ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20'])],
+    ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60', `--field-selector=spec.nodeName=${name}`])],
+    ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20', `--field-selector=spec.nodeName=${name}`])],
   ];
-  for (const [what, text] of said) process.stderr.write(`--- ${what} (test failed) ---\n${text}\n`);
+  for (const [what, text] of said) process.stderr.write(`--- ${what} on node ${name} (test failed) ---\n${text}\n`);
 }
 
 const nodePrefix = 'podnet-kubelet-node-';
 
 /** The names on the machine that belong to the node whose folder is `root`. */
-function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string } {
+function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string; underlayLink: string } {
   const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
-  return { cgroupRoot: `/podnet-e2e-${id}`, primaryBridge: `pnnode${id}` };
+  return { cgroupRoot: `/podnet-e2e-${id}`, primaryBridge: `pnnode${id}`, underlayLink: `pnul${id}` };
 }
 
 /**
@@ -301,10 +360,11 @@ async function sweepCrashedNodes(): Promise<void> {
  * bridge. Its folder stays for the caller (a teardown still reads its logs).
  */
 async function removeNodeRemains(root: string): Promise<void> {
-  const { cgroupRoot, primaryBridge } = nodeNames(root);
+  const { cgroupRoot, primaryBridge, underlayLink } = nodeNames(root);
   await killNodeProcesses(root, cgroupRoot);
   await removeCgroups(cgroupRoot);
-  await execa('ip', ['link', 'del', primaryBridge], { reject: false });
+  // A second node's bridge is in its network namespace, gone with its processes; its underlay's end on the machine is not.
+  for (const link of [primaryBridge, underlayLink]) await execa('ip', ['link', 'del', link], { reject: false });
 }
 
 /** Whether a node of another process runs on the machine now (its machine-wide traces are not ours to judge then). */
@@ -392,7 +452,7 @@ async function containerdConfig(root: string, runtime: NodeRuntime): Promise<str
   return file;
 }
 
-async function kubeletConfig(root: string, cgroupRoot: string): Promise<string> {
+async function kubeletConfig(root: string, cgroupRoot: string, address: string): Promise<string> {
   const file = join(root, 'kubelet-config.yaml');
   await mkdir(join(root, 'pod-logs'), { recursive: true });
   await writeFile(
@@ -401,11 +461,11 @@ async function kubeletConfig(root: string, cgroupRoot: string): Promise<string> 
       apiVersion: 'kubelet.config.k8s.io/v1beta1',
       kind: 'KubeletConfiguration',
       containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
-      address: '127.0.0.1',
+      address,
       port: await freePort(),
       readOnlyPort: 0,
       healthzPort: 0,
-      // The apiserver reaches the kubelet (exec, logs) on loopback with no client certificate.
+      // The apiserver reaches the kubelet (exec, logs) at its address with no client certificate.
       authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
       authorization: { mode: 'AlwaysAllow' },
       cgroupDriver: 'cgroupfs',
@@ -457,11 +517,13 @@ function isReady(node: V1Node | undefined): boolean {
   return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 }
 
-async function deleteAllPods(core: CoreV1Api): Promise<void> {
-  const pods = (await core.listPodForAllNamespaces()).items;
+/** Every pod bound to node `name` deleted, and gone. */
+async function deletePodsOf(core: CoreV1Api, name: string): Promise<void> {
+  const fieldSelector = `spec.nodeName=${name}`;
+  const pods = (await core.listPodForAllNamespaces({ fieldSelector })).items;
   await Promise.all(pods.map((p) => core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: p.metadata!.namespace!, gracePeriodSeconds: 0 }).catch(() => undefined)));
   const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline && (await core.listPodForAllNamespaces()).items.length > 0) await new Promise((r) => setTimeout(r, 500));
+  while (Date.now() < deadline && (await core.listPodForAllNamespaces({ fieldSelector })).items.length > 0) await new Promise((r) => setTimeout(r, 500));
 }
 
 const cgroupBase = '/sys/fs/cgroup';

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { DelegatedLifecycle, maxFailedDels } from '../delegate/lifecycle.ts';
+import { DelegatedLifecycle, maxFailedDels, pluginTimePerPassMs } from '../delegate/lifecycle.ts';
 import { NodeIpam } from '../ipam/ipam.ts';
 import { identityOf, podNameLabel, type SandboxIdentity } from '../model/identity.ts';
 import { hostInterfaceName } from '../model/host-links.ts';
@@ -320,6 +320,21 @@ t.test('a delegated ADD whose DEL keeps failing is held: told on the sandbox, no
   t.match(report()?.problems, [{ reason: /its DEL failed 3 times, so the Network's plugins are not run for this pod again/ }]);
   t.equal(report()?.lastError, undefined, 'held is not failing: the sandbox is not retried');
   t.same(clock.timers.length, 0);
+});
+
+t.test("a gone sandbox's DELs that a pass's plugin time leaves go on in the next pass, which runs by itself", async (t) => {
+  const dels: number[] = [];
+  const metrics: PassMetrics = { passEnded: () => void dels.push(plugins.commands().filter((c) => c.startsWith('DEL')).length), sandboxFailed: () => undefined, attachmentsChanged: () => undefined };
+  const { plugins, clock, reconciler, records, sight } = await setup(t, [config({ attachments: [{ network: 'plugged', interface: 'net1' }, { network: 'plugged', interface: 'net2' }] })], metrics);
+  await reconciler.schedule();
+  t.same(plugins.commands(), ['ADD plugged c1/net1', 'ADD plugged c1/net2']);
+  records.length = 0;
+  sight.set(netns, 'not-net');
+  plugins.during = () => clock.advance(pluginTimePerPassMs);
+  dels.length = 0;
+  await reconciler.schedule();
+  t.same(plugins.commands().slice(2), ['DEL plugged c1/net1', 'DEL plugged c1/net2']);
+  t.same(dels, [1, 2], 'one DEL spent the pass; the next pass, asked by none, took the rest');
 });
 
 t.test('a source that has not synced gets no pass: nothing is taken back on a partial view', async (t) => {

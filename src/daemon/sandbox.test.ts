@@ -1,8 +1,9 @@
 // One sandbox's reconcile called on its own, as a plugin's cmdAdd is in its tests: its work, the
 // host as a pass sees it, a recording runner and a kernel the test describes; no reconciler.
 import t, { type Test } from 'tap';
+import { PodnetError } from '../errors.ts';
 import { dir } from 'tmp-promise';
-import { DelegatedLifecycle } from '../delegate/lifecycle.ts';
+import { DelegatedLifecycle, pluginTimePerPassMs } from '../delegate/lifecycle.ts';
 import type { Logger } from '../log.ts';
 import { noMetrics } from '../metrics.ts';
 import type { DesiredSandbox } from '../model/desired.ts';
@@ -37,9 +38,11 @@ async function room(t: Test) {
   const applied = new AppliedRecords({ applied: store, ipam: { release: () => undefined, holders: () => [] }, metrics: noMetrics, log });
   const ledger = new SandboxLedger(clock.now, clock.timer);
   const steps = new PassSteps(run, tmp.path);
-  const delegated = new DelegatedLifecycle({ records: new MemoryDelegatedRecords(), plugins: new RecordingPlugins(), sight: fakeSight(new Map()), podLinks: async () => new Map(), recorded: () => true, clock: clock.now, log });
-  const sandboxes = new SandboxRoom({ observe, delegated, applied, ledger, host: new HostRoom({ observe, applied: store, steps, log }), steps, metrics: noMetrics, log, again: () => undefined });
-  return { run, observe, store, ledger, sandboxes, clock };
+  const plugins = new RecordingPlugins();
+  const delegated = new DelegatedLifecycle({ records: new MemoryDelegatedRecords(), plugins, sight: fakeSight(new Map()), podLinks: async () => new Map(), recorded: () => true, clock: clock.now, log });
+  const again = { asked: 0 };
+  const sandboxes = new SandboxRoom({ observe, delegated, applied, ledger, host: new HostRoom({ observe, applied: store, steps, log }), steps, metrics: noMetrics, log, again: () => void again.asked++ });
+  return { run, observe, store, ledger, sandboxes, clock, plugins, again };
 }
 
 t.test('a sandbox reconciled alone: its plan applied in its netns, recorded, and its outcome in the ledger', async (t) => {
@@ -104,4 +107,55 @@ t.test("a config's new generation of which a part cannot be planned or made is r
   t.same(second.store.get('c1')?.configs?.map((c) => c.name), [a.name]);
   t.same(second.store.get('c1')?.routes, [], 'no route of b recorded');
   t.same(second.store.get('c1')?.tuning.map((x) => x.interface), ['eth0']);
+});
+
+t.test("a pass's plugin time spent with ADDs left: the plan and the config's record wait for the next pass, which makes it whole", async (t) => {
+  const { run, observe, store, ledger, sandboxes, clock, plugins, again } = await room(t);
+  // Each ADD takes 0.3 s and makes its interface in the pod.
+  plugins.during = (command, target) => {
+    clock.advance(0.6 * pluginTimePerPassMs);
+    if (command === 'ADD') observe.pod(netns).set(target.ifname, FakeObserver.link(target.ifname));
+  };
+  const config = { name: 'slow', cniVersion: '1.0.0', plugins: [{ type: 'bridge' }] };
+  const b = { name: 'PodNetworkConfig default/b', spec: { podSelector: {}, attachments: [] } };
+  const route = { family: 4 as const, to: '198.18.163.0/24', table: 100, dev: 'net3' };
+  const interfaces = ['net1', 'net2', 'net3'];
+  const desired: Resolved = { attachments: [], delegated: interfaces.map((i) => ({ interface: i, network: 'slow', config })), tuning: [], routes: [route], rules: [], sysctls: [] };
+  const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1' as const, kind: 'Network' as const, metadata: { name: 'slow' }, spec: { type: 'cni' as const, cni: { config } } };
+  const asked: DesiredSandbox = {
+    ...wanted,
+    whole: [b],
+    origins: new Map([[routeKey(route), `${b.name} spec.routes[0]`]]),
+    attachments: interfaces.map((i, n) => ({ network, interface: i, from: b.name, field: `spec.attachments[${n}]` })),
+  };
+  const none: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
+  const rewant: NonNullable<SandboxWork['rewant']> = (refused) => {
+    const told = refused.map((r) => r.problem);
+    return { wanted: { ...wanted, whole: [], problems: told }, desired: none, problems: told, desiredJson: JSON.stringify(none) };
+  };
+  const slow: SandboxWork = { ...work, desired, desiredJson: JSON.stringify(desired), wanted: asked, rewant };
+
+  await sandboxes.reconcile(slow, host(), { resync: false, readBack: true });
+  t.same(plugins.commands(), ['ADD slow c1/net1', 'ADD slow c1/net2'], 'two ADDs, then the time is spent');
+  t.same(run.lines(), [], 'no plan: its route is via an interface still being made');
+  t.equal(store.get('c1')?.configs, undefined, 'b is not recorded as applied');
+  t.equal(ledger.outcome('c1')?.lastError, undefined, 'nothing failed');
+  t.ok(ledger.track('c1')?.deferred, 'the next pass goes on');
+  t.equal(again.asked, 1, 'at once');
+
+  await sandboxes.reconcile(slow, host(), { resync: false, readBack: true });
+  t.same(plugins.commands().slice(2), ['ADD slow c1/net3']);
+  t.same(run.lines(), [`netns ${netns} ip route add 198.18.163.0/24 dev net3 table 100`], 'the route, once net3 is there');
+  t.same(store.get('c1')?.configs?.map((c) => c.name), [b.name], 'b whole');
+  t.notOk(ledger.track('c1')?.deferred);
+
+  // A slow ADD that fails, its time spent: the sandbox waits for its backoff, not for the next pass.
+  const { sandboxes: failing, plugins: failingPlugins, clock: failingClock, ledger: failingLedger, again: failingAgain } = await room(t);
+  failingPlugins.during = () => failingClock.advance(pluginTimePerPassMs);
+  failingPlugins.answers.ADD = new PodnetError('IO_FAILURE', 'timed out');
+  const annotated: SandboxWork = { ...slow, wanted: { ...asked, whole: [] } };
+  await failing.reconcile(annotated, host(), { resync: false, readBack: true });
+  t.notOk(failingLedger.track('c1')?.deferred, 'not deferred past its backoff');
+  t.equal(failingAgain.asked, 0);
+  t.notOk(failingLedger.isDue({ containerId: 'c1', desiredJson: annotated.desiredJson, records: annotated.records }, false, failingClock.now()), 'not due before its backoff');
 });

@@ -86,6 +86,10 @@ export class SandboxRoom {
       }
       track.delegateProblems = delegation.problems;
       report.delegated = delegated.attachedTo(record.containerId);
+      if (delegation.cut) {
+        this.pluginsGoOn(refusals, report, track, delegation);
+        return;
+      }
       const afterPlugins = refusals.mark();
       if (!asksThePlanner(refusals.work.desired, report.applied)) {
         // Most pods on a node: nothing of podnet's own wanted or there, so nothing to read or plan.
@@ -124,13 +128,13 @@ export class SandboxRoom {
         }
         refusals.tell(report);
       }
-      // An ADD that waits for the plan to take back podnet's own link of its name, or for plugin
-      // time: the next pass goes on, at once; but not past the backoff of a plugin that failed.
-      if (delegation.waiting && !delegation.failed) {
+      const refused = refusals.error();
+      // An ADD that waits for the plan to take back podnet's own link of its name: the next pass
+      // makes it, at once; but not past the backoff of a sandbox that fails.
+      if (delegation.waiting && !delegation.failed && !refused && track.unavailable === undefined) {
         track.deferred = true;
         this.opts.again();
       }
-      const refused = refusals.error();
       if (refused) {
         // Tried again with its backoff, from the netns as it is then (from a kept view a failed step would be tried twice).
         track.sight = undefined;
@@ -161,6 +165,26 @@ export class SandboxRoom {
   }
 
   /**
+   * A sync that spent the pass's plugin time with ADDs or DELs left: the sandbox's next pass goes
+   * on at once (after its backoff, if a plugin failed). Its plan waits for that: it may tune or
+   * route through what they make, and would refuse a config whose interfaces are still being
+   * made; the configs are not recorded as applied before they are whole. What the plugins made
+   * stays.
+   */
+  private pluginsGoOn(refusals: PassRefusals, report: SandboxOutcome, track: SandboxTrack, delegation: DelegatedSync): void {
+    refusals.tell(report);
+    report.problems = [...refusals.work.problems, ...track.delegateProblems];
+    report.lastSteps = [];
+    track.committed = true;
+    const refused = refusals.error();
+    if (refused) track.refusedWhole = refusals.generations();
+    if (delegation.failed) throw delegation.failed;
+    if (refused) throw refused;
+    track.deferred = true;
+    this.opts.again();
+  }
+
+  /**
    * The sandbox's delegated attachments synced to what the pass works from now; `earlier`: this
    * pass's sync before, whose failed ADDs are not tried again, and whose problems of what is still
    * asked stand.
@@ -170,13 +194,14 @@ export class SandboxRoom {
     const { desired, wanted } = refusals.work;
     const native = new Set((report.applied?.attachments ?? []).map((a) => a.interface));
     const tried = new Set(earlier?.tried ?? []);
-    // Taking back a refused generation is not cut by the pass's plugin time: what it made goes whole.
-    const timeMs = earlier ? Infinity : pluginTimePerPassMs;
-    const sync = await this.opts.delegated.sync({ record, pod: `${identity.namespace}/${identity.name}`, desired: desired.delegated, wanted, tuned: new Set(desired.tuning.map((t) => t.interface)), native, tried }, resync, timeMs);
+    // The pass's plugin time is the sandbox's, whatever syncs it takes; but taking back a refused
+    // generation is not cut by it: what that made goes whole.
+    const budget = earlier ? { ms: pluginTimePerPassMs - earlier.spentMs, takingBack: true } : { ms: pluginTimePerPassMs };
+    const sync = await this.opts.delegated.sync({ record, pod: `${identity.namespace}/${identity.name}`, desired: desired.delegated, wanted, tuned: new Set(desired.tuning.map((t) => t.interface)), native, tried }, resync, budget);
     if (!earlier) return sync;
     const stillAsked = (p: Problem) => wanted.attachments.some((a) => a.from === p.document && a.field === p.field);
     const failed = sync.failed ?? earlier.failed;
-    return { ...sync, problems: [...earlier.problems.filter(stillAsked), ...sync.problems], tried: [...tried, ...sync.tried], ...(failed ? { failed } : {}) };
+    return { ...sync, problems: [...earlier.problems.filter(stillAsked), ...sync.problems], tried: [...tried, ...sync.tried], spentMs: earlier.spentMs + sync.spentMs, ...(failed ? { failed } : {}) };
   }
 
   /**

@@ -61,15 +61,15 @@ function setup(opts: { links?: Map<string, ObservedLink> | 'unreadable'; sight?:
 t.test('ADD once for what is asked, with the pod in CNI_ARGS; nothing again while it is there; DEL once it is not asked', async (t) => {
   const { lifecycle, plugins, records } = setup();
   const first = await lifecycle.sync(sandbox([listOf('plugged')]), false);
-  t.same(first, { changed: true, problems: [], takenBack: [], tried: [] });
+  t.same(first, { changed: true, problems: [], takenBack: [], tried: [], spentMs: 0 });
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
   t.equal(records.all()[0]!.args, 'IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=pod-a;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1');
   t.same(lifecycle.attachedTo('c1').map((r) => r.result?.ips?.[0]?.address), ['198.18.9.2/24'], 'the result is on record');
 
-  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [], takenBack: [], tried: [] }, 'nothing to do the second time');
+  t.same(await lifecycle.sync(sandbox([listOf('plugged')]), false), { changed: false, problems: [], takenBack: [], tried: [], spentMs: 0 }, 'nothing to do the second time');
   t.same(plugins.commands(), ['ADD plugged c1/net1']);
 
-  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [], takenBack: [], tried: [] });
+  t.same(await lifecycle.sync(sandbox([]), false), { changed: true, problems: [], takenBack: [], tried: [], spentMs: 0 });
   t.same(plugins.commands(), ['ADD plugged c1/net1', 'DEL plugged c1/net1']);
   t.same(records.all(), [], 'the record goes with the DEL');
 });
@@ -286,14 +286,14 @@ t.test("a pass's plugin time: no new ADD or DEL once it is spent, the rest in th
   const passes = [];
   for (let pass = 0; pass < 3; pass++) passes.push(await lifecycle.sync(five, false));
   t.same(
-    passes.map((p) => p.waiting ?? false),
+    passes.map((p) => p.cut ?? false),
     [true, true, false],
     'left for the next pass until all are made',
   );
   t.same(plugins.commands(), ['ADD a c1/net1', 'ADD b c1/net2', 'ADD c c1/net3', 'ADD d c1/net4', 'ADD e c1/net5']);
   for (const name of ['net1', 'net2', 'net3', 'net4', 'net5']) made.set(name, { name, mtu: 1500, up: true, mac: '02:00:00:00:00:01', addresses: ['198.18.9.2/24'] });
 
-  for (let resync = 0; resync < 3; resync++) t.notOk((await lifecycle.sync(five, true)).waiting, 'CHECKs not run wait for the next resync, not for a pass');
+  for (let resync = 0; resync < 3; resync++) t.notOk((await lifecycle.sync(five, true)).cut, 'CHECKs not run wait for the next resync, not for a pass');
   t.same(
     plugins.commands().slice(5),
     ['CHECK a c1/net1', 'CHECK b c1/net2', 'CHECK c c1/net3', 'CHECK d c1/net4', 'CHECK e c1/net5', 'CHECK a c1/net1'],
@@ -304,16 +304,30 @@ t.test("a pass's plugin time: no new ADD or DEL once it is spent, the rest in th
   made.delete('net2');
   plugins.answers.CHECK = new PodnetError('IO_FAILURE', 'no net2');
   plugins.during = () => clock.advance(pluginTimePerPassMs);
-  t.ok((await lifecycle.sync(five, true)).waiting, 'its remaking waits for the next pass');
+  t.ok((await lifecycle.sync(five, true)).cut, 'its remaking waits for the next pass');
   t.same(plugins.commands().slice(11), ['CHECK b c1/net2']);
   delete plugins.answers.CHECK;
   plugins.during = () => clock.advance(0.6 * pluginTimePerPassMs);
-  t.notOk((await lifecycle.sync(five, false)).waiting);
+  t.notOk((await lifecycle.sync(five, false)).cut);
   t.same(plugins.commands().slice(11), ['CHECK b c1/net2', 'DEL b c1/net2', 'ADD b c1/net2'], 'remade, though that pass was no resync');
 
-  // Taking back (a refused generation) is not cut short.
-  t.notOk((await lifecycle.sync(sandbox([]), false, Infinity)).waiting);
-  t.equal(plugins.commands().filter((c) => c.startsWith('DEL')).length, 6, 'every DEL in one sync');
+  // Taking back (a refused generation) is not cut short, however little time is left; its ADDs are.
+  const takeBack = await lifecycle.sync(sandbox([listOf('z')]), false, { ms: 0, takingBack: true });
+  t.same(plugins.commands().slice(14).sort(), ['DEL a c1/net1', 'DEL b c1/net2', 'DEL c c1/net3', 'DEL d c1/net4', 'DEL e c1/net5'], 'every DEL in one sync');
+  t.ok(takeBack.cut, 'the ADD of what stays asked waits for the next pass');
+  t.equal(takeBack.spentMs, 5 * 0.6 * pluginTimePerPassMs);
+});
+
+t.test("one attachment whose calls fail slowly does not spend every pass's time: it is tried after the sandbox's others", async (t) => {
+  const { lifecycle, plugins, clock } = setup();
+  plugins.during = () => clock.advance(pluginTimePerPassMs);
+  const two = sandbox([listOf('a'), listOf('b')]);
+  plugins.answers.ADD = new PodnetError('IO_FAILURE', 'timed out');
+  const first = await lifecycle.sync(two, false);
+  t.ok(first.failed && first.cut, 'a failed and the time is spent');
+  delete plugins.answers.ADD;
+  await lifecycle.sync(two, false);
+  t.same(plugins.commands(), ['ADD a c1/net1', 'DEL a c1/net1', 'ADD b c1/net2'], 'the next pass starts with b, not the one that failed');
 });
 
 t.test("gone sandboxes' DELs: their namespaces in turn, within a pass's plugin time; the rest left for the next pass", async (t) => {

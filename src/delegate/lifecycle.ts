@@ -30,6 +30,15 @@ export const maxFailedDels = 3;
  */
 export const pluginTimePerPassMs = 500;
 
+/**
+ * What a sync may spend: `ms` of plugin time, after which it starts no new ADD or CHECK, nor DEL
+ * unless `takingBack` (what a refused generation made goes whole, ADR 17).
+ */
+export interface PluginBudget {
+  ms: number;
+  takingBack?: boolean;
+}
+
 /** Whether a record was made for this Network with this very config. */
 const sameConfig = (d: ResolvedDelegated, r: DelegatedRecord) => d.network === r.network && JSON.stringify(d.config) === JSON.stringify(r.config);
 
@@ -93,11 +102,15 @@ export interface DelegatedSync {
   takenBack: Problem[];
   /** Interfaces whose ADD it tried and that failed. */
   tried: string[];
-  /**
-   * Something is left for the sandbox's next pass, at once: an ADD waits for the plan to take back
-   * podnet's own link of its name, or the pass's plugin time (pluginTimePerPassMs) was spent.
-   */
+  /** An ADD waits for the plan to take back podnet's own link of its name: the sandbox's next pass makes it. */
   waiting?: boolean;
+  /**
+   * The pass's plugin time (pluginTimePerPassMs) was spent with ADDs or DELs left: the sandbox's
+   * next pass goes on, and its plan waits for it (it may tune or route through what they make).
+   */
+  cut?: boolean;
+  /** Plugin time this sync spent, in ms. */
+  spentMs: number;
 }
 
 export class DelegatedLifecycle {
@@ -110,6 +123,8 @@ export class DelegatedLifecycle {
   private readonly checkedLast = new Map<string, string>();
   /** Attachments (container@interface) a CHECK found wrong, to be made again, also by a pass after it. */
   private readonly remakes = new Set<string>();
+  /** Attachments whose last ADD or DEL failed: tried after the sandbox's others, so that one that hangs does not spend every pass's time. */
+  private readonly failedLast = new Set<string>();
 
   constructor(opts: DelegatedLifecycleOptions) {
     this.opts = opts;
@@ -140,17 +155,17 @@ export class DelegatedLifecycle {
    * A sandbox's delegated attachments: DEL for those no longer wanted (or wanted with another
    * config, or whose ADD a crash cut short, or, on a resync, that CHECK found wrong), then ADD for
    * those missing. A failed ADD is taken back with DEL at once and becomes a problem of the
-   * attachment. A DEL that fails keeps its record, for the next pass. No new call starts once
-   * `timeMs` of the pass is spent on them: what is left waits for the next pass (`waiting`), and
-   * a resync's CHECKs not run wait for the next resync, which starts where this one stopped.
+   * attachment. A DEL that fails keeps its record, for the next pass. No new call starts once the
+   * budget is spent: the ADDs and DELs left wait for the next pass (`cut`), and a resync's CHECKs
+   * not run wait for the next resync, which starts where this one stopped.
    */
-  async sync(sandbox: DelegatedSandbox, resync: boolean, timeMs = pluginTimePerPassMs): Promise<DelegatedSync> {
+  async sync(sandbox: DelegatedSandbox, resync: boolean, budget: PluginBudget = { ms: pluginTimePerPassMs }): Promise<DelegatedSync> {
     const { records, plugins, log, clock } = this.opts;
     const began = clock();
-    const mayCall = () => clock() - began < timeMs;
+    const mayCall = () => clock() - began < budget.ms;
     const { record, desired, pod } = sandbox;
     const cid = record.containerId;
-    const out: DelegatedSync = { changed: false, problems: [], takenBack: [], tried: [] };
+    const out: DelegatedSync = { changed: false, problems: [], takenBack: [], tried: [], spentMs: 0 };
     const fail = (e: PodnetError) => (out.failed ??= e);
     const tell = (want: { interface: string; network: string }, reason: string): Problem => {
       const wantedBy = sandbox.wanted.attachments.find((a) => a.interface === want.interface);
@@ -185,14 +200,15 @@ export class DelegatedLifecycle {
       // what is there stays; only a config that changed takes it down.
       const asked = sandbox.wanted.attachments.some((a) => a.interface === had.interface && a.network.metadata.name === had.network);
       if (had.result && asked && !desired.some((d) => d.interface === had.interface)) continue;
-      if (!mayCall()) {
-        out.waiting = true;
+      if (!budget.takingBack && !mayCall()) {
+        out.cut = true;
         continue;
       }
       try {
         await plugins.del(had.config, targetOf(had, true), had.result);
       } catch (err) {
         const e = toPodnetError(err);
+        this.failedLast.add(key);
         const givenUp = this.delDidNotTakeBack(had, e);
         if (!givenUp) fail(e);
         // A failed ADD still asked for stays told while its DEL is tried again, and once held.
@@ -204,12 +220,13 @@ export class DelegatedLifecycle {
       }
       records.remove(had);
       this.remakes.delete(key);
+      this.failedLast.delete(key);
       out.changed = true;
       log.info("detached through the Network's plugins", { pod, network: had.network, interface: had.interface });
     }
     const args = cniArgsOf(record);
     let podLinks: Promise<ReadonlyMap<string, ObservedLink>> | undefined;
-    for (const want of desired) {
+    for (const want of this.lastFailedLast(cid, desired)) {
       if (records.of(cid).some((r) => r.interface === want.interface) || sandbox.tried?.has(want.interface)) continue;
       const hold = holdOn(want);
       if (hold) {
@@ -225,7 +242,7 @@ export class DelegatedLifecycle {
       // (its DEL waits for the delegated records to be gone, and the next pass takes back the rest).
       if (!this.opts.recorded(cid)) break;
       if (!mayCall()) {
-        out.waiting = true;
+        out.cut = true;
         break;
       }
       // An interface the pod has that no record gives this attachment is someone else's (Multus's
@@ -259,9 +276,11 @@ export class DelegatedLifecycle {
       out.changed = true;
       try {
         records.put({ ...attempt, result: await plugins.add(want.config, targetOf(attempt, true)) });
+        this.failedLast.delete(`${cid}@${want.interface}`);
         log.info("attached through the Network's plugins", { pod, network: want.network, interface: want.interface });
       } catch (err) {
         const e = toPodnetError(err);
+        this.failedLast.add(`${cid}@${want.interface}`);
         const problem = tell(want, e.message);
         out.tried.push(want.interface);
         fail(e);
@@ -276,6 +295,7 @@ export class DelegatedLifecycle {
         );
       }
     }
+    out.spentMs = clock() - began;
     return out;
   }
 
@@ -308,12 +328,18 @@ export class DelegatedLifecycle {
     }
   }
 
-  /** A sandbox's records by interface, starting after the one its last CHECK was of. */
+  /** A sandbox's records by interface, starting after the one its last CHECK was of; those whose last DEL failed last. */
   private inTurn(containerId: string): DelegatedRecord[] {
     const sorted = [...this.opts.records.of(containerId)].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
     const last = this.checkedLast.get(containerId);
     const next = last === undefined ? 0 : sorted.findIndex((r) => r.interface > last);
-    return next <= 0 ? sorted : [...sorted.slice(next), ...sorted.slice(0, next)];
+    return this.lastFailedLast(containerId, next <= 0 ? sorted : [...sorted.slice(next), ...sorted.slice(0, next)]);
+  }
+
+  /** `items` in their order, those whose last ADD or DEL failed moved to the end. */
+  private lastFailedLast<T extends { interface: string }>(containerId: string, items: readonly T[]): T[] {
+    const failed = (item: T) => this.failedLast.has(`${containerId}@${item.interface}`);
+    return [...items.filter((item) => !failed(item)), ...items.filter(failed)];
   }
 
   /**
@@ -360,6 +386,7 @@ export class DelegatedLifecycle {
     const containerOf = (key: string) => key.slice(0, key.lastIndexOf('@'));
     for (const key of [...this.checkOverruled.keys()]) if (gone(containerOf(key))) this.checkOverruled.delete(key);
     for (const key of [...this.remakes]) if (gone(containerOf(key))) this.remakes.delete(key);
+    for (const key of [...this.failedLast]) if (gone(containerOf(key))) this.failedLast.delete(key);
     for (const cid of [...this.checkedLast.keys()]) if (gone(cid)) this.checkedLast.delete(cid);
     const sight = this.opts.sight();
     const now = clock();

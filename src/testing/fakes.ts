@@ -212,8 +212,8 @@ export class RecordingPlugins implements DelegatedPlugins {
   readonly answers: Partial<Record<PluginCall['command'], PodnetError>> = {};
   /** Plugin types requirePlugins finds missing. */
   readonly missing = new Set<string>();
-  /** Run at each ADD, DEL and CHECK: a test's slow plugin advances its clock here. */
-  during?: () => void;
+  /** Run at each ADD, DEL and CHECK: a test's slow plugin advances its clock here, or makes the link. */
+  during?: (command: PluginCall['command'], target: PluginTarget) => void;
 
   commands(): string[] {
     return this.calls.map((c) => `${c.command} ${c.network}${c.target ? ` ${c.target}` : ''}`);
@@ -249,7 +249,7 @@ export class RecordingPlugins implements DelegatedPlugins {
 
   private record(command: PluginCall['command'], config: DelegatedConfig, target: PluginTarget): void {
     this.calls.push({ command, network: config.name, target: `${target.containerId}/${target.ifname}`, netns: target.netns });
-    this.during?.();
+    this.during?.(command, target);
     this.throwIfAsked(command);
   }
 
