@@ -38,10 +38,13 @@ export const pauseImage = 'localhost/podnet-e2e/pause:1';
 export const busyboxImage = 'localhost/podnet-e2e/busybox:1';
 
 /**
- * The second node's underlay: a /30 of the test range between the machine's network namespace
- * (`host`) and the node's (`node`, its InternalIP). Fixed, as the nodes' primary subnets are.
+ * The second node's underlay: a veth pair between the machine's network namespace (address
+ * `host`) and the node's (`node`, its InternalIP), a /30 of the test range. Both ends are named
+ * `device`, as a LAN's nodes name their NIC alike, so one Network spec (a vxlan's device) serves
+ * both. Fixed, as the nodes' primary subnets are; the machine's end carries the node's folder as
+ * its alias, so that a crashed node's sweep deletes only its own.
  */
-export const underlay = { host: '198.18.229.1', node: '198.18.229.2', prefix: 30 } as const;
+export const underlay = { device: 'pnunderlay0', host: '198.18.229.1', node: '198.18.229.2', prefix: 30 } as const;
 
 /** The kernel settings the kubelet changes at start (and never puts back). */
 const kubeletSysctls = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'] as const;
@@ -109,7 +112,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   await sweepCrashedNodes();
   const root = await mkdtemp(join(tmpdir(), nodePrefix));
   await writeFile(join(root, 'owner'), String(process.pid));
-  const { cgroupRoot, primaryBridge, underlayLink } = nodeNames(root);
+  const { cgroupRoot, primaryBridge } = nodeNames(root);
   const second = options.second === true;
   const name = second ? secondNodeName : nodeName;
   const address = second ? underlay.node : nodeName;
@@ -166,13 +169,14 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   await waitReady(holder, 10_000, async () => (await readlink(`/proc/${holder!.pid}/ns/mnt`)) !== ownMountNs && (!second || (await readlink(`/proc/${holder!.pid}/ns/net`)) !== ownNetNs));
   if (second) {
     // The underlay: a veth pair, one end on the machine, the other the node's underlay0.
-    await execa('ip', ['link', 'add', underlayLink, 'type', 'veth', 'peer', 'name', 'underlay0', 'netns', String(holder.pid)]);
-    await execa('ip', ['addr', 'add', `${underlay.host}/${underlay.prefix}`, 'dev', underlayLink]);
-    await execa('ip', ['link', 'set', underlayLink, 'up']);
+    await execa('ip', ['link', 'add', underlay.device, 'type', 'veth', 'peer', 'name', underlay.device, 'netns', String(holder.pid)]);
+    await execa('ip', ['link', 'set', underlay.device, 'alias', underlayAlias(root)]);
+    await execa('ip', ['addr', 'add', `${underlay.host}/${underlay.prefix}`, 'dev', underlay.device]);
+    await execa('ip', ['link', 'set', underlay.device, 'up']);
     for (const argv of [
       ['ip', 'link', 'set', 'lo', 'up'],
-      ['ip', 'addr', 'add', `${underlay.node}/${underlay.prefix}`, 'dev', 'underlay0'],
-      ['ip', 'link', 'set', 'underlay0', 'up'],
+      ['ip', 'addr', 'add', `${underlay.node}/${underlay.prefix}`, 'dev', underlay.device],
+      ['ip', 'link', 'set', underlay.device, 'up'],
     ])
       await runInNode(argv);
     // The apiserver at 127.0.0.1:<port> in the node too, where its kubelet and podnet's DaemonSet look for it.
@@ -326,8 +330,8 @@ async function describeNode(nodeKubectl: Node['kubectl'], name: string): Promise
   const said = [
     ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide', `--field-selector=spec.nodeName=${name}`])],
     ['events', await kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp'])],
-    ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60', `--field-selector=spec.nodeName=${name}`])],
-    ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20', `--field-selector=spec.nodeName=${name}`])],
+    ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60', '--prefix'])],
+    ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20', '--prefix'])],
   ];
   for (const [what, text] of said) process.stderr.write(`--- ${what} on node ${name} (test failed) ---\n${text}\n`);
 }
@@ -335,10 +339,13 @@ async function describeNode(nodeKubectl: Node['kubectl'], name: string): Promise
 const nodePrefix = 'podnet-kubelet-node-';
 
 /** The names on the machine that belong to the node whose folder is `root`. */
-function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string; underlayLink: string } {
+function nodeNames(root: string): { cgroupRoot: string; primaryBridge: string } {
   const id = root.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x');
-  return { cgroupRoot: `/podnet-e2e-${id}`, primaryBridge: `pnnode${id}`, underlayLink: `pnul${id}` };
+  return { cgroupRoot: `/podnet-e2e-${id}`, primaryBridge: `pnnode${id}` };
 }
+
+/** The alias of the machine's end of a second node's underlay: its node's folder. */
+const underlayAlias = (root: string) => `podnet-e2e:${root}`;
 
 /**
  * A test process killed before its teardown (a runner's timeout) leaves its node: its processes
@@ -360,11 +367,14 @@ async function sweepCrashedNodes(): Promise<void> {
  * bridge. Its folder stays for the caller (a teardown still reads its logs).
  */
 async function removeNodeRemains(root: string): Promise<void> {
-  const { cgroupRoot, primaryBridge, underlayLink } = nodeNames(root);
+  const { cgroupRoot, primaryBridge } = nodeNames(root);
   await killNodeProcesses(root, cgroupRoot);
   await removeCgroups(cgroupRoot);
-  // A second node's bridge is in its network namespace, gone with its processes; its underlay's end on the machine is not.
-  for (const link of [primaryBridge, underlayLink]) await execa('ip', ['link', 'del', link], { reject: false });
+  // A second node's bridge is in its network namespace, gone with its processes.
+  await execa('ip', ['link', 'del', primaryBridge], { reject: false });
+  // Its underlay's end on the machine is not, if the node's namespace is still held by something.
+  const shown = await execa('ip', ['-o', 'link', 'show', 'dev', underlay.device], { reject: false });
+  if (shown.exitCode === 0 && shown.stdout.includes(`alias ${underlayAlias(root)}`)) await execa('ip', ['link', 'del', underlay.device], { reject: false });
 }
 
 /** Whether a node of another process runs on the machine now (its machine-wide traces are not ours to judge then). */

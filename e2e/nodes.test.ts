@@ -1,0 +1,124 @@
+// podnet on a cluster of two real nodes (e2e/cluster/node.ts): the first in the machine's network
+// namespace, the second in one of its own, joined by an underlay as two machines on a LAN. What
+// only shows across nodes: a Network served on both and its status summed from both, a vxlan
+// Network that joins pods of the two nodes, each daemon held to its own node. Everything is done
+// and checked through kubectl and the API (kubectl exec to look inside pods); containerd 2 on both.
+import t, { type Test } from 'tap';
+import { execa } from 'execa';
+import { stringify } from 'yaml';
+import { podNameLabel } from '../src/model/identity.ts';
+import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
+import { busyboxImage, missingNodePrerequisite, prepareNodeTest, startNode, underlay, type Node } from './cluster/node.ts';
+import { until } from './lib/engine.ts';
+import { missingPrerequisite } from './lib/env.ts';
+import { installPodnet, podnetImage } from './lib/podnet-node.ts';
+import { bridgeNetwork, group, podNetworkConfig } from './lib/kube.ts';
+
+const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
+
+const tenant = 'tenant-a';
+
+/** Two nodes with podnet's image known to both, and a tenant namespace tenant-a may edit. */
+async function twoNodes(t: Test, primaries: [string, string]) {
+  const cluster = await startCluster(t, { forNode: true });
+  const first = await startNode(t, cluster, { primarySubnet: primaries[0], runtime: 'containerd-2' });
+  const second = await startNode(t, cluster, { primarySubnet: primaries[1], runtime: 'containerd-2', second: true });
+  const tag = await podnetImage(t, first);
+  await second.importImage(`localhost/podnet:${tag}`);
+  const kubectl = first.kubectl;
+  const asTenant = (args: string[], input?: string) => kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
+  await kubectl(['create', 'namespace', tenant]);
+  await kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
+  await until('tenant-a may create pods (the aggregation controller filled edit)', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  return {
+    cluster,
+    nodes: [first, second] as const,
+    kubectl,
+    asTenant,
+    /** podnet installed the admin's way, its DaemonSet Ready on both nodes. */
+    async install() {
+      await installPodnet(t, cluster, first, tag);
+      const ready = await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}']);
+      return ready.stdout;
+    },
+    /** A tenant pod labelled app=cnf on `node`, Ready. */
+    async runPodOn(node: Node, name: string) {
+      await asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', '--restart=Never', `--overrides=${JSON.stringify({ spec: { nodeName: node.name } })}`, '--', '/bin/sleep', '3600']);
+      await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);
+    },
+    /** The IPv4 address (with prefix) of `ifname` in the pod, once it has one. */
+    addressOf: (pod: string, ifname: string) =>
+      until(`${pod} has ${ifname}`, async () => {
+        const { stdout, exitCode } = await asTenant(['exec', pod, '--', 'ip', '-o', '-4', 'addr', 'show', 'dev', ifname]).catch(() => ({ stdout: '', exitCode: 1 }));
+        return exitCode === 0 ? /inet (\S+)/.exec(stdout)?.[1] : undefined;
+      }, 90_000),
+  };
+}
+
+/** An object's field by kubectl's jsonpath. */
+const jsonpath = async (kubectl: Node['kubectl'], args: string[], path: string) => (await kubectl(['get', ...args, '-o', `jsonpath=${path}`])).stdout;
+
+t.test('two nodes: podnet on both, a Network served on both, a config whose status counts the pods of both', { skip, timeout: 900_000 }, async (t) => {
+  const { nodes, kubectl, asTenant, install, runPodOn, addressOf } = await twoNodes(t, ['198.18.224.0/24', '198.18.225.0/24']);
+  t.equal(await install(), '2/2', 'kubectl apply -k daemonset/ runs podnet on both nodes, both Ready');
+
+  const blue = bridgeNetwork(t, 'blue', ['198.18.226.0/24'], [tenant]);
+  await kubectl(['apply', '-f', '-'], { input: stringify(blue) });
+  await runPodOn(nodes[0], 'cnf-one');
+  await runPodOn(nodes[1], 'cnf-two');
+  await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, 'cnf-blue', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] })));
+  t.match(await addressOf('cnf-one', 'net1'), /^198\.18\.226\./, 'the pod on the first node got net1');
+  t.match(await addressOf('cnf-two', 'net1'), /^198\.18\.226\./, 'so did the pod on the second');
+
+  const ready = await until('READY counts both nodes\' pods', async () => {
+    const value = await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status.ready}');
+    return value === '2/2' ? value : undefined;
+  }, 60_000);
+  t.equal(ready, '2/2', 'kubectl get pnc: READY 2/2');
+  const entries = JSON.parse(await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status.nodes}')) as { name: string; selected: number; ready: number }[];
+  t.same(entries.map((e) => [e.name, e.selected, e.ready]).sort(), nodes.map((n) => [n.name, 1, 1]).sort(), 'status.nodes: an entry per node, one pod each');
+  t.equal(await until('the Network is served on both nodes', async () => ((await jsonpath(kubectl, ['pnet', 'blue'], '{.status.ready}')) === '2/2' ? '2/2' : undefined), 60_000), '2/2', 'kubectl get pnet: READY 2/2');
+  const printed = (await kubectl(['get', 'pnet', 'blue'])).stdout;
+  t.match(printed, /blue\s+bridge\s+2\/2/, 'as kubectl prints it');
+});
+
+t.test('a vxlan Network across two nodes: pods on each node reach each other over net1, and nothing is left of it once the config goes', { skip, timeout: 900_000 }, async (t) => {
+  const { nodes, kubectl, asTenant, install, runPodOn, addressOf } = await twoNodes(t, ['198.18.224.0/24', '198.18.225.0/24']);
+  await install();
+  // One spec for every node: a multicast group on the underlay, whose device has the same name on both (node.ts).
+  const vxlan = {
+    apiVersion: group,
+    kind: 'Network',
+    metadata: { name: 'span' },
+    spec: { type: 'vxlan', vxlan: { vni: 4242, group: '239.18.227.1', device: underlay.device }, ipam: { ranges: [{ subnet: '198.18.227.0/24' }] }, namespaceSelector: {} },
+  };
+  await kubectl(['apply', '-f', '-'], { input: stringify(vxlan) });
+  await runPodOn(nodes[0], 'cnf-one');
+  await runPodOn(nodes[1], 'cnf-two');
+  // The Network's ranges are each node's own: one address per pod, given by the tenant, so the two nodes never give the same.
+  for (const [pod, ip] of [['cnf-one', '198.18.227.11/24'], ['cnf-two', '198.18.227.12/24']] as const) {
+    await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, `span-${pod}`, { podSelector: { matchLabels: { [podNameLabel]: pod } }, attachments: [{ network: 'span', interface: 'net1', ips: [ip] }] })));
+  }
+  t.equal(await addressOf('cnf-one', 'net1'), '198.18.227.11/24');
+  t.equal(await addressOf('cnf-two', 'net1'), '198.18.227.12/24');
+  for (const [from, to] of [['cnf-one', '198.18.227.12'], ['cnf-two', '198.18.227.11']] as const) {
+    const ping = await until(`${from} pings ${to} over net1 across the nodes`, async () => {
+      const answer = await asTenant(['exec', from, '--', 'ping', '-c', '1', '-W', '2', to]).catch(() => undefined);
+      return answer?.exitCode === 0 ? answer : undefined;
+    }, 60_000);
+    t.equal(ping.exitCode, 0, `${from} pings ${to} over net1, node to node`);
+  }
+
+  await asTenant(['delete', 'pnc', 'span-cnf-one', 'span-cnf-two']);
+  for (const pod of ['cnf-one', 'cnf-two']) {
+    await until(`${pod} has no net1`, async () => ((await asTenant(['exec', pod, '--', 'ip', 'link', 'show', 'net1']).catch(() => ({ exitCode: 1 }))).exitCode !== 0 ? true : undefined), 60_000);
+  }
+  for (const node of nodes) {
+    const [file, ...args] = node.inNode(['ip', '-d', '-o', 'link', 'show', 'type', 'vxlan']);
+    const left = await until(`no vxlan device of span on ${node.name}`, async () => {
+      const shown = (await execa(file, args)).stdout;
+      return shown.includes('id 4242') ? undefined : shown;
+    }, 60_000);
+    t.notMatch(left, /id 4242/, `node ${node.name} has no vxlan device of the Network left`);
+  }
+});
