@@ -20,7 +20,7 @@ const objects = kustomization.resources.flatMap(documents);
 const find = (kind: string, name: string) => objects.find((o) => o['kind'] === kind && o['metadata']?.['name'] === name);
 
 t.test('every resource of the kustomization is valid YAML of named objects', async (t) => {
-  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'permissions.yaml', 'daemonset.yaml']);
+  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'permissions.yaml', 'daemonset.yaml', 'controller.yaml']);
   for (const o of objects) t.ok(o['apiVersion'] && o['kind'] && o['metadata']?.['name'], `${String(o['kind'])} ${String(o['metadata']?.['name'])}`);
   t.strictSame(
     objects.map((o) => `${String(o['kind'])}/${String(o['metadata']['name'])}`),
@@ -32,6 +32,8 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ServiceAccount/podnet',
       'ClusterRole/podnet-node',
       'ClusterRoleBinding/podnet-node',
+      'ClusterRole/podnet-controller',
+      'ClusterRoleBinding/podnet-controller',
       'ClusterRole/podnet-tenant-edit',
       'ClusterRole/podnet-tenant-view',
       'ValidatingAdmissionPolicy/podnet-node-pods',
@@ -40,9 +42,13 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ValidatingAdmissionPolicyBinding/podnet-node-podnetworkconfig-status',
       'ValidatingAdmissionPolicy/podnet-node-network-status',
       'ValidatingAdmissionPolicyBinding/podnet-node-network-status',
+      'ValidatingAdmissionPolicy/podnet-controller-status',
+      'ValidatingAdmissionPolicyBinding/podnet-controller-status',
       'ValidatingAdmissionPolicy/podnet-namespace-permissions',
       'ValidatingAdmissionPolicyBinding/podnet-namespace-permissions',
       'DaemonSet/podnet',
+      'ServiceAccount/podnet-controller',
+      'Deployment/podnet-controller',
     ],
   );
 });
@@ -66,7 +72,7 @@ t.test("the daemon's role reads, and writes only status, pod annotations and Eve
 });
 
 t.test("the admission policies hold the daemon's account to its own node for every write RBAC gives it but Events", async (t) => {
-  const account = objects.find((o) => o['kind'] === 'ServiceAccount')!;
+  const account = find('ServiceAccount', 'podnet')!;
   const username = `system:serviceaccount:${String(account['metadata']['namespace'])}:${String(account['metadata']['name'])}`;
   const policies = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicy' && String(o['metadata']['name']).startsWith('podnet-node-'));
   const bindings = objects.filter((o) => o['kind'] === 'ValidatingAdmissionPolicyBinding');
@@ -176,4 +182,23 @@ t.test('daemonset-metrics/: the base with the daemon serving metrics on the node
   t.equal(rules!['metadata']['namespace'], base['metadata']['namespace']);
   const expressions = (rules!['spec']['groups'] as Obj[]).flatMap((g) => (g['rules'] as Obj[]).map((r) => String(r['expr'])));
   t.ok(expressions.some((e) => e.includes(`job="${monitor!['metadata']['namespace']}/${monitor!['metadata']['name']}"`)), "the daemon-down alert names the PodMonitor's job");
+});
+
+t.test("the controller's role reads Nodes and both resources, and writes only their status and Events; its policy lets it only shrink status.nodes", async (t) => {
+  const rules = find('ClusterRole', 'podnet-controller')!['rules'] as Obj[];
+  const written = rules.filter((r) => (r['verbs'] as string[]).some((v) => !['get', 'list', 'watch'].includes(v))).flatMap((r) => r['resources'] as string[]);
+  t.strictSame(written.sort(), ['events', 'networks/status', 'podnetworkconfigs/status']);
+  t.strictSame(rules.flatMap((r) => r['resources'] as string[]).filter((r) => !written.includes(r)).sort(), ['networks', 'nodes', 'podnetworkconfigs'], 'and reads only what it looks at');
+  const binding = find('ClusterRoleBinding', 'podnet-controller')!;
+  t.strictSame(binding['subjects'], [{ kind: 'ServiceAccount', name: 'podnet-controller', namespace: 'podnet-system' }]);
+  const policy = find('ValidatingAdmissionPolicy', 'podnet-controller-status')!['spec'] as Obj;
+  t.strictSame(policy['matchConditions'], [{ name: 'podnet-controller', expression: "request.userInfo.username == 'system:serviceaccount:podnet-system:podnet-controller'" }]);
+  t.strictSame((policy['matchConstraints']['resourceRules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['networks/status', 'podnetworkconfigs/status'], 'every resource it patches, Events aside');
+  t.ok(find('ValidatingAdmissionPolicyBinding', 'podnet-controller-status'), 'and it is bound');
+  const deployment = find('Deployment', 'podnet-controller')!;
+  const pod = deployment['spec']['template']['spec'] as Obj;
+  t.equal(pod['serviceAccountName'], 'podnet-controller');
+  t.notOk(pod['hostNetwork'], 'not on the host network');
+  t.match(pod['containers'][0], { args: ['controller'], securityContext: { privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } } });
+  t.equal(pod['securityContext']['runAsNonRoot'], true);
 });

@@ -348,7 +348,7 @@ t.test('containerd-2: installed, upgraded and uninstalled with helm: the chart r
   // What this machine lacks (no kube-proxy): the apiserver's address, as the kustomize overlay of installPodnet gives it.
   const env = [{ name: 'KUBERNETES_SERVICE_HOST', value: server.hostname }, { name: 'KUBERNETES_SERVICE_PORT', value: server.port }];
   const helmRun = (args: string[]) => execa(helm, [...args, '--kubeconfig', cluster.kubeconfig('admin')], { all: true });
-  await helmRun(['install', 'podnet', `${repoRoot}charts/podnet`, '--set', `image.tag=${tag}`, '--set-json', `extraEnv=${JSON.stringify(env)}`, '--wait', '--timeout', '5m']);
+  await helmRun(['install', 'podnet', `${repoRoot}charts/podnet`, '--set', `image.tag=${tag}`, '--set-json', `extraEnv=${JSON.stringify(env)}`, '--set', 'controller.hostNetwork=true', '--wait', '--timeout', '5m']);
   await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
   const chained = JSON.parse(await readFile(join(node.folder('/etc/cni/net.d'), '10-primary.conflist'), 'utf8')) as { plugins: { type: string }[] };
   t.same(chained.plugins.map((p) => p.type), ['bridge', 'podnet'], "helm's install chained podnet after the primary");

@@ -25,7 +25,7 @@ export const writtenResources = ['pods', 'podnetworkconfigs', 'networks', 'event
 export type WrittenResource = (typeof writtenResources)[number];
 
 /** The resources the daemon's informers watch. */
-export type WatchedResource = 'pods' | 'namespaces' | 'networks' | 'podnetworkconfigs' | 'podnetworkpermissions' | 'network-attachment-definitions';
+export type WatchedResource = 'pods' | 'namespaces' | 'nodes' | 'networks' | 'podnetworkconfigs' | 'podnetworkpermissions' | 'network-attachment-definitions';
 
 /**
  * What the daemon's traffic with the API server costs the cluster: each node's writes, and the

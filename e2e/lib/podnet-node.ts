@@ -12,7 +12,7 @@ import type { Node } from '../cluster/node.ts';
 import { repoRoot } from './env.ts';
 import { uniqueName } from './netns.ts';
 
-/** The DaemonSet as shipped, with only what this machine lacks: the image's tag of this run, and the apiserver's address (no kube-proxy). */
+/** The DaemonSet and the controller as shipped, with only what this machine lacks: the image's tag of this run, and the apiserver's address (no kube-proxy; for the controller, the node's network). */
 export async function overlay(t: Owner, cluster: Cluster, imageTag: string, base: 'install' | 'uninstall'): Promise<string> {
   const folder = await dir({ unsafeCleanup: true, prefix: 'podnet-overlay-' });
   t.teardown(folder.cleanup);
@@ -35,6 +35,18 @@ export async function overlay(t: Owner, cluster: Cluster, imageTag: string, base
             { op: 'add', path: '/spec/template/spec/containers/0/env/-', value: { name: 'KUBERNETES_SERVICE_PORT', value: server.port } },
           ]),
         },
+        // The API server is on the node's loopback alone: the controller reaches it from the node's network.
+        ...(base === 'install'
+          ? [
+              {
+                target: { kind: 'Deployment', name: 'podnet-controller' },
+                patch: stringify([
+                  { op: 'add', path: '/spec/template/spec/hostNetwork', value: true },
+                  { op: 'add', path: '/spec/template/spec/containers/0/env', value: [{ name: 'KUBERNETES_SERVICE_HOST', value: server.hostname }, { name: 'KUBERNETES_SERVICE_PORT', value: server.port }] },
+                ]),
+              },
+            ]
+          : []),
       ],
     }),
   );

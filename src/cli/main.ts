@@ -4,6 +4,7 @@ import { basename } from 'node:path';
 import { Command } from 'commander';
 import { toPodnetError } from '../errors.ts';
 import { podnetVersion } from '../version.ts';
+import { controllerCommand } from './controller.ts';
 import { daemonCommand } from './daemon.ts';
 import { podsCommand } from './pods.ts';
 import { applyCommand } from './apply.ts';
@@ -20,6 +21,7 @@ export function program(): Command {
     .description('change the network of running pods; run as a CNI plugin when CNI_COMMAND is set')
     .version(podnetVersion, '--version')
     .addCommand(daemonCommand())
+    .addCommand(controllerCommand())
     .addCommand(podsCommand())
     .addCommand(statusCommand())
     .addCommand(applyCommand())

@@ -11,6 +11,7 @@ export type Json = Record<string, unknown>;
 
 export const mergePatch = 'application/merge-patch+json';
 export const applyPatch = 'application/apply-patch+yaml';
+export const jsonPatch = 'application/json-patch+json';
 
 /** How long a request may go unanswered once it has its connection; a watch is not a request. */
 const requestTimeoutMs = 15_000;
@@ -104,11 +105,16 @@ export class KubeApi {
     return this.send('PATCH', `${path}?fieldManager=${encodeURIComponent(fieldManager)}&force=true`, body, applyPatch);
   }
 
+  /** A JSON patch (RFC 6902); a `test` of metadata.resourceVersion among its operations makes it a write over what was read. */
+  patch(path: string, operations: readonly Json[], fieldManager: string): Promise<Json> {
+    return this.send('PATCH', `${path}?fieldManager=${encodeURIComponent(fieldManager)}`, operations, jsonPatch);
+  }
+
   post(path: string, body: Json): Promise<Json> {
     return this.send('POST', path, body, 'application/json');
   }
 
-  private async send(method: string, path: string, body?: Json, contentType?: string): Promise<Json> {
+  private async send(method: string, path: string, body?: Json | readonly Json[], contentType?: string): Promise<Json> {
     const options: RequestOptions = { method, headers: { accept: 'application/json' }, timeout: requestTimeoutMs };
     await this.config.applyToHTTPSOptions(options);
     const payload = body === undefined ? undefined : JSON.stringify(body);

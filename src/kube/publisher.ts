@@ -4,14 +4,13 @@
 // entries), and an Event for every attach, detach and failure. Nothing is written when nothing
 // changed; a write that fails is tried again after the next pass (or the retry timer's).
 import type { ApiMetrics, WrittenResource } from '../metrics.ts';
-import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import { documentName } from '../model/identity.ts';
 import { formatNetworkStatus, networkStatusAnnotation, standardNetworkStatus, standardNetworkStatusAnnotation } from '../model/annotation.ts';
 import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, Problem } from '../protocol/validate.ts';
 import { systemClock, type Clock } from '../retry.ts';
 import type { KubeSource } from './informers.ts';
-import { apiGroup, apiVersion, paths, type ApiObject, type PodObject } from './resources.ts';
+import { apiGroup, apiVersion, statusPath, type ApiObject, type PodObject } from './resources.ts';
 import {
   configNodeEntry,
   configStatus,
@@ -28,6 +27,7 @@ import {
   type UnrecordedPod,
 } from '../status/status.ts';
 import type { KubeApi } from './api.ts';
+import { eventRequest, type EventSpec } from './events.ts';
 import { coalesce } from '../coalesce.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 
@@ -69,13 +69,6 @@ interface Round {
   /** The pods of this node that ask for something and that podnet has no sandbox of. */
   unrecorded: readonly UnrecordedPod[];
   now: string;
-}
-
-interface EventSpec {
-  object: { kind: string; apiVersion: string; name: string; namespace: string; uid?: string };
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
 }
 
 export class StatusPublisher {
@@ -224,7 +217,6 @@ export class StatusPublisher {
     }
     const writes: Promise<void>[] = [];
     for (const [name, object] of configs) {
-      const namespace = object.metadata.namespace!;
       const config = parsed.get(name);
       const mine = config ? configNodeEntry(config, selectedBy.get(name) ?? [], this.node, unrecorded) : undefined;
       const current = object.status as PodNetworkConfigStatus | undefined;
@@ -242,8 +234,7 @@ export class StatusPublisher {
         continue;
       }
       writes.push(this.configEvents(name, object, status));
-      const path = `/apis/${apiGroup}/${apiVersion}/namespaces/${namespace}/podnetworkconfigs/${object.metadata.name}/status`;
-      writes.push(this.apply('podnetworkconfigs', name, path, object, status));
+      writes.push(this.apply('podnetworkconfigs', name, statusPath('PodNetworkConfig', object.metadata), object, status));
     }
     return writes;
   }
@@ -301,7 +292,7 @@ export class StatusPublisher {
       if (!entry && !hadEntry && specProblems.length === 0 && !degraded) continue;
       const status = networkStatus(entry, current, specProblems, this.node, now);
       if (sameStatus(status, current, this.node) || this.written('networks', name, object.metadata.resourceVersion, (v) => sameStatus(status, v as NetworkStatus, this.node))) continue;
-      writes.push(this.apply('networks', name, `${paths.networks}/${object.metadata.name}/status`, object, status));
+      writes.push(this.apply('networks', name, statusPath('Network', object.metadata), object, status));
     }
     // What was written of Networks that are gone is not needed again.
     for (const key of this.wrote.networks.keys()) if (!names.has(key)) this.wrote.networks.delete(key);
@@ -370,23 +361,8 @@ export class StatusPublisher {
   }
 
   private async event(e: EventSpec): Promise<void> {
-    const now = new Date().toISOString();
-    const name = `${e.object.name}.${createHash('sha256').update(`${this.node} ${now} ${e.reason} ${e.message}`).digest('hex').slice(0, 16)}`;
-    await this.write('events', this.opts.api.post(`/api/v1/namespaces/${e.object.namespace}/events`, {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { name, namespace: e.object.namespace },
-      involvedObject: e.object,
-      reason: e.reason,
-      message: e.message.slice(0, 1024),
-      type: e.type,
-      source: { component: 'podnet', host: this.node },
-      reportingComponent: 'podnetwork.opdev.io/podnet',
-      reportingInstance: this.node,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    }));
+    const { path, body } = eventRequest(e, { instance: this.node, host: this.node }, new Date().toISOString());
+    await this.write('events', this.opts.api.post(path, body));
   }
 }
 

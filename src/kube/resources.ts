@@ -17,9 +17,15 @@ export const paths = {
   podNetworkPermissions: `/apis/${apiGroup}/${apiVersion}/podnetworkpermissions`,
   namespaces: '/api/v1/namespaces',
   pods: '/api/v1/pods',
+  nodes: '/api/v1/nodes',
   /** Multus's NetworkAttachmentDefinitions, which a cni Network may name; a cluster may not serve them. */
   networkAttachmentDefinitions: '/apis/k8s.cni.cncf.io/v1/network-attachment-definitions',
 };
+
+/** Where a Network's or PodNetworkConfig's status is written (its status subresource). */
+export function statusPath(kind: 'Network' | 'PodNetworkConfig', metadata: { name: string; namespace?: string }): string {
+  return kind === 'Network' ? `${paths.networks}/${metadata.name}/status` : `/apis/${apiGroup}/${apiVersion}/namespaces/${metadata.namespace}/podnetworkconfigs/${metadata.name}/status`;
+}
 
 /** What podnet reads of a pod. */
 export interface PodObject extends KubernetesObject {

@@ -1,0 +1,85 @@
+import t from 'tap';
+import { PodnetError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Json } from '../kube/api.ts';
+import type { ApiObject } from '../kube/resources.ts';
+import { controllerManager, GoneNodes, type ControllerView } from './controller.ts';
+
+const config = (name: string, nodes: string[]): ApiObject => ({
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'PodNetworkConfig',
+  metadata: { name, namespace: 'tenant-a', uid: `uid-${name}`, resourceVersion: '41' },
+  status: { ready: `${nodes.length}/${nodes.length}`, nodes: nodes.map((n) => ({ name: n, selected: 1, ready: 1 })) },
+});
+const network: ApiObject = {
+  apiVersion: 'podnetwork.opdev.io/v1alpha1',
+  kind: 'Network',
+  metadata: { name: 'blue', resourceVersion: '7' },
+  status: { ready: '2/2', nodes: [{ name: 'node-a', ready: true, attachedPods: 1 }, { name: 'node-gone', ready: true, attachedPods: 1 }] },
+};
+
+/** An API server whose nodes are `existing`; `failing` answers other than 404 for a node's GET. */
+function fakeApi(existing: string[], failing: string[] = []) {
+  const gets: string[] = [];
+  const patches: { path: string; operations: readonly Json[]; manager: string }[] = [];
+  const posts: { path: string; body: Json }[] = [];
+  return {
+    gets,
+    patches,
+    posts,
+    api: {
+      async get<T>(path: string): Promise<T> {
+        gets.push(path);
+        const name = path.split('/').at(-1)!;
+        if (failing.includes(name)) throw new PodnetError('NOT_AVAILABLE', 'the API server is unreachable');
+        if (!existing.includes(name)) throw new PodnetError('NOT_FOUND', `nodes "${name}" not found`);
+        return { metadata: { name } } as T;
+      },
+      async patch(path: string, operations: readonly Json[], manager: string): Promise<Json> {
+        patches.push({ path, operations, manager });
+        return {};
+      },
+      async post(path: string, body: Json): Promise<Json> {
+        posts.push({ path, body });
+        return {};
+      },
+    },
+  };
+}
+
+const quiet: Logger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+t.test("entries of nodes the API server does not have are removed, over the version read, each told once; a node the cache has not seen yet stays", async (t) => {
+  const fake = fakeApi(['node-a', 'node-new']);
+  const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [network] : [config('cnf-blue', ['node-a', 'node-gone', 'node-new']), config('cnf-red', ['node-a'])]) };
+  await new GoneNodes({ api: fake.api, view, log: quiet, clock: () => Date.parse('2026-11-28T08:00:00Z') }).sweep();
+  t.same(fake.gets.sort(), ['/api/v1/nodes/node-gone', '/api/v1/nodes/node-new'], 'each unknown node asked once, for both objects that name one');
+  t.same(fake.patches.map((p) => p.path), ['/apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant-a/podnetworkconfigs/cnf-blue/status', '/apis/podnetwork.opdev.io/v1alpha1/networks/blue/status']);
+  const [first] = fake.patches;
+  t.same(first!.operations[0], { op: 'test', path: '/metadata/resourceVersion', value: '41' }, 'written over the version read');
+  t.match(first!.operations[1], { op: 'replace', path: '/status', value: { ready: '2/2', nodes: [{ name: 'node-a' }, { name: 'node-new' }] } });
+  t.equal(first!.manager, controllerManager);
+  t.same(
+    fake.posts.map((p) => [p.path, (p.body as { reason: string }).reason, (p.body as { message: string }).message]),
+    [
+      ['/api/v1/namespaces/tenant-a/events', 'NodeGone', 'node node-gone is gone from the cluster: removed from status.nodes (READY 2/2)'],
+      ['/api/v1/namespaces/default/events', 'NodeGone', 'node node-gone is gone from the cluster: removed from status.nodes (READY 1/1)'],
+    ],
+    "an Event on each object, a cluster-scoped one's in default",
+  );
+});
+
+t.test('a write that does not take tells nothing; a node whose existence cannot be asked keeps its entries', async (t) => {
+  const fake = fakeApi(['node-a'], ['node-unsure']);
+  fake.api.patch = async (path, operations, manager) => {
+    fake.patches.push({ path, operations, manager });
+    throw new PodnetError('IO_FAILURE', 'the test operation failed: resourceVersion changed');
+  };
+  const warnings: string[] = [];
+  const log: Logger = { ...quiet, warn: (msg) => void warnings.push(msg) };
+  const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [] : [config('cnf-blue', ['node-a', 'node-gone']), config('cnf-red', ['node-unsure'])]) };
+  await new GoneNodes({ api: fake.api, view, log }).sweep();
+  t.equal(fake.patches.length, 1, 'only cnf-blue was written to');
+  t.same(fake.posts, [], 'no Event for a write that did not take');
+  t.same(warnings, ['could not remove gone nodes\' entries; looking again at the next change or sweep', 'could not ask whether a node exists; its entries stay until the next look']);
+});

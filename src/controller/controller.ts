@@ -1,0 +1,141 @@
+// podnet's controller (ADR 32), one per cluster: it removes from every Network's and
+// PodNetworkConfig's status the entries of nodes that are gone, which no daemon may remove. It
+// looks when a Node is deleted (any change of the objects it reads starts a look), and every
+// `sweepMs` besides. An entry goes only once the API server says its Node does not exist: its
+// cache of Nodes may lag behind a node that has just joined.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { coalesce } from '../coalesce.ts';
+import { toPodnetError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { systemClock, type Clock } from '../retry.ts';
+import type { KubeApi } from '../kube/api.ts';
+import { eventRequest } from '../kube/events.ts';
+import { apiGroup, apiVersion, paths, statusPath, type ApiObject } from '../kube/resources.ts';
+import { WatchedResources } from '../kube/watched.ts';
+import { unknownNodes, withoutNodes, type AnyStatus, type StatusKind } from './gone-nodes.ts';
+
+/** The field manager of the controller's writes. */
+export const controllerManager = 'podnet/controller';
+
+/** What the controller reads, as its informers last saw it. */
+export interface ControllerView {
+  /** Whether the Node cache has a node of that name. */
+  knowsNode(name: string): boolean;
+  objects(kind: StatusKind): readonly ApiObject[];
+}
+
+export interface GoneNodesOptions {
+  api: Pick<KubeApi, 'get' | 'patch' | 'post'>;
+  view: ControllerView;
+  log: Logger;
+  clock?: Clock;
+}
+
+export class GoneNodes {
+  private readonly opts: GoneNodesOptions;
+
+  constructor(opts: GoneNodesOptions) {
+    this.opts = opts;
+  }
+
+  /** One look at every status: the entries of nodes the API server does not have are removed, each object once. */
+  async sweep(): Promise<void> {
+    const { view } = this.opts;
+    // Asked once a look, whatever the number of objects naming it.
+    const asked = new Map<string, Promise<boolean>>();
+    const gone = (node: string) => {
+      let answer = asked.get(node);
+      if (!answer) asked.set(node, (answer = this.nodeGone(node)));
+      return answer;
+    };
+    for (const kind of ['PodNetworkConfig', 'Network'] as const) {
+      for (const object of view.objects(kind)) {
+        const unknown = unknownNodes(object.status as AnyStatus | undefined, (node) => view.knowsNode(node));
+        const confirmed = new Set<string>();
+        for (const node of unknown) if (await gone(node)) confirmed.add(node);
+        if (confirmed.size > 0) await this.remove(kind, object, confirmed);
+      }
+    }
+  }
+
+  /** Whether the API server says node `name` does not exist; any other answer, or none, is no. */
+  private async nodeGone(name: string): Promise<boolean> {
+    try {
+      await this.opts.api.get(`${paths.nodes}/${encodeURIComponent(name)}`);
+      return false;
+    } catch (err) {
+      const e = toPodnetError(err);
+      if (e.code === 'NOT_FOUND') return true;
+      this.opts.log.warn('could not ask whether a node exists; its entries stay until the next look', { node: name, error: e.message });
+      return false;
+    }
+  }
+
+  /**
+   * The object's status without the gone nodes' entries, written over the version read (a JSON
+   * patch that tests its resourceVersion: a write raced with is looked at again, not overwritten),
+   * and one Event of it, told by the write that took.
+   */
+  private async remove(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<void> {
+    const { api, log, clock = systemClock } = this.opts;
+    const now = new Date(clock()).toISOString();
+    const status = withoutNodes(kind, object.status as AnyStatus, gone, now);
+    const what = `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
+    const nodes = [...gone].sort();
+    try {
+      await api.patch(
+        statusPath(kind, object.metadata),
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: object.metadata.resourceVersion },
+          { op: 'replace', path: '/status', value: status },
+        ],
+        controllerManager,
+      );
+    } catch (err) {
+      log.warn("could not remove gone nodes' entries; looking again at the next change or sweep", { object: what, nodes, error: toPodnetError(err).message });
+      return;
+    }
+    log.info("removed gone nodes' entries", { object: what, nodes, ready: status.ready });
+    const message = `${nodes.length === 1 ? `node ${nodes[0]} is` : `nodes ${nodes.join(', ')} are`} gone from the cluster: removed from status.nodes (READY ${status.ready ?? ''})`;
+    const involved = { kind, apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace ?? '', ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
+    const { path, body } = eventRequest({ object: involved, type: 'Normal', reason: 'NodeGone', message }, { instance: 'controller' }, now);
+    await api.post(path, body).catch((err: unknown) => log.warn('could not post an Event', { object: what, error: toPodnetError(err).message }));
+  }
+}
+
+/** The controller running: its informers, a look at each change (a burst as one) and every `sweepMs`. */
+export async function startController({ api, log, sweepMs }: { api: KubeApi; log: Logger; sweepMs: number }): Promise<{ stop(): Promise<void> }> {
+  const watched = new WatchedResources({ api, log });
+  const nodes = watched.add<KubernetesObject>('nodes', paths.nodes);
+  const networks = watched.add<ApiObject>('networks', paths.networks);
+  const configs = watched.add<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs);
+  const view: ControllerView = {
+    knowsNode: (name) => nodes.cache.get(name) !== undefined,
+    objects: (kind) => (kind === 'Network' ? networks : configs).cache.list(),
+  };
+  const goneNodes = new GoneNodes({ api, view, log });
+  const sweep = coalesce(() => goneNodes.sweep().catch((err: unknown) => log.error('a look for gone nodes failed', { error: toPodnetError(err).message })));
+  let stopped = false;
+  // Every node's write of its entries is a change: a burst of them is one look, a second after its first.
+  let soon: NodeJS.Timeout | undefined;
+  const changed = () => {
+    if (stopped || soon) return;
+    soon = setTimeout(() => {
+      soon = undefined;
+      void sweep();
+    }, 1000);
+  };
+  await watched.start(changed);
+  log.info('controller started', { nodes: nodes.cache.list().length, networks: networks.cache.list().length, configs: configs.cache.list().length });
+  void sweep();
+  const every = setInterval(() => void sweep(), sweepMs);
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(every);
+      if (soon) clearTimeout(soon);
+      await watched.stop();
+      await sweep.idle();
+    },
+  };
+}
