@@ -7,7 +7,9 @@ import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { stringify } from 'yaml';
 import { podNameLabel } from '../src/model/identity.ts';
-import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
+import { networkStatusAnnotation } from '../src/model/annotation.ts';
+import { ensureNodeBinaries } from './cluster/binaries.ts';
+import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
 import { busyboxImage, missingNodePrerequisite, prepareNodeTest, startNode, underlay, type Node } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
@@ -27,6 +29,7 @@ async function twoNodes(t: Test, primaries: [string, string]) {
   await second.importImage(`localhost/podnet:${tag}`);
   const kubectl = first.kubectl;
   const asTenant = (args: string[], input?: string) => kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
+  const readyDaemons = async () => (await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}'])).stdout;
   await kubectl(['create', 'namespace', tenant]);
   await kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
   await until('tenant-a may create pods (the aggregation controller filled edit)', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
@@ -35,12 +38,14 @@ async function twoNodes(t: Test, primaries: [string, string]) {
     nodes: [first, second] as const,
     kubectl,
     asTenant,
-    /** podnet installed the admin's way, its DaemonSet Ready on both nodes. */
-    async install() {
-      await installPodnet(t, cluster, first, tag);
-      const ready = await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}']);
-      return ready.stdout;
-    },
+    /** podnet installed the admin's way; its DaemonSet's Ready pods of those scheduled, as "2/2". */
+    install: Object.assign(
+      async () => {
+        await installPodnet(t, cluster, first, tag);
+        return readyDaemons();
+      },
+      { ready: () => readyDaemons() },
+    ),
     /** A tenant pod labelled app=cnf on `node`, Ready. */
     async runPodOn(node: Node, name: string) {
       await asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', '--restart=Never', `--overrides=${JSON.stringify({ spec: { nodeName: node.name } })}`, '--', '/bin/sleep', '3600']);
@@ -55,11 +60,29 @@ async function twoNodes(t: Test, primaries: [string, string]) {
   };
 }
 
+/** podnet's daemon pods, by the node each runs on. */
+async function daemonPods(kubectl: Node['kubectl']): Promise<Map<string, string>> {
+  const listed = (await kubectl(['get', 'pods', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-o', 'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name}{"\\n"}{end}'])).stdout;
+  return new Map(listed.split('\n').filter((l) => l !== '').map((l) => l.split(' ') as [string, string]));
+}
+
+/** The service-account token the kubelet mounted in a daemon pod, as the daemon reads it. */
+async function tokenOf(kubectl: Node['kubectl'], pod: string): Promise<string> {
+  return (await kubectl(['exec', '-n', 'podnet-system', pod, '-c', 'daemon', '--', 'cat', '/var/run/secrets/kubernetes.io/serviceaccount/token'])).stdout.trim();
+}
+
+/** kubectl with a bearer token and nothing else of a kubeconfig. */
+async function kubectlWithToken(cluster: Cluster, token: string, args: string[]) {
+  const { kubectl } = await ensureNodeBinaries();
+  const result = await execa(kubectl, ['--kubeconfig=/dev/null', `--server=${cluster.server}`, `--certificate-authority=${cluster.caFile}`, `--token=${token}`, ...args], { reject: false });
+  return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
+}
+
 /** An object's field by kubectl's jsonpath. */
 const jsonpath = async (kubectl: Node['kubectl'], args: string[], path: string) => (await kubectl(['get', ...args, '-o', `jsonpath=${path}`])).stdout;
 
-t.test('two nodes: podnet on both, a Network served on both, a config whose status counts the pods of both', { skip, timeout: 900_000 }, async (t) => {
-  const { nodes, kubectl, asTenant, install, runPodOn, addressOf } = await twoNodes(t, ['198.18.224.0/24', '198.18.225.0/24']);
+t.test('two nodes: podnet on both, a config whose status counts the pods of both, each daemon held to its own node, a node that leaves out of every status and back clean', { skip, timeout: 900_000 }, async (t) => {
+  const { cluster, nodes, kubectl, asTenant, install, runPodOn, addressOf } = await twoNodes(t, ['198.18.224.0/24', '198.18.225.0/24']);
   t.equal(await install(), '2/2', 'kubectl apply -k daemonset/ runs podnet on both nodes, both Ready');
 
   const blue = bridgeNetwork(t, 'blue', ['198.18.226.0/24'], [tenant]);
@@ -80,6 +103,62 @@ t.test('two nodes: podnet on both, a Network served on both, a config whose stat
   t.equal(await until('the Network is served on both nodes', async () => ((await jsonpath(kubectl, ['pnet', 'blue'], '{.status.ready}')) === '2/2' ? '2/2' : undefined), 60_000), '2/2', 'kubectl get pnet: READY 2/2');
   const printed = (await kubectl(['get', 'pnet', 'blue'])).stdout;
   t.match(printed, /blue\s+bridge\s+2\/2/, 'as kubectl prints it');
+
+  // Each daemon's token, read from inside its pod, reaches only its own node's pods and entries.
+  const daemons = await daemonPods(kubectl);
+  t.same([...daemons.keys()].sort(), nodes.map((n) => n.name).sort(), 'a daemon pod on each node');
+  const pods = { [nodes[0].name]: 'cnf-one', [nodes[1].name]: 'cnf-two' };
+  for (const node of nodes) {
+    const [pod, token] = [daemons.get(node.name)!, await tokenOf(kubectl, daemons.get(node.name)!)];
+    const other = nodes.find((n) => n !== node)!;
+    const withToken = (args: string[]) => kubectlWithToken(cluster, token, ['--dry-run=server', ...args]);
+    const annotate = (name: string) => withToken(['patch', 'pod', '-n', tenant, name, '--type=merge', '-p', JSON.stringify({ metadata: { annotations: { [networkStatusAnnotation]: '[]' } } })]);
+    t.equal((await annotate(pods[node.name]!)).exitCode, 0, `${pod} may write the network-status of its own node's pod`);
+    const foreign = await annotate(pods[other.name]!);
+    t.equal(foreign.exitCode, 1, `${pod} may not write the other node's pod`);
+    t.match(foreign.stderr, /Forbidden.*podnet's daemon may patch only pods bound to its own node/);
+    for (const [resource, name, what] of [['pnc', 'cnf-blue', 'PodNetworkConfig tenant-a/cnf-blue'], ['pnet', 'blue', 'Network blue']] as const) {
+      const entries = JSON.parse(await jsonpath(kubectl, [resource, ...(resource === 'pnc' ? ['-n', tenant] : []), name], '{.status.nodes}')) as { name: string }[];
+      const change = (of: string) =>
+        withToken(['patch', resource, ...(resource === 'pnc' ? ['-n', tenant] : []), name, '--subresource=status', '--type=json', '-p', JSON.stringify([{ op: 'remove', path: `/status/nodes/${entries.findIndex((e) => e.name === of)}` }])]);
+      t.equal((await change(node.name)).exitCode, 0, `${pod} may write its own entry of ${what}`);
+      const theirs = await change(other.name);
+      t.equal(theirs.exitCode, 1, `${pod} may not remove the other node's entry of ${what}`);
+      t.match(theirs.stderr, new RegExp(`Forbidden.*podnet's daemon on node ${node.name} may write only node ${node.name}'s entry in status.nodes of ${what}`));
+    }
+  }
+
+  // The second node leaves, as an autoscaler takes a machine away: the machine stops, then its
+  // Node object is deleted. Its entries go from every status, told once each.
+  await nodes[1].leave();
+  const left = Date.now();
+  await kubectl(['delete', 'node', nodes[1].name]);
+  const cleanMs = await until('the gone node out of every status', async () => {
+    const config = JSON.parse(await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status}')) as { ready?: string; nodes?: { name: string }[] };
+    const network = JSON.parse(await jsonpath(kubectl, ['pnet', 'blue'], '{.status}')) as { ready?: string; nodes?: { name: string }[] };
+    const named = [...(config.nodes ?? []), ...(network.nodes ?? [])].some((n) => n.name === nodes[1].name);
+    return !named && config.ready === '1/1' && network.ready === '1/1' ? Date.now() - left : undefined;
+  }, 120_000);
+  t.comment(`the gone node's entries left every status ${cleanMs} ms after its Node was deleted`);
+  t.ok(cleanMs < 30_000, `within 30 s of its Node's deletion (${cleanMs} ms): READY counts only the pods that remain`);
+  const told = async (namespace: string, name: string) => (await kubectl(['get', 'events', '-n', namespace, '--field-selector', `involvedObject.name=${name},reason=NodeGone`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'])).stdout.trim().split('\n').filter((l) => l !== '');
+  t.same(await told(tenant, 'cnf-blue'), [`node ${nodes[1].name} is gone from the cluster: removed from status.nodes (READY 1/1)`], "the config's NodeGone Event, told once");
+  t.same(await told('default', 'blue'), [`node ${nodes[1].name} is gone from the cluster: removed from status.nodes (READY 1/1)`], "the Network's, in default, told once");
+
+  // Its pods go with it (the pod garbage collector's work, done here at once), and it comes back under its name.
+  await asTenant(['delete', 'pod', 'cnf-two', '--force', '--grace-period=0']);
+  await nodes[1].rejoin();
+  await until('podnet Ready on both nodes again', async () => ((await install.ready()) === '2/2' ? true : undefined), 180_000);
+  await runPodOn(nodes[1], 'cnf-three');
+  t.match(await addressOf('cnf-three', 'net1'), /^198\.18\.226\./, 'a pod on the node that came back gets net1');
+  const again = await until('READY counts the node that came back, from its new pods alone', async () => {
+    const value = await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status.ready}');
+    return value === '2/2' ? value : undefined;
+  }, 60_000);
+  t.equal(again, '2/2');
+  const fresh = JSON.parse(await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status.nodes}')) as { name: string; selected: number }[];
+  t.same(fresh.find((e) => e.name === nodes[1].name)?.selected, 1, 'its entry counts its one new pod, nothing from before it left');
+  t.same(await told(tenant, 'cnf-blue'), [`node ${nodes[1].name} is gone from the cluster: removed from status.nodes (READY 1/1)`], 'and no Event was told again');
 });
 
 t.test('a vxlan Network across two nodes: pods on each node reach each other over net1, and nothing is left of it once the config goes', { skip, timeout: 900_000 }, async (t) => {

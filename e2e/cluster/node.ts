@@ -77,6 +77,10 @@ export interface Node {
   inNode(argv: readonly string[]): [string, ...string[]];
   /** containerd and the kubelet stopped and started again, pods' containers included: a node's reboot, short of the kernel. */
   restart(): Promise<void>;
+  /** containerd and the kubelet stopped, every process of its pods killed: a machine switched off. Its Node object stays (a test deletes it). */
+  leave(): Promise<void>;
+  /** containerd and the kubelet started again after leave(), with the node's folders as they were: the node registers anew under its name. */
+  rejoin(): Promise<void>;
 }
 
 /**
@@ -272,6 +276,23 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     return p;
   };
   let kubelet = await startKubelet();
+  /** What a machine's stop does to the pods: every process of theirs gone, their netns with them, and what lives under /run emptied. */
+  const leave = async () => {
+    for (const p of [kubelet, containerd]) {
+      await terminate(p, 'SIGTERM', 10_000);
+      processes.splice(processes.indexOf(p), 1);
+    }
+    await killNodeProcesses(root, cgroupRoot, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
+    await freshRunNetns();
+    for (const path of ['/run/podnet', '/run/containerd'] as const) {
+      for (const name of await readdir(folders.get(path)!)) await rm(join(folders.get(path)!, name), { recursive: true, force: true });
+    }
+    await rm(join(root, 'containerd', 'state'), { recursive: true, force: true });
+  };
+  const rejoin = async () => {
+    containerd = await startContainerd();
+    kubelet = await startKubelet();
+  };
 
   return {
     name,
@@ -285,21 +306,11 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     importImage,
     inNode,
     async restart() {
-      for (const p of [kubelet, containerd]) {
-        await terminate(p, 'SIGTERM', 10_000);
-        processes.splice(processes.indexOf(p), 1);
-      }
-      // What a reboot does to the pods: every process of theirs gone, their netns with them, and
-      // what lives under /run emptied.
-      await killNodeProcesses(root, cgroupRoot, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
-      await freshRunNetns();
-      for (const path of ['/run/podnet', '/run/containerd'] as const) {
-        for (const name of await readdir(folders.get(path)!)) await rm(join(folders.get(path)!, name), { recursive: true, force: true });
-      }
-      await rm(join(root, 'containerd', 'state'), { recursive: true, force: true });
-      containerd = await startContainerd();
-      kubelet = await startKubelet();
+      await leave();
+      await rejoin();
     },
+    leave,
+    rejoin,
   };
 }
 
