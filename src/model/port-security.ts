@@ -70,14 +70,16 @@ export function portSecurityRuleset(): string[] {
       'v6 iifname . ether saddr . ip6 saddr @addr6 accept',
       'v6 ip6 saddr :: icmpv6 type { mld-listener-report, mld2-listener-report } accept',
       'v6 drop',
-      'ns ip6 nexthdr != ipv6-icmp drop',
+      // ICMPv6 by its number: nft looks a name up in /etc/protocols, which a node's root (podnet's
+      // image among them, without netbase) may lack, and the first put of the table then fails.
+      'ns ip6 nexthdr != 58 drop',
       'ns ip6 saddr :: ip6 daddr ff02::1:ff00:0/104 ip6 length 24 iifname . ether saddr . @th,64,128 @nd6 accept',
       'ns ip6 saddr :: ip6 daddr ff02::1:ff00:0/104 ip6 length 32 @th,192,16 0x0e01 iifname . ether saddr . @th,64,128 @nd6 accept',
       'ns iifname . ether saddr . ip6 saddr != @addr6 drop',
       'ns ip6 length 24 accept',
       'ns ip6 length 32 @th,192,16 0x0101 iifname . @th,208,48 @ndll accept',
       'ns drop',
-      'na ip6 nexthdr != ipv6-icmp drop',
+      'na ip6 nexthdr != 58 drop',
       'na iifname . ether saddr . ip6 saddr != @addr6 drop',
       'na iifname . ether saddr . @th,64,128 != @nd6 drop',
       'na ip6 length 24 accept',
