@@ -5,12 +5,13 @@
 // and checked through kubectl and the API (kubectl exec to look inside pods); containerd 2 on both.
 import t, { type Test } from 'tap';
 import { execa } from 'execa';
+import { readFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import { podNameLabel } from '../src/model/identity.ts';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
 import { ensureNodeBinaries } from './cluster/binaries.ts';
 import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
-import { busyboxImage, missingNodePrerequisite, prepareNodeTest, startNode, underlay, type Node } from './cluster/node.ts';
+import { busyboxImage, missingNodePrerequisite, nodeProcesses, prepareNodeTest, startNode, underlay, type Node } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { installPodnet, podnetImage } from './lib/podnet-node.ts';
@@ -23,8 +24,11 @@ const tenant = 'tenant-a';
 /** Two nodes with podnet's image known to both, and a tenant namespace tenant-a may edit. */
 async function twoNodes(t: Test, primaries: [string, string]) {
   const cluster = await startCluster(t, { forNode: true });
+  const began = Date.now();
   const first = await startNode(t, cluster, { primarySubnet: primaries[0], runtime: 'containerd-2' });
+  const firstReady = Date.now();
   const second = await startNode(t, cluster, { primarySubnet: primaries[1], runtime: 'containerd-2', second: true });
+  t.comment(`nodes Ready: the first in ${((firstReady - began) / 1000).toFixed(1)} s (with the controllers), the second in ${((Date.now() - firstReady) / 1000).toFixed(1)} s`);
   const tag = await podnetImage(t, first);
   await second.importImage(`localhost/podnet:${tag}`);
   const kubectl = first.kubectl;
@@ -60,6 +64,16 @@ async function twoNodes(t: Test, primaries: [string, string]) {
   };
 }
 
+/** The resident memory of every process of a node, in MiB. */
+async function residentMiB(node: Node): Promise<number> {
+  let kib = 0;
+  for (const pid of await nodeProcesses(node.root, node.cgroupRoot)) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    kib += Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+  }
+  return Math.round(kib / 1024);
+}
+
 /** podnet's daemon pods, by the node each runs on. */
 async function daemonPods(kubectl: Node['kubectl']): Promise<Map<string, string>> {
   const listed = (await kubectl(['get', 'pods', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-o', 'jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name}{"\\n"}{end}'])).stdout;
@@ -92,6 +106,7 @@ t.test('two nodes: podnet on both, a config whose status counts the pods of both
   await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, 'cnf-blue', { podSelector: { matchLabels: { app: 'cnf' } }, attachments: [{ network: 'blue', interface: 'net1' }] })));
   t.match(await addressOf('cnf-one', 'net1'), /^198\.18\.226\./, 'the pod on the first node got net1');
   t.match(await addressOf('cnf-two', 'net1'), /^198\.18\.226\./, 'so did the pod on the second');
+  for (const node of nodes) t.comment(`node ${node.name}: ${await residentMiB(node)} MiB resident (containerd, kubelet, shims, podnet's daemon and a pod)`);
 
   const ready = await until('READY counts both nodes\' pods', async () => {
     const value = await jsonpath(kubectl, ['pnc', '-n', tenant, 'cnf-blue'], '{.status.ready}');
@@ -116,7 +131,7 @@ t.test('two nodes: podnet on both, a config whose status counts the pods of both
     t.equal((await annotate(pods[node.name]!)).exitCode, 0, `${pod} may write the network-status of its own node's pod`);
     const foreign = await annotate(pods[other.name]!);
     t.equal(foreign.exitCode, 1, `${pod} may not write the other node's pod`);
-    t.match(foreign.stderr, /Forbidden.*podnet's daemon may patch only pods bound to its own node/);
+    t.match(foreign.stderr, `Error from server (Forbidden): pods "${pods[other.name]!}" is forbidden: ValidatingAdmissionPolicy 'podnet-node-pods' with binding 'podnet-node-pods' denied request: podnet's daemon on node ${node.name} may patch only pods bound to node ${node.name}; pod ${tenant}/${pods[other.name]!} is bound to node ${other.name}`);
     for (const [resource, name, what] of [['pnc', 'cnf-blue', 'PodNetworkConfig tenant-a/cnf-blue'], ['pnet', 'blue', 'Network blue']] as const) {
       const entries = JSON.parse(await jsonpath(kubectl, [resource, ...(resource === 'pnc' ? ['-n', tenant] : []), name], '{.status.nodes}')) as { name: string }[];
       const change = (of: string) =>
@@ -169,12 +184,12 @@ t.test('a vxlan Network across two nodes: pods on each node reach each other ove
     apiVersion: group,
     kind: 'Network',
     metadata: { name: 'span' },
-    spec: { type: 'vxlan', vxlan: { vni: 4242, group: '239.18.227.1', device: underlay.device }, ipam: { ranges: [{ subnet: '198.18.227.0/24' }] }, namespaceSelector: {} },
+    spec: { type: 'vxlan', vxlan: { vni: 4242, group: '239.18.227.1', device: underlay.device }, ipam: { ranges: [{ subnet: '198.18.227.0/24' }] }, staticAddresses: true, namespaceSelector: {} },
   };
   await kubectl(['apply', '-f', '-'], { input: stringify(vxlan) });
   await runPodOn(nodes[0], 'cnf-one');
   await runPodOn(nodes[1], 'cnf-two');
-  // The Network's ranges are each node's own: one address per pod, given by the tenant, so the two nodes never give the same.
+  // The Network's ranges are each node's own: one address per pod, given by the tenant (the admin allows static addresses), so the two nodes never give the same.
   for (const [pod, ip] of [['cnf-one', '198.18.227.11/24'], ['cnf-two', '198.18.227.12/24']] as const) {
     await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, `span-${pod}`, { podSelector: { matchLabels: { [podNameLabel]: pod } }, attachments: [{ network: 'span', interface: 'net1', ips: [ip] }] })));
   }

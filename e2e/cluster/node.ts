@@ -259,7 +259,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   await importTestImages(root, importImage);
 
   const kubeletConfigFile = await kubeletConfig(root, cgroupRoot, second ? underlay.node : '127.0.0.1');
-  const startKubelet = async () => {
+  const startKubelet = async (again = false): Promise<Supervised> => {
     const [file, ...args] = inNode([
       binaries.kubelet,
       `--config=${kubeletConfigFile}`,
@@ -272,7 +272,29 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     ]);
     const p = launch('kubelet', file, args, join(root, 'kubelet.log'));
     processes.push(p);
-    await waitReady(p, 120_000, async () => isReady((await core.readNode({ name }).catch(() => undefined)) as V1Node | undefined));
+    let stuck = false;
+    try {
+      await waitReady(p, 120_000, async () => {
+        const node = (await core.readNode({ name }).catch(() => undefined)) as V1Node | undefined;
+        stuck = !again && csiNodeGaveUp(node);
+        return stuck || isReady(node);
+      });
+    } catch (err) {
+      // What the kubelet says of its node is what tells why it is not Ready.
+      const node = (await core.readNode({ name }).catch(() => undefined)) as V1Node | undefined;
+      const ready = node?.status?.conditions?.find((c) => c.type === 'Ready');
+      const said = (await readFile(join(root, 'kubelet.log'), 'utf8').catch(() => '')).split('\n').filter((l) => / \d+ [a-z_]+\.go:\d+\] .*(regist|Unable)/i.test(l) && l.includes(` ${p.pid} `));
+      throw new Error(`node ${name} ${node ? `is not Ready: ${ready?.reason ?? ''}: ${ready?.message ?? ''}` : 'is not registered'}; the kubelet said of its registration:\n${said.slice(-8).join('\n')}`);
+    }
+    if (stuck) {
+      // The kubelet makes its CSINode before it registers its Node, and gives up on it after about
+      // 30 s. Started again where its Node object was deleted while it was away, it tears down its
+      // old pods first and registers later than that (25 s measured here), then stays NotReady for
+      // good; a second start, as an operator would restart it, registers at once.
+      await terminate(p, 'SIGTERM', 10_000);
+      processes.splice(processes.indexOf(p), 1);
+      return startKubelet(true);
+    }
     return p;
   };
   let kubelet = await startKubelet();
@@ -532,6 +554,11 @@ async function importTestImages(root: string, importImage: (tag: string) => Prom
       await execa('podman', ['rmi', '--force', tag], { reject: false });
     }
   }
+}
+
+/** Whether the kubelet gave up making its CSINode, which keeps its node NotReady until it starts again. */
+function csiNodeGaveUp(node: V1Node | undefined): boolean {
+  return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status !== 'True' && /failed to initialize CSINode/.test(c.message ?? '')) === true;
 }
 
 function isReady(node: V1Node | undefined): boolean {
