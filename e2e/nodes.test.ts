@@ -7,7 +7,6 @@ import t, { type Test } from 'tap';
 import { execa } from 'execa';
 import { readFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
-import { podNameLabel } from '../src/model/identity.ts';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
 import { ensureNodeBinaries } from './cluster/binaries.ts';
 import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
@@ -50,9 +49,9 @@ async function twoNodes(t: Test, primaries: [string, string]) {
       },
       { ready: () => readyDaemons() },
     ),
-    /** A tenant pod labelled app=cnf on `node`, Ready. */
+    /** A tenant pod labelled app=cnf and cnf=<its name> on `node`, Ready. */
     async runPodOn(node: Node, name: string) {
-      await asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', '--labels=app=cnf', '--restart=Never', `--overrides=${JSON.stringify({ spec: { nodeName: node.name } })}`, '--', '/bin/sleep', '3600']);
+      await asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', `--labels=app=cnf,cnf=${name}`, '--restart=Never', `--overrides=${JSON.stringify({ spec: { nodeName: node.name } })}`, '--', '/bin/sleep', '3600']);
       await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);
     },
     /** The IPv4 address (with prefix) of `ifname` in the pod, once it has one. */
@@ -191,8 +190,14 @@ t.test('a vxlan Network across two nodes: pods on each node reach each other ove
   await runPodOn(nodes[1], 'cnf-two');
   // The Network's ranges are each node's own: one address per pod, given by the tenant (the admin allows static addresses), so the two nodes never give the same.
   for (const [pod, ip] of [['cnf-one', '198.18.227.11/24'], ['cnf-two', '198.18.227.12/24']] as const) {
-    await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, `span-${pod}`, { podSelector: { matchLabels: { [podNameLabel]: pod } }, attachments: [{ network: 'span', interface: 'net1', ips: [ip] }] })));
+    await asTenant(['apply', '-f', '-'], stringify(podNetworkConfig(tenant, `span-${pod}`, { podSelector: { matchLabels: { cnf: pod } }, attachments: [{ network: 'span', interface: 'net1', ips: [ip] }] })));
   }
+  t.teardown(async () => {
+    if (t.passing()) return;
+    for (const args of [['get', 'pnet', 'span', '-o', 'yaml'], ['get', 'pnc', '-n', tenant, '-o', 'yaml'], ['get', 'pod', '-n', tenant, '-o', `jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.podnetwork\\.opdev\\.io/network-status}{"\\n"}{end}`]]) {
+      process.stderr.write(`--- kubectl ${args.join(' ')} (test failed) ---\n${(await kubectl(args, { reject: false })).stdout}\n`);
+    }
+  });
   t.equal(await addressOf('cnf-one', 'net1'), '198.18.227.11/24');
   t.equal(await addressOf('cnf-two', 'net1'), '198.18.227.12/24');
   for (const [from, to] of [['cnf-one', '198.18.227.12'], ['cnf-two', '198.18.227.11']] as const) {

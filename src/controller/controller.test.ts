@@ -18,8 +18,8 @@ const network: ApiObject = {
   status: { ready: '2/2', nodes: [{ name: 'node-a', ready: true, attachedPods: 1 }, { name: 'node-gone', ready: true, attachedPods: 1 }] },
 };
 
-/** An API server whose nodes are `existing`; `failing` answers other than 404 for a node's GET. */
-function fakeApi(existing: string[], failing: string[] = []) {
+/** An API server whose nodes are `existing`; `failing` answers other than 404 for a node's GET, `proxied` a 404 that is not the API server's (no NotFound). */
+function fakeApi(existing: string[], failing: string[] = [], proxied: string[] = []) {
   const gets: string[] = [];
   const patches: { path: string; operations: readonly Json[]; manager: string }[] = [];
   const posts: { path: string; body: Json }[] = [];
@@ -32,7 +32,8 @@ function fakeApi(existing: string[], failing: string[] = []) {
         gets.push(path);
         const name = path.split('/').at(-1)!;
         if (failing.includes(name)) throw new PodnetError('NOT_AVAILABLE', 'the API server is unreachable');
-        if (!existing.includes(name)) throw new PodnetError('NOT_FOUND', `nodes "${name}" not found`);
+        if (proxied.includes(name)) throw new PodnetError('NOT_FOUND', 'GET /api/v1/nodes: 404 <html>Not Found</html>');
+        if (!existing.includes(name)) throw new PodnetError('NOT_FOUND', `nodes "${name}" not found`, 'NotFound');
         return { metadata: { name } } as T;
       },
       async patch(path: string, operations: readonly Json[], manager: string): Promise<Json> {
@@ -69,17 +70,21 @@ t.test("entries of nodes the API server does not have are removed, over the vers
   );
 });
 
-t.test('a write that does not take tells nothing; a node whose existence cannot be asked keeps its entries', async (t) => {
-  const fake = fakeApi(['node-a'], ['node-unsure']);
+t.test("a write that does not take tells nothing; a node whose existence cannot be asked, or that a 404 not the API server's names, keeps its entries", async (t) => {
+  const fake = fakeApi(['node-a'], ['node-unsure'], ['node-proxied']);
   fake.api.patch = async (path, operations, manager) => {
     fake.patches.push({ path, operations, manager });
     throw new PodnetError('IO_FAILURE', 'the test operation failed: resourceVersion changed');
   };
   const warnings: string[] = [];
   const log: Logger = { ...quiet, warn: (msg) => void warnings.push(msg) };
-  const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [] : [config('cnf-blue', ['node-a', 'node-gone']), config('cnf-red', ['node-unsure'])]) };
+  const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [] : [config('cnf-blue', ['node-a', 'node-gone']), config('cnf-red', ['node-unsure', 'node-proxied'])]) };
   await new GoneNodes({ api: fake.api, view, log }).sweep();
   t.equal(fake.patches.length, 1, 'only cnf-blue was written to');
   t.same(fake.posts, [], 'no Event for a write that did not take');
-  t.same(warnings, ['could not remove gone nodes\' entries; looking again at the next change or sweep', 'could not ask whether a node exists; its entries stay until the next look']);
+  t.same(warnings, [
+    "could not remove gone nodes' entries; looking again at the next change or sweep",
+    'could not ask whether a node exists; its entries stay until the next look',
+    'could not ask whether a node exists; its entries stay until the next look',
+  ]);
 });

@@ -65,7 +65,8 @@ export class GoneNodes {
       return false;
     } catch (err) {
       const e = toPodnetError(err);
-      if (e.code === 'NOT_FOUND') return true;
+      // The API server's own NotFound, not any 404 (a proxy's page says nothing of the node).
+      if (e.code === 'NOT_FOUND' && e.details === 'NotFound') return true;
       this.opts.log.warn('could not ask whether a node exists; its entries stay until the next look', { node: name, error: e.message });
       return false;
     }
@@ -106,7 +107,8 @@ export class GoneNodes {
 /** The controller running: its informers, a look at each change (a burst as one) and every `sweepMs`. */
 export async function startController({ api, log, sweepMs }: { api: KubeApi; log: Logger; sweepMs: number }): Promise<{ stop(): Promise<void> }> {
   const watched = new WatchedResources({ api, log });
-  const nodes = watched.add<KubernetesObject>('nodes', paths.nodes);
+  // A Node is large (its images, addresses, conditions) and only its name counts here.
+  const nodes = watched.add<KubernetesObject>('nodes', paths.nodes, { metadataOnly: true });
   const networks = watched.add<ApiObject>('networks', paths.networks);
   const configs = watched.add<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs);
   const view: ControllerView = {

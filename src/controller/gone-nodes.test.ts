@@ -22,9 +22,9 @@ t.test("a config's status without a gone node: its entry out, READY and the cond
   const after = withoutNodes('PodNetworkConfig', current, new Set(['node-gone']), now) as PodNetworkConfigStatus;
   t.same(after.nodes, [{ name: 'node-a', selected: 2, ready: 2 }]);
   t.equal(after.ready, '2/2', 'READY counts only the pods that remain');
-  t.match(after.conditions, [
-    { type: 'Ready', status: 'True', message: '2 selected pods have what the config asks', lastTransitionTime: now },
-    { type: 'Degraded', status: 'False', message: '', lastTransitionTime: now },
+  t.same(after.conditions, [
+    { type: 'Ready', status: 'True', reason: 'Applied', message: '2 selected pods have what the config asks', lastTransitionTime: now, observedGeneration: 3 },
+    { type: 'Degraded', status: 'False', reason: 'AsExpected', message: '', lastTransitionTime: now, observedGeneration: 3 },
   ]);
   t.equal(after.observedGeneration, 3, 'the generation the nodes reported on stays');
 });
@@ -54,4 +54,11 @@ t.test("a Network's status without a gone node: served on the nodes that remain"
   t.equal(after.ready, '1/1');
   t.match(after.conditions, [{ type: 'Degraded', status: 'False', reason: 'AsExpected', lastTransitionTime: now }]);
   t.same(unknownNodes(undefined, () => false), [], 'no status, nothing to look at');
+});
+
+t.test("a Network whose spec has problems keeps its conditions; READY is summed again", async (t) => {
+  const conditions: NetworkStatus['conditions'] = [{ type: 'Degraded', status: 'True', reason: 'InvalidSpec', message: 'spec.ipam.ranges[0]: overlaps ranges[1]', lastTransitionTime: before }];
+  const after = withoutNodes('Network', { ready: '1/2', conditions, nodes: [{ name: 'node-a', ready: true, attachedPods: 0 }, { name: 'node-gone', ready: false, attachedPods: 0 }] }, new Set(['node-gone']), now);
+  t.equal(after.ready, '1/1');
+  t.same(after.conditions, conditions);
 });

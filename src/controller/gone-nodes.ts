@@ -20,10 +20,11 @@ export function unknownNodes(status: AnyStatus | undefined, live: (node: string)
  */
 export function withoutNodes(kind: StatusKind, current: AnyStatus, gone: ReadonlySet<string>, now: string): AnyStatus {
   const remaining = { ...current, nodes: (current.nodes ?? []).filter((n) => !gone.has(n.name)) };
-  // No node of theirs named '': summed over every entry that remains, none added.
+  // No node of theirs named '': summed over every entry that remains, none added; the generation
+  // the nodes reported on stays, in the conditions too.
   const summed =
     kind === 'PodNetworkConfig'
-      ? configStatus(undefined, undefined, remaining as PodNetworkConfigStatus, [], '', now)
+      ? configStatus((current as PodNetworkConfigStatus).observedGeneration, undefined, remaining as PodNetworkConfigStatus, [], '', now)
       : networkStatus(undefined, remaining as NetworkStatus, [], '', now);
   const specProblems = current.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True' && c.reason === 'InvalidSpec') ?? false;
   return { ...remaining, ready: summed.ready, conditions: specProblems ? current.conditions : summed.conditions } as AnyStatus;

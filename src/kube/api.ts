@@ -13,6 +13,15 @@ export const mergePatch = 'application/merge-patch+json';
 export const applyPatch = 'application/apply-patch+yaml';
 export const jsonPatch = 'application/json-patch+json';
 
+/**
+ * What the API server sends for a list and a watch asked with these: each object's metadata alone
+ * (PartialObjectMetadata), for a cache that needs no more of a large object, such as a Node's.
+ */
+export const metadataOnly = {
+  list: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1',
+  watch: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1',
+} as const;
+
 /** How long a request may go unanswered once it has its connection; a watch is not a request. */
 const requestTimeoutMs = 15_000;
 
@@ -51,6 +60,8 @@ function loadKubeConfig(kubeconfig: string | undefined, otherwise: 'cluster' | '
 export class KubeApi {
   readonly server: string;
   readonly watch: Watch;
+  /** A watch whose events carry their objects' metadata alone (metadataOnly). */
+  readonly metadataWatch: Watch;
   private readonly config: KubeConfig;
   private readonly agents = { tls: new Agent({ keepAlive: true, maxSockets: maxConnections }), plain: new PlainAgent({ keepAlive: true, maxSockets: maxConnections }) };
   /** Whether the kubeconfig's cluster goes through a proxy: then its agent is client-node's. */
@@ -66,6 +77,13 @@ export class KubeApi {
     this.proxied = cluster.proxyUrl !== undefined && cluster.proxyUrl !== '';
     this.server = cluster.server.replace(/\/+$/, '');
     this.watch = new Watch(config);
+    // The same config, its requests asking for metadata alone: client-node's Watch takes no header of its own.
+    const asking = Object.create(config) as KubeConfig;
+    asking.applySecurityAuthentication = async (context) => {
+      await config.applySecurityAuthentication(context);
+      context.setHeaderParam('Accept', metadataOnly.watch);
+    };
+    this.metadataWatch = new Watch(asking);
   }
 
   /** From a kubeconfig file, or (none given) the pod's service account: how the DaemonSet runs it. */
@@ -91,8 +109,9 @@ export class KubeApi {
     return { api: new KubeApi(config, requestDeadlineMs), namespace };
   }
 
-  get<T = Json>(path: string): Promise<T> {
-    return this.send('GET', path) as Promise<T>;
+  /** `accept`: another representation than plain JSON (metadataOnly.list). */
+  get<T = Json>(path: string, accept?: string): Promise<T> {
+    return this.send('GET', path, undefined, undefined, accept) as Promise<T>;
   }
 
   /** A JSON merge patch (metadata.annotations of a pod). */
@@ -114,8 +133,8 @@ export class KubeApi {
     return this.send('POST', path, body, 'application/json');
   }
 
-  private async send(method: string, path: string, body?: Json | readonly Json[], contentType?: string): Promise<Json> {
-    const options: RequestOptions = { method, headers: { accept: 'application/json' }, timeout: requestTimeoutMs };
+  private async send(method: string, path: string, body?: Json | readonly Json[], contentType?: string, accept = 'application/json'): Promise<Json> {
+    const options: RequestOptions = { method, headers: { accept }, timeout: requestTimeoutMs };
     await this.config.applyToHTTPSOptions(options);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) options.headers = { ...options.headers, 'content-type': contentType!, 'content-length': Buffer.byteLength(payload) };

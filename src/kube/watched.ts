@@ -8,7 +8,7 @@ import { PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ApiMetrics, WatchedResource } from '../metrics.ts';
 import { retryWaitMs } from '../retry.ts';
-import type { KubeApi } from './api.ts';
+import { metadataOnly, type KubeApi } from './api.ts';
 
 export interface Informer<T extends KubernetesObject> {
   cache: ListWatch<T>;
@@ -31,14 +31,15 @@ export class WatchedResources {
 
   /**
    * An informer on `path`, started with the others. `optional`: a resource the cluster may not
-   * serve (404): it counts as listed, and empty, until it does.
+   * serve (404): it counts as listed, and empty, until it does. `metadataOnly`: its cache holds
+   * each object's metadata alone.
    */
-  add<T extends KubernetesObject>(name: WatchedResource, path: string, { fieldSelector, optional = false }: { fieldSelector?: string; optional?: boolean } = {}): Informer<T> {
+  add<T extends KubernetesObject>(name: WatchedResource, path: string, { fieldSelector, optional = false, metadataOnly: metadata = false }: { fieldSelector?: string; optional?: boolean; metadataOnly?: boolean } = {}): Informer<T> {
     const { api, log, metrics } = this.opts;
     const list = () => {
       // ListWatch lists only at its first start and when the API server said 410 Gone.
       if (entry.synced && !entry.unserved) log.info("the watch's resourceVersion expired (410 Gone); listing again", { resource: name });
-      return api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path).then((answer) => {
+      return api.get<KubernetesListObject<T>>(fieldSelector ? `${path}?fieldSelector=${encodeURIComponent(fieldSelector)}` : path, metadata ? metadataOnly.list : undefined).then((answer) => {
         if (entry.unserved) log.info('the API server serves this resource now', { resource: name });
         entry.unserved = false;
         return answer;
@@ -47,7 +48,7 @@ export class WatchedResources {
     // ListWatch watches again after its reconnect wait even when stopped meanwhile: the wait is
     // one of ours, which stop() cancels, so a stopped set opens no watch.
     const delayFn = (ms: number) => new Promise<void>((resolve) => this.later(ms, resolve));
-    const cache = new ListWatch<T>(path, api.watch, list, false, undefined, fieldSelector, { delayFn });
+    const cache = new ListWatch<T>(path, metadata ? api.metadataWatch : api.watch, list, false, undefined, fieldSelector, { delayFn });
     const entry: Informer<T> = { cache, synced: false };
     let failures = 0;
     let failedAt = 0;
