@@ -172,7 +172,13 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   const ownNetNs = await readlink('/proc/self/ns/net');
   await waitReady(holder, 10_000, async () => (await readlink(`/proc/${holder!.pid}/ns/mnt`)) !== ownMountNs && (!second || (await readlink(`/proc/${holder!.pid}/ns/net`)) !== ownNetNs));
   if (second) {
-    // The underlay: a veth pair, one end on the machine, the other the node's underlay0.
+    // The underlay: a veth pair, one end on the machine, the other in the node. Its name is fixed
+    // (one spec serves both nodes): a second node of another test on the machine holds it until
+    // its teardown, which this one waits for.
+    for (let waited = 0; (await execa('ip', ['link', 'show', 'dev', underlay.device], { reject: false })).exitCode === 0; waited += 500) {
+      if (waited >= 120_000) throw new Error(`${underlay.device} is on the machine, another test's second node's (ip link show dev ${underlay.device}): one second node at a time`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
     await execa('ip', ['link', 'add', underlay.device, 'type', 'veth', 'peer', 'name', underlay.device, 'netns', String(holder.pid)]);
     await execa('ip', ['link', 'set', underlay.device, 'alias', underlayAlias(root)]);
     await execa('ip', ['addr', 'add', `${underlay.host}/${underlay.prefix}`, 'dev', underlay.device]);
