@@ -44,6 +44,8 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ValidatingAdmissionPolicyBinding/podnet-node-network-status',
       'ValidatingAdmissionPolicy/podnet-controller-status',
       'ValidatingAdmissionPolicyBinding/podnet-controller-status',
+      'ValidatingAdmissionPolicy/podnet-controller-objects',
+      'ValidatingAdmissionPolicyBinding/podnet-controller-objects',
       'ValidatingAdmissionPolicy/podnet-namespace-permissions',
       'ValidatingAdmissionPolicyBinding/podnet-namespace-permissions',
       'DaemonSet/podnet',
@@ -187,14 +189,22 @@ t.test('daemonset-metrics/: the base with the daemon serving metrics on the node
 t.test("the controller's role reads Nodes and both resources, and writes only their status and Events; its policy lets it only shrink status.nodes", async (t) => {
   const rules = find('ClusterRole', 'podnet-controller')!['rules'] as Obj[];
   const written = rules.filter((r) => (r['verbs'] as string[]).some((v) => !['get', 'list', 'watch'].includes(v))).flatMap((r) => r['resources'] as string[]);
-  t.strictSame(written.sort(), ['events', 'networks/status', 'podnetworkconfigs/status']);
-  t.strictSame(rules.flatMap((r) => r['resources'] as string[]).filter((r) => !written.includes(r)).sort(), ['networks', 'nodes', 'podnetworkconfigs'], 'and reads only what it looks at');
+  t.strictSame(written.sort(), ['events', 'networks', 'networks/status', 'podnetworkconfigs', 'podnetworkconfigs/status']);
+  t.strictSame(rules.flatMap((r) => r['resources'] as string[]).filter((r) => !written.includes(r)).sort(), ['nodes'], 'and reads Nodes');
+  const verbs = rules.flatMap((r) => (r['verbs'] as string[]).filter((v) => !['get', 'list', 'watch'].includes(v)));
+  t.strictSame([...new Set(verbs)].sort(), ['create', 'patch'], 'it patches, and creates only Events');
+  t.strictSame(rules.filter((r) => (r['verbs'] as string[]).includes('create')).flatMap((r) => r['resources'] as string[]), ['events']);
   const binding = find('ClusterRoleBinding', 'podnet-controller')!;
   t.strictSame(binding['subjects'], [{ kind: 'ServiceAccount', name: 'podnet-controller', namespace: 'podnet-system' }]);
   const policy = find('ValidatingAdmissionPolicy', 'podnet-controller-status')!['spec'] as Obj;
   t.strictSame(policy['matchConditions'], [{ name: 'podnet-controller', expression: "request.userInfo.username == 'system:serviceaccount:podnet-system:podnet-controller'" }]);
   t.strictSame((policy['matchConstraints']['resourceRules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['networks/status', 'podnetworkconfigs/status'], 'every resource it patches, Events aside');
   t.ok(find('ValidatingAdmissionPolicyBinding', 'podnet-controller-status'), 'and it is bound');
+  const objects = find('ValidatingAdmissionPolicy', 'podnet-controller-objects')!['spec'] as Obj;
+  t.strictSame(objects['matchConditions'], policy['matchConditions'], 'the same account');
+  t.strictSame((objects['matchConstraints']['resourceRules'] as Obj[]).flatMap((r) => r['resources'] as string[]), ['networks', 'podnetworkconfigs'], 'its writes of the objects themselves');
+  t.match(objects['validations'][0]['expression'], /object\.spec == oldObject\.spec/);
+  t.ok(find('ValidatingAdmissionPolicyBinding', 'podnet-controller-objects'), 'bound');
   const deployment = find('Deployment', 'podnet-controller')!;
   const pod = deployment['spec']['template']['spec'] as Obj;
   t.equal(pod['serviceAccountName'], 'podnet-controller');

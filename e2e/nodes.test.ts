@@ -154,6 +154,14 @@ t.test('two nodes: podnet on both, a config whose status counts the pods of both
     return !named && config.ready === '1/1' && network.ready === '1/1' ? Date.now() - left : undefined;
   }, 120_000);
   t.comment(`the gone node's entries left every status ${cleanMs} ms after its Node was deleted`);
+  const managers = async (args: string[]) => (await kubectl(['get', ...args, '--show-managed-fields', '-o', 'jsonpath={.metadata.managedFields[*].manager}'])).stdout.split(' ');
+  for (const args of [['pnc', '-n', tenant, 'cnf-blue'], ['pnet', 'blue']]) {
+    const left = await until(`${args.join(' ')} has no line of the gone node in its managedFields`, async () => {
+      const now = await managers(args);
+      return now.includes(`podnet/${nodes[1].name}`) ? undefined : now;
+    }, 30_000);
+    t.ok(left.includes(`podnet/${nodes[0].name}`) && !left.includes(`podnet/${nodes[1].name}`), `${args.join(' ')}: the gone node's field manager is out of managedFields, the live node's stays`);
+  }
   t.ok(cleanMs < 30_000, `within 30 s of its Node's deletion (${cleanMs} ms): READY counts only the pods that remain`);
   const told = async (namespace: string, name: string) => (await kubectl(['get', 'events', '-n', namespace, '--field-selector', `involvedObject.name=${name},reason=NodeGone`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'])).stdout.trim().split('\n').filter((l) => l !== '');
   t.same(await told(tenant, 'cnf-blue'), [`node ${nodes[1].name} is gone from the cluster: removed from status.nodes (READY 1/1)`], "the config's NodeGone Event, told once");

@@ -5,16 +5,18 @@ import type { Json } from '../kube/api.ts';
 import type { ApiObject } from '../kube/resources.ts';
 import { controllerManager, GoneNodes, type ControllerView } from './controller.ts';
 
+/** Each node writes its entry as podnet/<node>; the tenant's kubectl wrote the spec. */
+const managers = (nodes: string[]) => [{ manager: 'kubectl-client-side-apply', operation: 'Update' }, ...nodes.map((n) => ({ manager: `podnet/${n}`, operation: 'Apply', subresource: 'status' }))];
 const config = (name: string, nodes: string[]): ApiObject => ({
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
   kind: 'PodNetworkConfig',
-  metadata: { name, namespace: 'tenant-a', uid: `uid-${name}`, resourceVersion: '41' },
+  metadata: { name, namespace: 'tenant-a', uid: `uid-${name}`, resourceVersion: '41', managedFields: managers(nodes) },
   status: { ready: `${nodes.length}/${nodes.length}`, nodes: nodes.map((n) => ({ name: n, selected: 1, ready: 1 })) },
 });
 const network: ApiObject = {
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
   kind: 'Network',
-  metadata: { name: 'blue', resourceVersion: '7' },
+  metadata: { name: 'blue', resourceVersion: '7', managedFields: managers(['node-a', 'node-gone']) },
   status: { ready: '2/2', nodes: [{ name: 'node-a', ready: true, attachedPods: 1 }, { name: 'node-gone', ready: true, attachedPods: 1 }] },
 };
 
@@ -36,9 +38,12 @@ function fakeApi(existing: string[], failing: string[] = [], proxied: string[] =
         if (!existing.includes(name)) throw new PodnetError('NOT_FOUND', `nodes "${name}" not found`, 'NotFound');
         return { metadata: { name } } as T;
       },
+      /** A status write answers the object, its version moved on and its managers as they were. */
       async patch(path: string, operations: readonly Json[], manager: string): Promise<Json> {
         patches.push({ path, operations, manager });
-        return {};
+        const name = path.replace(/\/status$/, '').split('/').at(-1)!;
+        const nodes = name === 'blue' ? ['node-a', 'node-gone'] : ['node-a', 'node-gone', 'node-new'];
+        return { metadata: { name, ...(name === 'blue' ? {} : { namespace: 'tenant-a' }), resourceVersion: '50', managedFields: managers(nodes) } };
       },
       async post(path: string, body: Json): Promise<Json> {
         posts.push({ path, body });
@@ -55,7 +60,13 @@ t.test("entries of nodes the API server does not have are removed, over the vers
   const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [network] : [config('cnf-blue', ['node-a', 'node-gone', 'node-new']), config('cnf-red', ['node-a'])]) };
   await new GoneNodes({ api: fake.api, view, log: quiet, clock: () => Date.parse('2026-11-28T08:00:00Z') }).sweep();
   t.same(fake.gets.sort(), ['/api/v1/nodes/node-gone', '/api/v1/nodes/node-new'], 'each unknown node asked once, for both objects that name one');
-  t.same(fake.patches.map((p) => p.path), ['/apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant-a/podnetworkconfigs/cnf-blue/status', '/apis/podnetwork.opdev.io/v1alpha1/networks/blue/status']);
+  t.same(fake.patches.map((p) => p.path), [
+    '/apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant-a/podnetworkconfigs/cnf-blue/status',
+    '/apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant-a/podnetworkconfigs/cnf-blue',
+    '/apis/podnetwork.opdev.io/v1alpha1/networks/blue/status',
+    '/apis/podnetwork.opdev.io/v1alpha1/networks/blue',
+  ], 'each status, then the object itself');
+  t.same(fake.patches[1]!.operations, [{ op: 'test', path: '/metadata/resourceVersion', value: '50' }, { op: 'remove', path: '/metadata/managedFields/2' }], "the gone node's field manager, over the version the status write left; no other");
   const [first] = fake.patches;
   t.same(first!.operations[0], { op: 'test', path: '/metadata/resourceVersion', value: '41' }, 'written over the version read');
   t.match(first!.operations[1], { op: 'replace', path: '/status', value: { ready: '2/2', nodes: [{ name: 'node-a' }, { name: 'node-new' }] } });
@@ -87,4 +98,15 @@ t.test("a write that does not take tells nothing; a node whose existence cannot 
     'could not ask whether a node exists; its entries stay until the next look',
     'could not ask whether a node exists; its entries stay until the next look',
   ]);
+});
+
+t.test("a gone node's field manager left without its entry (a write whose second half failed, or a node from before the controller) is removed alone", async (t) => {
+  const fake = fakeApi(['node-a']);
+  const left: ApiObject = { ...config('cnf-old', ['node-a']), metadata: { ...config('cnf-old', ['node-a']).metadata, managedFields: managers(['node-gone', 'node-a']) } };
+  const view: ControllerView = { knowsNode: (n) => n === 'node-a', objects: (kind) => (kind === 'Network' ? [] : [left]) };
+  await new GoneNodes({ api: fake.api, view, log: quiet }).sweep();
+  t.same(fake.patches.map((p) => [p.path, p.operations]), [
+    ['/apis/podnetwork.opdev.io/v1alpha1/namespaces/tenant-a/podnetworkconfigs/cnf-old', [{ op: 'test', path: '/metadata/resourceVersion', value: '41' }, { op: 'remove', path: '/metadata/managedFields/1' }]],
+  ]);
+  t.same(fake.posts, [], 'no Event: no entry went');
 });

@@ -10,12 +10,12 @@ import type { Logger } from '../log.ts';
 import { systemClock, type Clock } from '../retry.ts';
 import type { KubeApi } from '../kube/api.ts';
 import { eventRequest } from '../kube/events.ts';
-import { apiGroup, apiVersion, paths, statusPath, type ApiObject } from '../kube/resources.ts';
+import { apiGroup, apiVersion, objectPath, paths, statusPath, type ApiObject } from '../kube/resources.ts';
 import { WatchedResources } from '../kube/watched.ts';
-import { unknownNodes, withoutNodes, type AnyStatus, type StatusKind } from './gone-nodes.ts';
+import { goneManagerLines, unknownNodes, withoutNodes, type AnyStatus, type StatusKind } from './gone-nodes.ts';
 
-/** The field manager of the controller's writes. */
-export const controllerManager = 'podnet/controller';
+/** The field manager of the controller's writes: not podnet/<name>, which a node of that name would be. */
+export const controllerManager = 'podnet-controller';
 
 /** What the controller reads, as its informers last saw it. */
 export interface ControllerView {
@@ -50,10 +50,12 @@ export class GoneNodes {
     };
     for (const kind of ['PodNetworkConfig', 'Network'] as const) {
       for (const object of view.objects(kind)) {
-        const unknown = unknownNodes(object.status as AnyStatus | undefined, (node) => view.knowsNode(node));
+        const unknown = unknownNodes({ status: object.status as AnyStatus | undefined, managedFields: object.metadata.managedFields }, (node) => view.knowsNode(node));
         const confirmed = new Set<string>();
         for (const node of unknown) if (await gone(node)) confirmed.add(node);
-        if (confirmed.size > 0) await this.remove(kind, object, confirmed);
+        if (confirmed.size === 0) continue;
+        const written = (object.status as AnyStatus | undefined)?.nodes?.some((n) => confirmed.has(n.name)) ? await this.remove(kind, object, confirmed) : object;
+        if (written) await this.forgetManagers(kind, written, confirmed);
       }
     }
   }
@@ -77,30 +79,54 @@ export class GoneNodes {
    * patch that tests its resourceVersion: a write raced with is looked at again, not overwritten),
    * and one Event of it, told by the write that took.
    */
-  private async remove(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<void> {
+  private async remove(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<ApiObject | undefined> {
     const { api, log, clock = systemClock } = this.opts;
     const now = new Date(clock()).toISOString();
     const status = withoutNodes(kind, object.status as AnyStatus, gone, now);
     const what = `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
     const nodes = [...gone].sort();
+    let written: ApiObject;
     try {
-      await api.patch(
+      written = (await api.patch(
         statusPath(kind, object.metadata),
         [
           { op: 'test', path: '/metadata/resourceVersion', value: object.metadata.resourceVersion },
           { op: 'replace', path: '/status', value: status },
         ],
         controllerManager,
-      );
+      )) as unknown as ApiObject;
     } catch (err) {
       log.warn("could not remove gone nodes' entries; looking again at the next change or sweep", { object: what, nodes, error: toPodnetError(err).message });
-      return;
+      return undefined;
     }
     log.info("removed gone nodes' entries", { object: what, nodes, ready: status.ready });
     const message = `${nodes.length === 1 ? `node ${nodes[0]} is` : `nodes ${nodes.join(', ')} are`} gone from the cluster: removed from status.nodes (READY ${status.ready ?? ''})`;
     const involved = { kind, apiVersion: `${apiGroup}/${apiVersion}`, name: object.metadata.name, namespace: object.metadata.namespace ?? '', ...(object.metadata.uid ? { uid: object.metadata.uid } : {}) };
     const { path, body } = eventRequest({ object: involved, type: 'Normal', reason: 'NodeGone', message }, { instance: 'controller' }, now);
     await api.post(path, body).catch((err: unknown) => log.warn('could not post an Event', { object: what, error: toPodnetError(err).message }));
+    return written;
+  }
+
+  /**
+   * The gone nodes' lines of the object's managedFields removed, over the version written: each
+   * node applies the fields all nodes share as the others do, so its line outlives its entry
+   * (about 250 bytes an object), and a cluster whose nodes come and go would grow every object
+   * by one a node. A status write cannot change managedFields: this is a write of the object,
+   * which the admission policy holds to that.
+   */
+  private async forgetManagers(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<void> {
+    const lines = goneManagerLines(object.metadata.managedFields, gone);
+    if (lines.length === 0) return;
+    const what = `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
+    try {
+      await this.opts.api.patch(
+        objectPath(kind, object.metadata),
+        [{ op: 'test', path: '/metadata/resourceVersion', value: object.metadata.resourceVersion }, ...lines.map((i) => ({ op: 'remove', path: `/metadata/managedFields/${i}` }))],
+        controllerManager,
+      );
+    } catch (err) {
+      this.opts.log.warn("could not remove gone nodes' field managers; looking again at the next change or sweep", { object: what, nodes: [...gone].sort(), error: toPodnetError(err).message });
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { NetworkStatus, PodNetworkConfigStatus } from '../protocol/validate.ts';
-import { unknownNodes, withoutNodes } from './gone-nodes.ts';
+import { goneManagerLines, unknownNodes, withoutNodes } from './gone-nodes.ts';
 
 const now = '2026-11-28T08:00:00Z';
 const before = '2026-11-28T07:00:00Z';
@@ -18,7 +18,7 @@ t.test("a config's status without a gone node: its entry out, READY and the cond
       { name: 'node-gone', selected: 2, ready: 0, failingPods: [{ name: 'cnf-x', reason: 'no parent eth9' }] },
     ],
   };
-  t.same(unknownNodes(current, (n) => n === 'node-a'), ['node-gone']);
+  t.same(unknownNodes({ status: current }, (n) => n === 'node-a'), ['node-gone']);
   const after = withoutNodes('PodNetworkConfig', current, new Set(['node-gone']), now) as PodNetworkConfigStatus;
   t.same(after.nodes, [{ name: 'node-a', selected: 2, ready: 2 }]);
   t.equal(after.ready, '2/2', 'READY counts only the pods that remain');
@@ -53,7 +53,7 @@ t.test("a Network's status without a gone node: served on the nodes that remain"
   t.same(after.nodes, [{ name: 'node-a', ready: true, attachedPods: 3 }]);
   t.equal(after.ready, '1/1');
   t.match(after.conditions, [{ type: 'Degraded', status: 'False', reason: 'AsExpected', lastTransitionTime: now }]);
-  t.same(unknownNodes(undefined, () => false), [], 'no status, nothing to look at');
+  t.same(unknownNodes({}, () => false), [], 'no status, nothing to look at');
 });
 
 t.test("a Network whose spec has problems keeps its conditions; READY is summed again", async (t) => {
@@ -61,4 +61,11 @@ t.test("a Network whose spec has problems keeps its conditions; READY is summed 
   const after = withoutNodes('Network', { ready: '1/2', conditions, nodes: [{ name: 'node-a', ready: true, attachedPods: 0 }, { name: 'node-gone', ready: false, attachedPods: 0 }] }, new Set(['node-gone']), now);
   t.equal(after.ready, '1/1');
   t.same(after.conditions, conditions);
+});
+
+t.test("the nodes an object names by its field managers count too, and their lines are found last first", async (t) => {
+  const managedFields = [{ manager: 'kubectl-client-side-apply' }, { manager: 'podnet/node-gone' }, { manager: 'podnet-controller' }, { manager: 'podnet/node-a' }, { manager: 'podnet/node-gone-too' }];
+  t.same(unknownNodes({ managedFields }, (n) => n === 'node-a').sort(), ['node-gone', 'node-gone-too'], "the controller's own manager is no node's");
+  t.same(goneManagerLines(managedFields, new Set(['node-gone', 'node-gone-too'])), [4, 1]);
+  t.same(goneManagerLines(undefined, new Set(['node-gone'])), []);
 });

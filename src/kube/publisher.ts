@@ -10,7 +10,7 @@ import { formatNetworkStatus, networkStatusAnnotation, standardNetworkStatus, st
 import type { AttachmentRecord, NetworkStatus, NetworkStatusEntry, PodNetworkConfigStatus, Problem } from '../protocol/validate.ts';
 import { systemClock, type Clock } from '../retry.ts';
 import type { KubeSource } from './informers.ts';
-import { apiGroup, apiVersion, statusPath, type ApiObject, type PodObject } from './resources.ts';
+import { apiGroup, apiVersion, nodeFieldManager, statusPath, type ApiObject, type PodObject } from './resources.ts';
 import {
   configNodeEntry,
   configStatus,
@@ -104,7 +104,7 @@ export class StatusPublisher {
     this.opts = opts;
     this.standard = opts.standardNetworkStatus === true;
     this.node = opts.source.nodeName;
-    this.fieldManager = `podnet/${this.node}`;
+    this.fieldManager = nodeFieldManager(this.node);
     this.clock = opts.clock ?? systemClock;
   }
 

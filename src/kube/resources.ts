@@ -22,9 +22,24 @@ export const paths = {
   networkAttachmentDefinitions: '/apis/k8s.cni.cncf.io/v1/network-attachment-definitions',
 };
 
+/** Where a Network or PodNetworkConfig is. */
+export function objectPath(kind: 'Network' | 'PodNetworkConfig', metadata: { name: string; namespace?: string }): string {
+  return kind === 'Network' ? `${paths.networks}/${metadata.name}` : `/apis/${apiGroup}/${apiVersion}/namespaces/${metadata.namespace}/podnetworkconfigs/${metadata.name}`;
+}
+
 /** Where a Network's or PodNetworkConfig's status is written (its status subresource). */
 export function statusPath(kind: 'Network' | 'PodNetworkConfig', metadata: { name: string; namespace?: string }): string {
-  return kind === 'Network' ? `${paths.networks}/${metadata.name}/status` : `/apis/${apiGroup}/${apiVersion}/namespaces/${metadata.namespace}/podnetworkconfigs/${metadata.name}/status`;
+  return `${objectPath(kind, metadata)}/status`;
+}
+
+/** The field manager a node's daemon writes its status entries as (server-side apply): `podnet/<node>`. */
+export function nodeFieldManager(node: string): string {
+  return `podnet/${node}`;
+}
+
+/** The node whose daemon a field manager is (nodeFieldManager), if it is one. */
+export function nodeOfFieldManager(manager: string | undefined): string | undefined {
+  return manager?.startsWith('podnet/') ? manager.slice('podnet/'.length) : undefined;
 }
 
 /** What podnet reads of a pod. */
