@@ -1,7 +1,6 @@
 // podnet's controller (ADR 32), one per cluster: it removes from every Network's and
 // PodNetworkConfig's status the entries of nodes that are gone, which no daemon may remove. It
-// looks when a Node is deleted (any change of the objects it reads starts a look), and every
-// `sweepMs` besides. An entry goes only once the API server says its Node does not exist: its
+// looks when a Node is deleted, at its start, and every `sweepMs` besides. An entry goes only once the API server says its Node does not exist: its
 // cache of Nodes may lag behind a node that has just joined.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { coalesce } from '../coalesce.ts';
@@ -130,7 +129,7 @@ export class GoneNodes {
   }
 }
 
-/** The controller running: its informers, a look at each change (a burst as one) and every `sweepMs`. */
+/** The controller running: its informers, a look at each Node's deletion (a burst as one) and every `sweepMs`. */
 export async function startController({ api, log, sweepMs }: { api: KubeApi; log: Logger; sweepMs: number }): Promise<{ stop(): Promise<void> }> {
   const watched = new WatchedResources({ api, log });
   // A Node is large (its images, addresses, conditions) and only its name counts here.
@@ -144,16 +143,19 @@ export async function startController({ api, log, sweepMs }: { api: KubeApi; log
   const goneNodes = new GoneNodes({ api, view, log });
   const sweep = coalesce(() => goneNodes.sweep().catch((err: unknown) => log.error('a look for gone nodes failed', { error: toPodnetError(err).message })));
   let stopped = false;
-  // Every node's write of its entries is a change: a burst of them is one look, a second after its first.
+  // A Node deleted starts a look; a burst of deletions (an autoscaler's) is one, a second after the
+  // first. Nothing else does: every node's heartbeat and every write of an entry is a change, and
+  // the look every sweepMs finds what they bring.
   let soon: NodeJS.Timeout | undefined;
-  const changed = () => {
+  const deleted = () => {
     if (stopped || soon) return;
     soon = setTimeout(() => {
       soon = undefined;
       void sweep();
     }, 1000);
   };
-  await watched.start(changed);
+  nodes.cache.on('delete', deleted);
+  await watched.start(() => undefined);
   log.info('controller started', { nodes: nodes.cache.list().length, networks: networks.cache.list().length, configs: configs.cache.list().length });
   void sweep();
   const every = setInterval(() => void sweep(), sweepMs);
