@@ -15,6 +15,7 @@ import { retryWaitMs, type Clock } from '../retry.ts';
 import type { PluginRunner } from './plugin.ts';
 import { targetOf, type DelegatedRecord } from './store.ts';
 import { fairShare } from '../fair-share.ts';
+import { parseCniArgs } from '../protocol/cni-args.ts';
 
 /**
  * DELs tried for a delegated ADD that did not answer before podnet gives up on it. Its record is
@@ -393,7 +394,7 @@ export class DelegatedLifecycle {
     let left = false;
     const { now: inTurn } = fairShare(
       records.all().filter((r) => gone(r.containerId)),
-      (r) => /(?:^|;)K8S_POD_NAMESPACE=([^;]*)/.exec(r.args)?.[1] ?? '',
+      (r) => parseCniArgs(r.args).get('K8S_POD_NAMESPACE') ?? '',
       () => false,
       0,
     );
