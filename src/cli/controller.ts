@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { jsonLogger } from '../log.ts';
+import { stopOnSignals } from './stop-on-signals.ts';
 
 export function controllerCommand(): Command {
   return new Command('controller')
@@ -13,17 +14,6 @@ export function controllerCommand(): Command {
       // Loaded when it runs, as the daemon's Kubernetes mode is: the API client costs every other command its load.
       const [{ startController }, { KubeApi }] = await Promise.all([import('../controller/controller.ts'), import('../kube/api.ts')]);
       const controller = await startController({ api: KubeApi.load(options.kubeconfig), log, sweepMs });
-      const stop = (signal: string) => {
-        log.info('stopping', { signal });
-        controller.stop().then(
-          () => process.exit(0),
-          (err: Error) => {
-            log.error('stop failed', { error: err.message });
-            process.exit(1);
-          },
-        );
-      };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
+      stopOnSignals(log, () => controller.stop());
     });
 }

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { startDaemon } from '../daemon/daemon.ts';
 import { jsonLogger } from '../log.ts';
+import { stopOnSignals } from './stop-on-signals.ts';
 import { podnetVersion } from '../version.ts';
 import { defaultCniBinDir, defaultPluginTimeoutMs, defaultSocketPath, defaultStateDir } from '../protocol/paths.ts';
 import { podnetEntry } from '../install/conflist.ts';
@@ -64,18 +65,7 @@ export function daemonCommand(): Command {
             }
           : {}),
       });
-      const stop = (signal: string) => {
-        log.info('stopping', { signal });
-        daemon.stop().then(
-          () => process.exit(0),
-          (err: Error) => {
-            log.error('stop failed', { error: err.message });
-            process.exit(1);
-          },
-        );
-      };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
+      stopOnSignals(log, () => daemon.stop());
     });
 }
 
