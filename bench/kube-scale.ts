@@ -16,7 +16,7 @@
 // Printed: medians of each, fleet as a ratio of solo (target: at most 3 x), and the status's size.
 // bench/kube-status computes the status of 10,000 pods on 100 nodes and writes it.
 //
-// The daemons reach the API server through bench/lib/relay.ts (127.0.0.1 of their netns, the same
+// The daemons reach the API server through e2e/lib/relay.ts (127.0.0.1 of their netns, the same
 // port); they run as the DaemonSet's service account, without admission.yaml, whose policy wants
 // a token bound to a node's pod.
 // Run as root, after `npm run build`: npm run bench:kube-scale [-- NODES PODS ROUNDS]
@@ -30,7 +30,7 @@ import { podnetCluster } from './lib/kube.ts';
 import type { PodNetworkConfigStatus } from '../src/protocol/validate.ts';
 import { countArgument, median, now, onCleanup, pool, runBenchmark, sleep, suffix, until } from './lib/harness.ts';
 import { daemonLogFile, makeNetns, recordSandbox, sandboxes, startDaemon, type RunningDaemon } from './lib/podnet.ts';
-import { relay } from './lib/relay.ts';
+import { relay } from '../e2e/lib/relay.ts';
 
 const nodeCount = countArgument(2, 10, 'NODES');
 const podsPerNode = countArgument(3, 50, 'PODS');
@@ -132,7 +132,7 @@ await runBenchmark(async () => {
   await makeNetns(nodes.map((n) => n.netns));
   for (const node of nodes) await execa('ip', ['-n', node.netns, 'link', 'set', 'dev', 'lo', 'up']);
   await pool(nodes, 4, async (node) => {
-    const relayed = execa('ip', ['netns', 'exec', node.netns, process.execPath, join(import.meta.dirname, 'lib/relay.ts'), `tcp:127.0.0.1:${port}=unix:${apiSocket}`, `unix:${node.metricsSocket}=tcp:127.0.0.1:${metricsPort}`], { reject: false, stdin: 'ignore', stderr: 'inherit' });
+    const relayed = execa('ip', ['netns', 'exec', node.netns, process.execPath, join(import.meta.dirname, '../e2e/lib/relay.ts'), `tcp:127.0.0.1:${port}=unix:${apiSocket}`, `unix:${node.metricsSocket}=tcp:127.0.0.1:${metricsPort}`], { reject: false, stdin: 'ignore', stderr: 'inherit' });
     onCleanup(`stop the relay of ${node.name}`, () => void relayed.kill());
     await new Promise<void>((resolve, reject) => {
       relayed.stdout!.once('data', () => resolve());

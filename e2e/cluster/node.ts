@@ -17,10 +17,11 @@ import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, mkdtemp, readFile, readdir, readlink, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { connect, createServer } from 'node:net';
+import type { Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
+import { relay } from '../lib/relay.ts';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
 import { coldBuildTimeoutMs, freePort, launch, nodeName, ownedTempFolders, secondNodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
 
@@ -139,17 +140,8 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode ?? -1 };
   };
 
-  /** The second node's way to the apiserver: a Unix socket this process serves (forward.ts). */
-  const apiserverSocket = second ? createServer((client) => {
-    const upstream = connect({ host: '127.0.0.1', port: Number(new URL(cluster.server).port) });
-    client.pipe(upstream).pipe(client);
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', close).on('close', close);
-    upstream.on('error', close).on('close', close);
-  }) : undefined;
+  /** The second node's way to the apiserver: a Unix socket this process relays to it (e2e/lib/relay.ts). */
+  let apiserverSocket: Server | undefined;
 
   t.teardown(async () => {
     if (!t.passing()) await describeNode(kubectl, name);
@@ -158,7 +150,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     for (const p of processes.splice(0).reverse()) await terminate(p, 'SIGTERM', 5000);
     if (holder) await terminate(holder, 'SIGKILL', 0);
     await removeNodeRemains(root);
-    await new Promise((resolve) => (apiserverSocket?.listening ? apiserverSocket.close(resolve) : resolve(undefined)));
+    await new Promise((resolve) => (apiserverSocket ? apiserverSocket.close(resolve) : resolve(undefined)));
     for (const [key, value] of Object.entries(sysctlsBefore)) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
     for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
     if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
@@ -191,12 +183,12 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
       await runInNode(argv);
     // The apiserver at 127.0.0.1:<port> in the node too, where its kubelet and podnet's DaemonSet look for it.
     const socketPath = join(root, 'apiserver.sock');
-    await new Promise<void>((resolve, reject) => apiserverSocket!.once('error', reject).listen(socketPath, resolve));
     const port = new URL(cluster.server).port;
-    const [file, ...args] = inNode([process.execPath, join(import.meta.dirname, 'forward.ts'), '127.0.0.1', port, socketPath]);
-    const forward = launch('apiserver forward', file, args, join(root, 'forward.log'));
-    processes.push(forward);
-    await waitReady(forward, 10_000, async () => (await readFile(forward.logFile, 'utf8')).includes('forwarding'));
+    apiserverSocket = await relay(`unix:${socketPath}`, `tcp:127.0.0.1:${port}`);
+    const [file, ...args] = inNode([process.execPath, join(import.meta.dirname, '../lib/relay.ts'), `tcp:127.0.0.1:${port}=unix:${socketPath}`]);
+    const relayed = launch('apiserver relay', file, args, join(root, 'relay.log'));
+    processes.push(relayed);
+    await waitReady(relayed, 10_000, async () => (await readFile(relayed.logFile, 'utf8')).includes('listening'));
   }
 
   const folders = new Map<string, string>();

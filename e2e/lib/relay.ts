@@ -1,10 +1,11 @@
-// A byte relay between a TCP address and a unix socket, for benchmarks whose daemons each run in a
-// netns of their own acting as a node: a TCP address lives in one netns, a unix socket's path is
-// reached from every netns that shares the mount namespace. So a daemon in its node's netns
-// reaches the API server on the machine's 127.0.0.1 through 127.0.0.1 of its own (same port, same
-// kubeconfig, the serving certificate still valid), and the benchmark reaches the daemon's metrics
-// there. Run in a netns as a process of its own:
-//   ip netns exec NS node bench/lib/relay.ts FROM=TO [FROM=TO ...]
+// A byte relay between a TCP address and a unix socket, for a node in a netns of its own (the
+// two-node e2e's second node, e2e/cluster/node.ts, and the benchmarks' daemons acting as nodes): a
+// TCP address lives in one netns, a unix socket's path is reached from every netns that shares
+// the mount namespace. So a node in its own netns reaches the API server on the machine's
+// 127.0.0.1 through 127.0.0.1 of its own (same port, same kubeconfig, the serving certificate
+// still valid), and a benchmark reaches a daemon's metrics there. Run in a netns as a process of
+// its own:
+//   ip netns exec NS node e2e/lib/relay.ts FROM=TO [FROM=TO ...]
 // with each endpoint tcp:HOST:PORT or unix:PATH; it prints "listening" once every FROM listens.
 import { connect, createServer, type Server } from 'node:net';
 import { rmSync } from 'node:fs';
