@@ -12,6 +12,9 @@
 //  - src/generated/schema-types.ts: the TypeScript types of the same documents;
 //  - daemonset/crds.yaml: the CustomResourceDefinitions of Network, PodNetworkConfig and PodNetworkPermission (scripts/crds.ts).
 //  - charts/podnet: the Helm chart, made from daemonset/ (scripts/chart.ts).
+//  - src/generated/protos.ts: the gRPC APIs podnet speaks (proto/*.proto: the CRI, the kubelet's
+//    plugin registration and DRA driver APIs), as protobufjs descriptors, so no .proto file is read
+//    at run time and the single executable carries them.
 // `npm run generate` writes them; a unit test fails when they are stale.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -19,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import standalone from 'ajv/dist/standalone/index.js';
 import { compile } from 'json-schema-to-typescript';
+import protobuf from 'protobufjs';
 import { crdsYaml, kubernetesKeywords, patternRuleKeyword } from './crds.ts';
 import { chartFiles } from './chart.ts';
 
@@ -141,6 +145,17 @@ async function typesSource(schemas: Record<string, unknown>[]): Promise<string> 
   return `${banner}/* eslint-disable */\n${parts.join('\n')}`;
 }
 
+/** The .proto files of proto/, by the name src/grpc/ loads each under. */
+export const protoFiles = { cri: 'cri.proto', pluginRegistration: 'pluginregistration.proto', dra: 'dra.proto' } as const;
+
+function protosSource(): string {
+  const descriptors = Object.entries(protoFiles).map(([name, file]) => {
+    const loaded = protobuf.loadSync(`${root}proto/${file}`);
+    return `export const ${name} = ${JSON.stringify(loaded.toJSON({ keepComments: false }), null, 2)} as const;\n`;
+  });
+  return `${banner.replace('schemas/', 'proto/')}${descriptors.join('\n')}`;
+}
+
 export async function generatedFiles(): Promise<Record<string, string>> {
   const schemas = await loadSchemas();
   return {
@@ -148,6 +163,7 @@ export async function generatedFiles(): Promise<Record<string, string>> {
     'src/generated/violations.js': await validatorsSource(schemas, true),
     'src/generated/plugin-validators.js': await validatorsSource(schemas, false, pluginDocuments),
     'src/generated/schema-types.ts': await typesSource(schemas),
+    'src/generated/protos.ts': protosSource(),
     'daemonset/crds.yaml': crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!),
     ...chartFiles(crdsYaml(schemas[schemaFiles.indexOf('api.schema.json')]!)),
   };

@@ -3,12 +3,11 @@
 // that ran before podnet was chained was never recorded by the plugin, and a runtime whose libcni
 // is older than 1.2 (containerd 1.6) caches no netns for it; the runtime itself still knows it,
 // which is how multus-dynamic-networks-controller finds pods' netns too. gRPC comes from
-// @grpc/grpc-js; the messages are encoded by field number (wire.ts) rather than from the CRI API's
-// proto, since podnet reads six fields of it.
-import { credentials, Client, Metadata, status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
+// @grpc/grpc-js; the messages from the CRI API's own proto (proto/cri.proto, src/grpc/apis.ts).
+import { credentials, Client, Metadata, status as grpcStatus, type MethodDefinition, type ServiceError } from '@grpc/grpc-js';
 import { resolve } from 'node:path';
 import { PodnetError } from '../errors.ts';
-import { decodeMessage, encodeMessage, messageField, repeatedMessages, stringField, stringMap, varintField } from './wire.ts';
+import { runtimeService, type ListPodSandboxRequest, type ListPodSandboxResponse, type PodSandboxStatusRequest, type PodSandboxStatusResponse } from '../grpc/apis.ts';
 
 /** A running pod's sandbox, as the runtime lists it. */
 export interface PodSandbox {
@@ -29,26 +28,6 @@ export interface RuntimeService {
   close(): void;
 }
 
-/** The gRPC service the calls go to (package runtime.v1 of the CRI API). */
-const service = '/runtime.v1.RuntimeService';
-
-// Field numbers of the CRI API (k8s.io/cri-api, runtime/v1).
-const listPodSandboxRequest = { filter: 1 } as const;
-const podSandboxFilter = { state: 2 } as const;
-const podSandboxStateValue = { state: 1 } as const;
-const sandboxReady = 0;
-const listPodSandboxResponse = { items: 1 } as const;
-const podSandbox = { id: 1, metadata: 2, state: 3 } as const;
-const podSandboxMetadata = { name: 1, uid: 2, namespace: 3 } as const;
-const podSandboxStatusRequest = { podSandboxId: 1, verbose: 2 } as const;
-const podSandboxStatusResponse = { status: 1, info: 2 } as const;
-const podSandboxStatus = { linux: 6 } as const;
-const linuxPodSandboxStatus = { namespaces: 1 } as const;
-const namespace = { options: 2 } as const;
-const namespaceOption = { network: 1 } as const;
-/** NamespaceMode NODE: the pod is in the node's netns (hostNetwork). */
-const namespaceModeNode = 2;
-
 /** A runtime's reply larger than this is refused (a node's every sandbox fits in far less). */
 const maxReplyBytes = 16 * 1024 * 1024;
 
@@ -66,48 +45,26 @@ export function connectRuntimeService(opts: RuntimeServiceOptions): RuntimeServi
     // One call now and then: no keepalive, no retries behind podnet's back.
     'grpc.enable_retries': 0,
   });
-  const call = (method: string, request: Buffer): Promise<Buffer> =>
+  const call = <Request, Reply>(name: keyof typeof runtimeService, request: Request): Promise<Reply> =>
     new Promise((resolve, reject) => {
-      client.makeUnaryRequest(
-        `${service}/${method}`,
-        (message: Buffer) => message,
-        (reply: Buffer) => reply,
-        request,
-        new Metadata(),
-        { deadline: Date.now() + opts.timeoutMs },
-        (error: ServiceError | null, reply?: Buffer) => {
-          if (error) reject(callError(opts.socketPath, method, error));
-          else resolve(reply ?? Buffer.alloc(0));
-        },
-      );
+      const method = runtimeService[name] as unknown as MethodDefinition<Request, Reply>;
+      client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, new Metadata(), { deadline: Date.now() + opts.timeoutMs }, (error: ServiceError | null, reply?: Reply) => {
+        if (error) reject(callError(opts.socketPath, name, error));
+        else resolve(reply!);
+      });
     });
 
   return {
     async readySandboxes() {
-      const request = encodeMessage([[listPodSandboxRequest.filter, [[podSandboxFilter.state, [[podSandboxStateValue.state, sandboxReady]]]]]]);
-      const reply = decodeMessage(await call('ListPodSandbox', request), 'ListPodSandbox reply');
-      return repeatedMessages(reply, listPodSandboxResponse.items, 'PodSandbox')
-        .filter((item) => varintField(item, podSandbox.state) === sandboxReady)
-        .map((item) => {
-          const metadata = messageField(item, podSandbox.metadata, 'PodSandboxMetadata');
-          return {
-            id: stringField(item, podSandbox.id),
-            name: stringField(metadata, podSandboxMetadata.name),
-            namespace: stringField(metadata, podSandboxMetadata.namespace),
-            uid: stringField(metadata, podSandboxMetadata.uid),
-          };
-        });
+      const reply = await call<ListPodSandboxRequest, ListPodSandboxResponse>('ListPodSandbox', { filter: { state: { state: 'SANDBOX_READY' } } });
+      return reply.items
+        .filter((item) => item.state === 'SANDBOX_READY')
+        .map((item) => ({ id: item.id, name: item.metadata?.name ?? '', namespace: item.metadata?.namespace ?? '', uid: item.metadata?.uid ?? '' }));
     },
     async sandboxNetns(id) {
-      const request = encodeMessage([
-        [podSandboxStatusRequest.podSandboxId, id],
-        [podSandboxStatusRequest.verbose, true],
-      ]);
-      const reply = decodeMessage(await call('PodSandboxStatus', request), 'PodSandboxStatus reply');
-      const status = messageField(reply, podSandboxStatusResponse.status, 'PodSandboxStatus');
-      const options = messageField(messageField(messageField(status, podSandboxStatus.linux, 'LinuxPodSandboxStatus'), linuxPodSandboxStatus.namespaces, 'Namespace'), namespace.options, 'NamespaceOption');
-      if (varintField(options, namespaceOption.network) === namespaceModeNode) return undefined;
-      return netnsFromInfo(stringMap(reply, podSandboxStatusResponse.info, 'info entry').get('info'));
+      const reply = await call<PodSandboxStatusRequest, PodSandboxStatusResponse>('PodSandboxStatus', { podSandboxId: id, verbose: true });
+      if (reply.status?.linux?.namespaces?.options?.network === 'NODE') return undefined;
+      return netnsFromInfo(reply.info['info']);
     },
     close: () => client.close(),
   };
