@@ -712,6 +712,7 @@ export interface Network {
      */
     staticMacs?: boolean;
     namespaceSelector?: LabelSelector;
+    nodeSelector?: LabelSelector1;
     /**
      * What the admin lets each namespace take of this Network. attachmentsPerNamespace: at most this many attachments to it from the pods of one namespace on each node (its addresses come from node-local ranges, so a node is what one tenant could exhaust for the others); the ones asked beyond it are refused, told on the pod and its config. Attachments a pod already has keep their place; new ones are counted after them, in a fixed order.
      */
@@ -775,6 +776,34 @@ export interface Network {
     };
   };
   status?: NetworkStatus;
+}
+/**
+ * As Kubernetes selects: every matchLabels pair and every matchExpressions term must hold. An empty selector selects everything.
+ */
+export interface LabelSelector1 {
+  /**
+   * Labels an object must have, each with this value.
+   */
+  matchLabels?: {
+    [k: string]: string;
+  };
+  /**
+   * Requirements on labels, all of which must hold.
+   */
+  matchExpressions?: {
+    /**
+     * The label the requirement is on.
+     */
+    key: string;
+    /**
+     * In or NotIn: the label has (or has not) one of values; Exists or DoesNotExist: the label is there (or not), values empty.
+     */
+    operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    /**
+     * The values In and NotIn compare with.
+     */
+    values?: string[];
+  }[];
 }
 /**
  * Where a Network is served: one entry per node, written by that node.

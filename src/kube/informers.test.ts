@@ -18,6 +18,7 @@ const networksPath = paths.networks;
 const configsPath = paths.podNetworkConfigs;
 const permissionsPath = paths.podNetworkPermissions;
 const definitionsPath = paths.networkAttachmentDefinitions;
+const nodesPath = paths.nodes;
 
 /** An object as the API server sends it (JSON: a timestamp is a string). */
 type Obj = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string>; [key: string]: unknown }; spec?: Record<string, unknown>; [key: string]: unknown };
@@ -55,7 +56,7 @@ class FakeApiServer {
   port = 0;
 
   constructor() {
-    for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
+    for (const path of [podsPath, nodesPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
       this.store.set(path, new Map());
       this.log.set(path, []);
     }
@@ -146,9 +147,11 @@ function send(watch: OpenWatch, type: EventType, object: Obj): void {
 /** The one field selector the informers use: spec.nodeName=<node>. */
 function selects(fieldSelector: string | undefined, object: Obj): boolean {
   if (fieldSelector === undefined) return true;
-  const match = /^spec\.nodeName=(.*)$/.exec(fieldSelector);
-  if (!match) throw new Error(`the fake API server does not know the field selector ${fieldSelector}`);
-  return object.spec?.['nodeName'] === match[1];
+  const byNode = /^spec\.nodeName=(.*)$/.exec(fieldSelector);
+  if (byNode) return object.spec?.['nodeName'] === byNode[1];
+  const byName = /^metadata\.name=(.*)$/.exec(fieldSelector);
+  if (byName) return object.metadata.name === byName[1];
+  throw new Error(`the fake API server does not know the field selector ${fieldSelector}`);
 }
 
 /** The fake API server listening, a KubeApi pointed at it (as api.test.ts does), and a KubeSource over it; all stopped at teardown, the source first. */
@@ -263,7 +266,7 @@ t.test('start() resolves once every informer listed; the documents are the Netwo
   t.same(source.documents().networks.size, 0, 'no documents before start');
   await start();
   t.equal(source.synced, true, 'synced once start() resolved');
-  for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
+  for (const path of [podsPath, nodesPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
     t.equal(server.made('LIST', path).length, 1, `${path} listed once`);
   }
   t.ok(changes() > 0, 'the lists were told to the changed callback (a pass follows)');
@@ -281,7 +284,7 @@ t.test('start() resolves once every informer listed; the documents are the Netwo
   t.same(source.objects('Network').map((o) => o.metadata.name).sort(), ['blue', 'broken', 'nad'], 'objects() holds every Network listed, broken or not');
   t.same(source.objects('PodNetworkConfig').map((o) => o.metadata.name).sort(), ['bad', 'fleet']);
   await until('a watch open on every collection', () => [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath].every((p) => server.openWatches(p) === 1));
-  for (const path of [podsPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
+  for (const path of [podsPath, nodesPath, namespacesPath, networksPath, configsPath, permissionsPath, definitionsPath]) {
     t.match(server.made('WATCH', path), [new RegExp(`[?&]resourceVersion=${server.listedAt.get(path)}(&|$)`)], `${path} watched from its list's resourceVersion`);
   }
 });
@@ -466,8 +469,11 @@ t.test('pods() is what the server gave for this node\'s field selector; pod, ide
     server.quietly(podsPath, 'ADDED', pod('tenant', 'elsewhere', { node: 'node-b' }));
     server.quietly(podsPath, 'ADDED', pod('tenant', 'annotated', { annotations: { [networksAnnotation]: 'blue@net1' } }));
     server.quietly(podsPath, 'ADDED', pod('unknown-ns', 'stray'));
+    server.quietly(nodesPath, 'ADDED', { apiVersion: 'v1', kind: 'Node', metadata: { name: node, uid: 'node-uid', labels: { 'example.com/edge': 'true' } } });
+    server.quietly(nodesPath, 'ADDED', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-b', uid: 'node-b-uid', labels: { 'example.com/core': 'true' } } });
   });
   await start();
+  t.same(server.made('LIST', nodesPath), [`GET ${nodesPath}?fieldSelector=metadata.name%3D${node}`], 'its own Node listed alone');
   const selector = `fieldSelector=spec.nodeName%3D${node}`;
   t.same(server.made('LIST', podsPath), [`GET ${podsPath}?${selector}`], 'the pods listed with this node\'s field selector');
   t.same(server.made('LIST', namespacesPath), [`GET ${namespacesPath}`], 'other collections listed without one');
@@ -483,8 +489,8 @@ t.test('pods() is what the server gave for this node\'s field selector; pod, ide
   t.equal(source.pod('tenant', 'far'), undefined, 'the other node\'s is not');
 
   const app = source.pod('tenant', 'app')!;
-  t.same(source.podIdentity(app), { namespace: 'tenant', name: 'app', labels: { app: 'web' }, namespaceLabels: { [namespaceNameLabel]: 'tenant', team: 'red' } }, 'podIdentity: its labels and its namespace\'s, no annotation');
-  t.same(source.podIdentity(source.pod('tenant', 'annotated')!), { namespace: 'tenant', name: 'annotated', labels: {}, namespaceLabels: { [namespaceNameLabel]: 'tenant', team: 'red' }, annotation: { selections: [{ name: 'blue', interface: 'net1' }] } }, 'no labels: {}; its annotation read');
+  t.same(source.podIdentity(app), { namespace: 'tenant', name: 'app', labels: { app: 'web' }, namespaceLabels: { [namespaceNameLabel]: 'tenant', team: 'red' }, nodeLabels: { 'example.com/edge': 'true' } }, 'podIdentity: its labels, its namespace\'s and its node\'s, no annotation');
+  t.same(source.podIdentity(source.pod('tenant', 'annotated')!), { namespace: 'tenant', name: 'annotated', labels: {}, namespaceLabels: { [namespaceNameLabel]: 'tenant', team: 'red' }, nodeLabels: { 'example.com/edge': 'true' }, annotation: { selections: [{ name: 'blue', interface: 'net1' }] } }, 'no labels: {}; its annotation read');
   t.same(source.podIdentity(source.pod('unknown-ns', 'stray')!).namespaceLabels, { [namespaceNameLabel]: 'unknown-ns' }, 'a namespace not known: its name\'s label alone');
   const garbled = { metadata: { namespace: 'tenant', name: 'bad', uid: 'u', annotations: { [networksAnnotation]: '[{"name": ' } } } as PodObject;
   t.match(source.podIdentity(garbled).annotation, { problem: new RegExp(networksAnnotation) }, 'an annotation that cannot be read is a problem naming it, not a throw');

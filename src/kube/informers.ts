@@ -1,5 +1,6 @@
-// Desired state from Kubernetes: informers (watched.ts) on this node's pods, the namespaces, the
-// Networks, the PodNetworkConfigs and PodNetworkPermissions. Their caches are what a pass reads:
+// Desired state from Kubernetes: informers (watched.ts) on this node's pods, its Node (the labels
+// Networks' nodeSelector matches), the namespaces, the Networks, the PodNetworkConfigs and
+// PodNetworkPermissions. Their caches are what a pass reads:
 // when the API server is unreachable they keep the last state seen, so the daemon keeps working
 // from them and from its registry; every list and event is followed by a pass.
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
@@ -25,6 +26,7 @@ export class KubeSource implements DesiredSource {
   private readonly watched: WatchedResources;
   private readonly informers: {
     pods: Informer<PodObject>;
+    node: Informer<KubernetesObject>;
     namespaces: Informer<KubernetesObject>;
     networks: Informer<ApiObject>;
     configs: Informer<ApiObject>;
@@ -47,6 +49,8 @@ export class KubeSource implements DesiredSource {
     this.watched = watched;
     this.informers = {
       pods: watched.add<PodObject>('pods', paths.pods, { fieldSelector: `spec.nodeName=${opts.nodeName}` }),
+      // Its labels alone: a Node's status is tens of KB, rewritten at every heartbeat.
+      node: watched.add('nodes', paths.nodes, { fieldSelector: `metadata.name=${opts.nodeName}`, metadataOnly: true }),
       namespaces: watched.add('namespaces', paths.namespaces),
       networks: watched.add<ApiObject>('networks', paths.networks),
       configs: watched.add<ApiObject>('podnetworkconfigs', paths.podNetworkConfigs),
@@ -148,9 +152,14 @@ export class KubeSource implements DesiredSource {
     return { ...this.podIdentity(pod), primaryInterface: record.ifname };
   }
 
-  /** Who a pod of this node is, from its object alone: its labels, its namespace's, its annotation. */
+  /** Who a pod of this node is, from its object alone: its labels, its namespace's, its annotation, its node's labels. */
   podIdentity(pod: PodObject): SandboxIdentity {
-    return podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace));
+    return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels() };
+  }
+
+  /** This node's labels, as the API server last showed them ({} until its Node is listed: no nodeSelector matches). */
+  nodeLabels(): Record<string, string> {
+    return this.informers.node.cache.get(this.nodeName)?.metadata?.labels ?? {};
   }
 
   /** The pods bound to this node, as the API server last showed them. */

@@ -70,6 +70,18 @@ t.test('a Network that does not admit the namespace, or none at all, is refused 
   ]);
 });
 
+t.test("a Network is served only on the nodes its nodeSelector matches; without the node's labels (standalone), everywhere", async (t) => {
+  const edge: Network = { ...network('edge', ['tenant-a']), spec: { ...network('edge', ['tenant-a']).spec, nodeSelector: { matchLabels: { 'example.com/edge': 'true' } } } };
+  const withEdge = new Map([...networks, ['edge', edge]]);
+  const asks = [config('c', { podSelector: all, attachments: [{ network: 'edge', interface: 'net1' }, { network: 'blue', interface: 'net2' }] })];
+  const elsewhere = desiredFor({ ...pod, nodeLabels: { 'kubernetes.io/hostname': 'n1' } }, withEdge, asks);
+  t.same(elsewhere.attachments.map((a) => a.interface), ['net2'], 'a Network without a nodeSelector is served on every node');
+  t.same(elsewhere.problems.map((p) => `${p.field}: ${p.reason}`), ["spec.attachments[0].network: Network edge is not served on this node: its spec.nodeSelector does not match the node's labels"]);
+  const there = desiredFor({ ...pod, nodeLabels: { 'example.com/edge': 'true' } }, withEdge, asks);
+  t.same(there.attachments.map((a) => a.interface), ['net1', 'net2']);
+  t.same(desiredFor(pod, withEdge, asks).attachments.map((a) => a.interface), ['net1', 'net2'], 'standalone');
+});
+
 t.test('two configs setting one thing differently: neither applies, both are told', async (t) => {
   const d = desiredFor(pod, networks, [
     config('b-second', { podSelector: all, interfaces: [{ name: 'eth0', mtu: 9000 }], attachments: [{ network: 'blue', interface: 'net1' }] }),

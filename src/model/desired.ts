@@ -103,6 +103,14 @@ export function desiredFor(
   return merge.result(earlier, limits);
 }
 
+/**
+ * Whether a node of these labels serves the Network: its nodeSelector matches them, or it has none.
+ * Without labels (standalone, no Node to select) every Network is served.
+ */
+export function servedOn(network: Network, nodeLabels: Readonly<Record<string, string>> | undefined): boolean {
+  return network.spec.nodeSelector === undefined || nodeLabels === undefined || selects(network.spec.nodeSelector, nodeLabels);
+}
+
 /** Who of two documents asking one thing differently keeps it: the first or the second, or neither. */
 type Keeper = (first: string, second: string) => 'first' | 'second' | undefined;
 
@@ -264,6 +272,9 @@ class Merge {
     const namespaceLabels = this.identity.namespaceLabels ?? { [namespaceNameLabel]: this.identity.namespace };
     if (!network.spec.namespaceSelector || !selects(network.spec.namespaceSelector, namespaceLabels)) {
       return void this.problem({ document: from, field, reason: `Network ${name} does not admit namespace ${this.identity.namespace}` });
+    }
+    if (!servedOn(network, this.identity.nodeLabels)) {
+      return void this.problem({ document: from, field, reason: `Network ${name} is not served on this node: its spec.nodeSelector does not match the node's labels` });
     }
     return network;
   }

@@ -21,6 +21,11 @@ export interface SandboxIdentity {
   permissions?: readonly PodNetworkPermission[];
   /** The interface its primary CNI plugin made (the runtime's CNI_IFNAME, eth0 under a kubelet): never podnet's to attach. */
   primaryInterface?: string;
+  /**
+   * Its node's labels, which Networks' nodeSelector matches (Kubernetes); standalone there is no
+   * Node to select, and every Network is served.
+   */
+  nodeLabels?: Labels;
 }
 
 /** The namespace a document or a runtime names, `default` when it names none (as kubectl takes a document). */
