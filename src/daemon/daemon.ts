@@ -24,6 +24,7 @@ import { startToolsWith } from '../netns/runner.ts';
 import { executableLauncher } from '../launcher/launcher.ts';
 import type { PodnetEntry } from '../install/conflist.ts';
 import type { StatusPublisher } from '../kube/publisher.ts';
+import type { DraDriver } from '../dra/driver.ts';
 import { PodnetError } from '../errors.ts';
 import type { PluginRunnerOptions } from '../delegate/plugin.ts';
 import type { NodeLimits } from '../model/desired.ts';
@@ -43,7 +44,8 @@ export interface DaemonOptions {
    * The desired state is the API's pods on this node, Networks and PodNetworkConfigs.
    */
   /** standardNetworkStatus: also write the k8s.v1.cni.cncf.io/network-status of pods (refused when the primary CNI config is Multus's). */
-  kube?: { nodeName: string; kubeconfig?: string; standardNetworkStatus?: boolean };
+  /** `dra`: offer the node's Networks to the scheduler as podnet's DRA driver (docs/adr/0033). */
+  kube?: { nodeName: string; kubeconfig?: string; standardNetworkStatus?: boolean; dra?: boolean };
   /** Where delegated Networks' plugins are found, and how long one may take. */
   plugins: PluginRunnerOptions;
   /** What this node's admin bounds per pod (default: defaultLimits in model/desired.ts). */
@@ -81,6 +83,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let reconciler: Reconciler | undefined;
   let source: DesiredSource | undefined;
   let publisher: StatusPublisher | undefined;
+  let dra: DraDriver | undefined;
   let metrics: PrometheusMetrics | undefined;
   let metricsServer: MetricsServer | undefined;
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
@@ -117,7 +120,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       const api = KubeApi.load(opts.kube.kubeconfig);
       const kubeSource = new KubeSource({ api, nodeName: opts.kube.nodeName, log, ...reported });
       source = kubeSource;
-      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass: () => void publisher?.publish(), ...reported });
+      const afterPass = () => {
+        void publisher?.publish();
+        dra?.afterPass();
+      };
+      reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass, ...reported });
+      const wired = reconciler;
+      if (opts.kube.dra) dra = (await import('../dra/driver.ts')).startDraDriver({ api, source: kubeSource, addressesHeld: () => wired.addressesHeld(), log });
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported, ...(opts.kube.standardNetworkStatus ? { standardNetworkStatus: true } : {}) });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
@@ -235,6 +244,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       watcher?.close();
       await source?.stop();
       await reconciler?.close();
+      await dra?.stop();
       await publisher?.close();
       await server.close();
       await metricsServer?.close();

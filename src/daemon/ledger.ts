@@ -204,6 +204,15 @@ export class SandboxLedger {
    * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
    * there yet). What the metrics count.
    */
+  /** By Network, the attachments on this node that hold addresses of it (podnet's IPAM or their own). */
+  addressesHeld(): Map<string, number> {
+    const held = new Map<string, number>();
+    for (const outcome of this.outcomes.values()) {
+      for (const a of outcome.applied?.attachments ?? []) if (a.addresses.length > 0) held.set(a.network, (held.get(a.network) ?? 0) + 1);
+    }
+    return held;
+  }
+
   attachmentStates(): { network: string; state: AttachmentState }[] {
     return [...this.outcomes.values()].flatMap((r) => {
       const there = new Set([...(r.applied?.attachments ?? []), ...r.delegated].map((a) => `${a.network}/${a.interface}`));

@@ -148,6 +148,11 @@ export class Reconciler {
     return this.ledger.attachmentStates();
   }
 
+  /** By Network, the attachments on this node holding addresses of it (what a DRA device offers less). */
+  addressesHeld(): Map<string, number> {
+    return this.ledger.addressesHeld();
+  }
+
   /** What is wrong with each document (documentProblems), with this node's namespace labels and limits: what the socket and the status tell. */
   judge(docs: DesiredDocuments): Problem[] {
     // Judged once per view of the documents: the socket's list is read far more often than passes run.

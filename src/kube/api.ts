@@ -133,6 +133,11 @@ export class KubeApi {
     return this.send('POST', path, body, 'application/json');
   }
 
+  /** Deletes the object at `path`; `uid`: only when it is still that very object (a precondition). */
+  delete(path: string, uid?: string): Promise<Json> {
+    return this.send('DELETE', path, uid === undefined ? undefined : { kind: 'DeleteOptions', apiVersion: 'v1', preconditions: { uid } }, 'application/json');
+  }
+
   private async send(method: string, path: string, body?: Json | readonly Json[], contentType?: string, accept = 'application/json'): Promise<Json> {
     const options: RequestOptions = { method, headers: { accept }, timeout: requestTimeoutMs };
     await this.config.applyToHTTPSOptions(options);

@@ -157,6 +157,11 @@ export class KubeSource implements DesiredSource {
     return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels() };
   }
 
+  /** This node's Node's uid, once it is listed. */
+  nodeUid(): string | undefined {
+    return this.informers.node.cache.get(this.nodeName)?.metadata?.uid;
+  }
+
   /** This node's labels, as the API server last showed them ({} until its Node is listed: no nodeSelector matches). */
   nodeLabels(): Record<string, string> {
     return this.informers.node.cache.get(this.nodeName)?.metadata?.labels ?? {};

@@ -18,9 +18,16 @@ export const paths = {
   namespaces: '/api/v1/namespaces',
   pods: '/api/v1/pods',
   nodes: '/api/v1/nodes',
+  /** DRA (resource.k8s.io/v1, Kubernetes 1.34 and later): the slices podnet publishes, the claims it prepares. */
+  resourceSlices: '/apis/resource.k8s.io/v1/resourceslices',
   /** Multus's NetworkAttachmentDefinitions, which a cni Network may name; a cluster may not serve them. */
   networkAttachmentDefinitions: '/apis/k8s.cni.cncf.io/v1/network-attachment-definitions',
 };
+
+/** Where a namespace's ResourceClaim is; its status is at `/status` below it. */
+export function resourceClaimPath(namespace: string, name: string): string {
+  return `/apis/resource.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/resourceclaims/${encodeURIComponent(name)}`;
+}
 
 /** Where a Network or PodNetworkConfig is. */
 export function objectPath(kind: 'Network' | 'PodNetworkConfig', metadata: { name: string; namespace?: string }): string {
