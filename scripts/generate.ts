@@ -59,6 +59,8 @@ const validated = {
   AppliedState: 'https://podnet.opdev.io/schemas/state.json#/$defs/AppliedState',
   HostObjects: 'https://podnet.opdev.io/schemas/state.json#/$defs/HostObjects',
   DelegatedRecord: 'https://podnet.opdev.io/schemas/state.json#/$defs/DelegatedRecord',
+  PreparedClaim: 'https://podnet.opdev.io/schemas/state.json#/$defs/PreparedClaim',
+  ClaimParameters: 'https://podnet.opdev.io/schemas/api.json#/$defs/ClaimParameters',
   Journal: 'https://podnet.opdev.io/schemas/state.json#/$defs/Journal',
   CniResult: 'https://podnet.opdev.io/schemas/protocol.json#/$defs/CniResult',
   IpamState: 'https://podnet.opdev.io/schemas/state.json#/$defs/IpamState',

@@ -920,6 +920,37 @@ export interface Bandwidth {
   egressBurst?: number;
 }
 /**
+ * A ResourceClaim's opaque configuration for podnet's DRA driver (driver dra.podnetwork.opdev.io, in spec.devices.config[].opaque.parameters, or a DeviceClass's): how the claimed Network's interface is made in the pod. The Network is the device the scheduler allocated; the same checks hold as for a PodNetworkConfig's attachment to it.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "ClaimParameters".
+ */
+export interface ClaimParameters {
+  /**
+   * podnetwork.opdev.io/v1alpha1.
+   */
+  apiVersion: 'podnetwork.opdev.io/v1alpha1';
+  /**
+   * ClaimParameters.
+   */
+  kind: 'ClaimParameters';
+  /**
+   * The pod's interface name; when left out podnet picks the first free of net1, net2, ...
+   */
+  interface?: string;
+  /**
+   * Static addresses, each inside one of the Network's ranges (or its own, where the Network allows them).
+   *
+   * @maxItems 4
+   */
+  ips?: Cidr[];
+  /**
+   * The interface's MAC, where the Network allows a pod its own (spec.staticMacs).
+   */
+  mac?: string;
+  bandwidth?: Bandwidth;
+}
+/**
  * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.
  *
  * This interface was referenced by `Api`'s JSON-Schema
@@ -1467,6 +1498,13 @@ export type UndoAction =
   | QdiscDelUndo
   | PortReleaseUndo;
 /**
+ * A Kubernetes object UID, as the API server makes them.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "ClaimUid".
+ */
+export type ClaimUid = string;
+/**
  * Who holds addresses: printable ASCII without spaces, room for a pod and an interface name; nothing that breaks a log line or a message.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1772,6 +1810,40 @@ export interface HostObjects {
    */
   bridges: HostInterfaceName[];
   pass?: PassId;
+}
+/**
+ * claims/<uid>.json: a ResourceClaim the kubelet had podnet prepare on this node, kept until it unprepares it (src/dra/prepared.ts): the pods it is reserved for, and for each device allocated from this node's pool, its Network and the attachment's parameters. The pods' passes make the attachments from it.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "PreparedClaim".
+ */
+export interface PreparedClaim {
+  version?: FormatVersion;
+  claim: {
+    namespace: NamespaceName;
+    name: Name;
+    uid: ClaimUid;
+  };
+  /**
+   * The UIDs of the pods the claim is reserved for (its status.reservedFor).
+   *
+   * @maxItems 256
+   */
+  pods: ClaimUid[];
+  /**
+   * @maxItems 32
+   */
+  devices: {
+    /**
+     * The claim's request the device was allocated for.
+     */
+    request: string;
+    pool: Name;
+    device: NamespaceName;
+    shareId?: ClaimUid;
+    network: Name;
+    parameters?: ClaimParameters;
+  }[];
 }
 /**
  * delegated/<container>@<interface>.json: the config a plugin's ADD ran with, what it ran for, and its result, which DEL and CHECK are given (src/delegate/store.ts).

@@ -10,7 +10,7 @@ import { fromJSON, type Options } from '@grpc/proto-loader';
 import type { MethodDefinition, ServiceDefinition } from '@grpc/grpc-js';
 import * as descriptors from '../generated/protos.ts';
 
-const options: Options = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true };
+const options: Options = { keepCase: false, longs: Number, enums: String, defaults: true };
 
 function service<Methods extends string>(descriptor: object, name: string, methods: readonly Methods[]): Record<Methods, MethodDefinition<object, object>> {
   const definition = fromJSON(descriptor, options)[name] as ServiceDefinition | undefined;

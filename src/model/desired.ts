@@ -104,6 +104,18 @@ export function desiredFor(
 }
 
 /**
+ * Why a pod of this namespace on this node may not attach to the Network (its namespaceSelector,
+ * its nodeSelector), or undefined when it may: the one rule for configs, annotations and claims.
+ */
+export function networkRefusal(network: Network, where: Pick<SandboxIdentity, 'namespace' | 'namespaceLabels' | 'nodeLabels'>): string | undefined {
+  const name = network.metadata.name;
+  const namespaceLabels = where.namespaceLabels ?? { [namespaceNameLabel]: where.namespace };
+  if (!network.spec.namespaceSelector || !selects(network.spec.namespaceSelector, namespaceLabels)) return `Network ${name} does not admit namespace ${where.namespace}`;
+  if (!servedOn(network, where.nodeLabels)) return `Network ${name} is not served on this node: its spec.nodeSelector does not match the node's labels`;
+  return undefined;
+}
+
+/**
  * Whether a node of these labels serves the Network: its nodeSelector matches them, or it has none.
  * Without labels (standalone, no Node to select) every Network is served.
  */
@@ -269,13 +281,8 @@ class Merge {
   private reachable(name: string, from: string, field: string): Network | undefined {
     const network = this.networks.get(name);
     if (!network) return void this.problem({ document: from, field, reason: `no Network named ${name}` });
-    const namespaceLabels = this.identity.namespaceLabels ?? { [namespaceNameLabel]: this.identity.namespace };
-    if (!network.spec.namespaceSelector || !selects(network.spec.namespaceSelector, namespaceLabels)) {
-      return void this.problem({ document: from, field, reason: `Network ${name} does not admit namespace ${this.identity.namespace}` });
-    }
-    if (!servedOn(network, this.identity.nodeLabels)) {
-      return void this.problem({ document: from, field, reason: `Network ${name} is not served on this node: its spec.nodeSelector does not match the node's labels` });
-    }
+    const refused = networkRefusal(network, this.identity);
+    if (refused) return void this.problem({ document: from, field, reason: refused });
     return network;
   }
 
@@ -440,7 +447,7 @@ class Merge {
  * attachment's kind that cannot have one, a Network that does not allow it, or an interface podnet
  * does not attach. Undefined when it may.
  */
-function macRefusal(name: string, network: Network | undefined): string | undefined {
+export function macRefusal(name: string, network: Network | undefined): string | undefined {
   if (!network) return `podnet sets a MAC only on an interface it attaches from a Network whose spec.staticMacs is true, and it attaches no ${name} to this pod`;
   const refused = attachmentRefusal(network, { mac: 'asked' });
   if (refused?.field === 'mac') return refused.reason;

@@ -67,6 +67,11 @@ export const stateLayout = {
    * not wait for a first pass. The daemon's alone to write; absent, the plugin asks the daemon.
    */
   quietPods: 'quiet-pods',
+  /**
+   * The ResourceClaims the kubelet had podnet prepare (docs/adr/0033), one file per claim UID, kept
+   * across restarts and boots until the kubelet unprepares it: a prepared claim is never forgotten.
+   */
+  claims: 'claims',
 } as const;
 
 /** In stateLayout.quietPods: every pod is quiet ('_' is in no pod UID). */

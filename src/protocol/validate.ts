@@ -51,6 +51,8 @@ function byName(m: typeof firstViolation): Record<DocumentName, Validator> {
     AppliedState: m.AppliedState as Validator,
     HostObjects: m.HostObjects as Validator,
     DelegatedRecord: m.DelegatedRecord as Validator,
+    PreparedClaim: m.PreparedClaim as Validator,
+    ClaimParameters: m.ClaimParameters as Validator,
     Journal: m.Journal as Validator,
     CniResult: m.CniResult as Validator,
     IpamState: m.IpamState as Validator,
@@ -105,6 +107,10 @@ export interface DocumentTypes {
   AppliedState: Doc.AppliedState;
   HostObjects: Doc.HostObjects;
   DelegatedRecord: Doc.DelegatedRecord;
+  /** claims/: a ResourceClaim prepared on this node (src/dra/prepared.ts). */
+  PreparedClaim: Doc.PreparedClaim;
+  /** A ResourceClaim's opaque parameters for podnet's driver. */
+  ClaimParameters: Doc.ClaimParameters;
   Journal: Doc.Journal;
   /** A plugin's result, read back (a delegated Network's, the primary's for status). */
   CniResult: Doc.CniResult;
