@@ -29,7 +29,8 @@ export function daemonCommand(): Command {
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
     .option('--standard-network-status', "with --node-name: also write pods' k8s.v1.cni.cncf.io/network-status (the Network Plumbing WG's, which Multus writes), for tools that read it; refused when the node's primary CNI config is Multus's")
     .option('--dra', "with --node-name: be podnet's DRA driver on this node: offer the Networks it serves to the scheduler as devices (ResourceSlices), prepare the claims on them (Kubernetes 1.34 or later)")
-    .action(async (options: { dra?: boolean; socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; criSocket?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string; standardNetworkStatus?: boolean }) => {
+    .option('--kubelet-dir <dir>', "with --dra: the kubelet's root folder, where its plugins_registry and plugins folders are", '/var/lib/kubelet')
+    .action(async (options: { dra?: boolean; kubeletDir: string; socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; criSocket?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string; standardNetworkStatus?: boolean }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       if (options.standardNetworkStatus && !options.nodeName) throw new Error('--standard-network-status needs --node-name: it is an annotation of Kubernetes pods');
@@ -50,7 +51,7 @@ export function daemonCommand(): Command {
         limits: { attachmentsPerPod, addressesPerPod, primaryMac: options.allowPrimaryMac === true },
         plugins: { binDirs: options.cniBinDir.split(':').filter((d) => d !== ''), timeoutMs },
         ...(options.configDir ? { configDir: options.configDir } : {}),
-        ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}), ...(options.standardNetworkStatus ? { standardNetworkStatus: true } : {}), ...(options.dra ? { dra: true } : {}) } } : {}),
+        ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}), ...(options.standardNetworkStatus ? { standardNetworkStatus: true } : {}), ...(options.dra ? { dra: true, kubeletDir: options.kubeletDir } : {}) } } : {}),
         ...(options.cniCacheDir ? { cniCacheDir: options.cniCacheDir } : {}),
         ...(options.criSocket ? { criSocket: options.criSocket } : {}),
         ...(metricsAddress ? { metricsAddress } : {}),

@@ -45,7 +45,7 @@ export interface DaemonOptions {
    */
   /** standardNetworkStatus: also write the k8s.v1.cni.cncf.io/network-status of pods (refused when the primary CNI config is Multus's). */
   /** `dra`: offer the node's Networks to the scheduler as podnet's DRA driver (docs/adr/0033). */
-  kube?: { nodeName: string; kubeconfig?: string; standardNetworkStatus?: boolean; dra?: boolean };
+  kube?: { nodeName: string; kubeconfig?: string; standardNetworkStatus?: boolean; dra?: boolean; kubeletDir?: string };
   /** Where delegated Networks' plugins are found, and how long one may take. */
   plugins: PluginRunnerOptions;
   /** What this node's admin bounds per pod (default: defaultLimits in model/desired.ts). */
@@ -84,6 +84,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let source: DesiredSource | undefined;
   let publisher: StatusPublisher | undefined;
   let dra: DraDriver | undefined;
+  // The plugin's hints are made again after a change of what pods ask (set once they are, below).
+  let hintAgain: () => void = () => undefined;
   let metrics: PrometheusMetrics | undefined;
   let metricsServer: MetricsServer | undefined;
   if (opts.configDir && opts.kube) throw new PodnetError('INVALID_CONFIG', 'follow either a config dir (standalone) or the Kubernetes API (--node-name), not both');
@@ -126,7 +128,21 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       };
       reconciler = wireReconciler({ stateDir: opts.stateDir, registry, source, plugins: opts.plugins, ...(opts.limits ? { limits: opts.limits } : {}), log, afterPass, ...reported });
       const wired = reconciler;
-      if (opts.kube.dra) dra = (await import('../dra/driver.ts')).startDraDriver({ api, source: kubeSource, addressesHeld: () => wired.addressesHeld(), log });
+      if (opts.kube.dra) {
+        dra = await (await import('../dra/driver.ts')).startDraDriver({
+          api,
+          source: kubeSource,
+          stateDir: opts.stateDir,
+          kubeletDir: opts.kube.kubeletDir ?? '/var/lib/kubelet',
+          addressesHeld: () => wired.addressesHeld(),
+          claimsChanged: () => {
+            void wired.schedule();
+            hintAgain();
+          },
+          onCorrupt: registry.quarantine.told("a claim the kubelet had podnet prepare is forgotten: its pods' networks from it are not made"),
+          log,
+        });
+      }
       publisher = new StatusPublisher({ api, source: kubeSource, reconciler, records: registry, log, ...reported, ...(opts.kube.standardNetworkStatus ? { standardNetworkStatus: true } : {}) });
     } else if (opts.configDir) {
       source = new ConfigDirSource(opts.configDir);
@@ -152,6 +168,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         : {}),
     });
   } catch (err) {
+    await dra?.stop();
     await metricsServer?.close();
     stopTools();
     lock.release();
@@ -198,6 +215,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     if (!hinting) quietPods.update(emptyDocuments(), undefined);
     else if (hinting.synced) quietPods.update(hinting.documents(), hinting.nodePods?.());
   });
+  hintAgain = () => void hint();
   void hint();
   let resync: NodeJS.Timeout | undefined;
   if (reconciler && source) {

@@ -22,7 +22,7 @@ export function answerWithinMs(waitMs: number): number {
  * never waits for one.
  */
 export function asksAnything(pod: SandboxIdentity, configs: readonly PodNetworkConfig[]): boolean {
-  return pod.annotation !== undefined || selectingConfigs(pod, configs).length > 0;
+  return pod.annotation !== undefined || pod.hasClaims === true || (pod.claims?.length ?? 0) > 0 || selectingConfigs(pod, configs).length > 0;
 }
 
 /**

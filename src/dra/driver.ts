@@ -1,10 +1,22 @@
 // podnet as a DRA driver on its node (docs/adr/0033), started by the daemon under --dra: the node's
-// pool of devices, one per Network it serves, kept in the API server after every pass.
+// pool of devices, one per Network it serves, kept in the API server after every pass; and the
+// kubelet's plugin, which prepares a pod's claims before its sandbox is made. A prepared claim is
+// on file before the kubelet hears so, and the pod's passes read its attachments from there (the
+// pod's first pass, inside its ADD, makes them before its first container).
+import { join } from 'node:path';
+import { PodnetError, toPodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { KubeApi } from '../kube/api.ts';
 import type { KubeSource } from '../kube/informers.ts';
+import { resourceClaimPath } from '../kube/resources.ts';
 import { servedOn } from '../model/desired.ts';
-import { networkDevices } from './devices.ts';
+import { claimDocumentName, type ClaimAttachments } from '../model/identity.ts';
+import type { OnQuarantined } from '../registry/quarantine.ts';
+import type { DraClaim, DraDevice } from '../grpc/apis.ts';
+import { driverName, networkDevices } from './devices.ts';
+import { startKubeletPlugin, type KubeletPlugin } from './kubelet-plugin.ts';
+import { prepareClaim, type ClaimObject } from './prepare.ts';
+import { PreparedClaims, type PreparedClaim } from './prepared.ts';
 import { SlicePublisher } from './slice-publisher.ts';
 
 export interface DraDriver {
@@ -16,17 +28,25 @@ export interface DraDriver {
 export interface DraDriverOptions {
   api: KubeApi;
   source: KubeSource;
+  stateDir: string;
+  /** The kubelet's root folder (/var/lib/kubelet): its plugins_registry and plugins folders are below it. */
+  kubeletDir: string;
   /** By Network, the attachments on the node holding addresses of it. */
   addressesHeld: () => ReadonlyMap<string, number>;
+  /** A claim was prepared or unprepared: its pods' passes are due. */
+  claimsChanged: () => void;
+  onCorrupt: OnQuarantined;
   log: Logger;
 }
 
-export function startDraDriver(opts: DraDriverOptions): DraDriver {
-  const { source } = opts;
+export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver> {
+  const { source, log } = opts;
+  const prepared = new PreparedClaims(opts.stateDir, opts.onCorrupt);
+  source.readClaimsFrom((podUid) => prepared.ofPod(podUid).map(claimAttachments));
   const slices = new SlicePublisher({
     api: opts.api,
     nodeName: source.nodeName,
-    log: opts.log,
+    log,
     nodeUid: () => source.nodeUid(),
     devices: () => {
       if (!source.synced) return undefined;
@@ -35,11 +55,70 @@ export function startDraDriver(opts: DraDriverOptions): DraDriver {
       return networkDevices(served, opts.addressesHeld());
     },
   });
+
+  const prepare = async (asked: DraClaim): Promise<{ devices: DraDevice[] } | { error: string }> => {
+    const what = `ResourceClaim ${asked.namespace}/${asked.name}`;
+    if (!source.synced) return { error: `podnet's daemon on node ${source.nodeName} has not read the API server yet; the kubelet will ask again` };
+    let claim: ClaimObject;
+    try {
+      claim = await opts.api.get<ClaimObject>(resourceClaimPath(asked.namespace, asked.name));
+    } catch (err) {
+      return { error: `${what}: could not be read: ${toPodnetError(err).message}` };
+    }
+    if (claim.metadata.uid !== asked.uid) return { error: `${what} is not the claim the kubelet asked for (uid ${asked.uid}; the API server has ${claim.metadata.uid ?? 'none'})` };
+    const made = prepareClaim(claim, { node: source.nodeName, networks: source.documents().networks, namespaceLabels: source.namespaceLabels(asked.namespace), nodeLabels: source.nodeLabels() });
+    if ('error' in made) {
+      log.warn('refused to prepare a claim', { claim: `${asked.namespace}/${asked.name}`, error: made.error });
+      return { error: made.error };
+    }
+    prepared.put(made);
+    log.info('prepared a claim', { claim: `${asked.namespace}/${asked.name}`, pods: made.pods, networks: made.devices.map((d) => d.network) });
+    opts.claimsChanged();
+    return { devices: made.devices.map((d) => ({ requestNames: [d.request], poolName: d.pool, deviceName: d.device, cdiDeviceIds: [], ...(d.shareId ? { shareId: d.shareId } : {}) })) };
+  };
+
+  const unprepare = async (asked: DraClaim): Promise<{ error?: string }> => {
+    try {
+      if (prepared.remove(asked.uid)) {
+        log.info('unprepared a claim', { claim: `${asked.namespace}/${asked.name}` });
+        opts.claimsChanged();
+      }
+      return {};
+    } catch (err) {
+      return { error: `ResourceClaim ${asked.namespace}/${asked.name}: ${toPodnetError(err).message}` };
+    }
+  };
+
+  let plugin: KubeletPlugin;
+  try {
+    plugin = await startKubeletPlugin({ driverName, registryDir: join(opts.kubeletDir, 'plugins_registry'), pluginDir: join(opts.kubeletDir, 'plugins', driverName), handlers: { prepare, unprepare }, log });
+  } catch (err) {
+    throw new PodnetError('INVALID_CONFIG', `--dra: cannot serve the kubelet's plugin sockets under ${opts.kubeletDir}: ${(err as Error).message}`);
+  }
   return {
     afterPass: () => void slices.publish(),
     async stop() {
+      await plugin.stop();
       slices.stop();
       await slices.publish.idle();
     },
+  };
+}
+
+/** A prepared claim's devices as the attachments its pods ask. */
+function claimAttachments(claim: PreparedClaim): ClaimAttachments {
+  return {
+    document: claimDocumentName(claim.claim),
+    attachments: claim.devices.map((d) => {
+      const p = d.parameters;
+      return {
+        network: d.network,
+        field: `spec.devices.requests[${d.request}]`,
+        ...(p?.interface ? { interface: p.interface } : {}),
+        ...(p?.ips ? { ips: p.ips } : {}),
+        ...(p?.mac ? { mac: p.mac } : {}),
+        ...(p?.bandwidth ? { bandwidth: p.bandwidth } : {}),
+      };
+    }),
   };
 }

@@ -7,7 +7,7 @@ import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../log.ts';
 import type { Problem } from '../model/desired.ts';
-import { documentName, type SandboxIdentity } from '../model/identity.ts';
+import { documentName, type ClaimAttachments, type SandboxIdentity } from '../model/identity.ts';
 import { allowingNothing } from '../model/permissions.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
 import type { KubeApi } from './api.ts';
@@ -39,6 +39,8 @@ export class KubeSource implements DesiredSource {
    * judge) judges it once.
    */
   private view: DesiredDocuments | undefined;
+  /** A pod's prepared claims, by its UID: none unless the DRA driver runs. */
+  private claimsOf: (podUid: string) => ClaimAttachments[] = () => [];
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
   private readonly parsed = new Map<string, { version: string | undefined; result: ApiDocument | Problem }>();
 
@@ -152,9 +154,15 @@ export class KubeSource implements DesiredSource {
     return { ...this.podIdentity(pod), primaryInterface: record.ifname };
   }
 
-  /** Who a pod of this node is, from its object alone: its labels, its namespace's, its annotation, its node's labels. */
+  /** Who a pod of this node is: its labels, its namespace's, its annotation, its node's labels, its prepared claims. */
   podIdentity(pod: PodObject): SandboxIdentity {
-    return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels() };
+    const claims = this.claimsOf(runtimeUidOf(pod) ?? '');
+    return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels(), ...(claims.length > 0 ? { claims } : {}) };
+  }
+
+  /** Where pods' prepared ResourceClaims are read from (podnet's DRA driver, src/dra/driver.ts), by pod UID. */
+  readClaimsFrom(claimsOf: (podUid: string) => ClaimAttachments[]): void {
+    this.claimsOf = claimsOf;
   }
 
   /** This node's Node's uid, once it is listed. */

@@ -52,7 +52,7 @@ export function nodeOfFieldManager(manager: string | undefined): string | undefi
 /** What podnet reads of a pod. */
 export interface PodObject extends KubernetesObject {
   metadata: { name: string; namespace: string; uid: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  spec?: { nodeName?: string; hostNetwork?: boolean };
+  spec?: { nodeName?: string; hostNetwork?: boolean; resourceClaims?: unknown[] };
   status?: { phase?: string; podIP?: string; startTime?: string };
 }
 
@@ -69,6 +69,7 @@ export function podIdentityOf(pod: PodObject, namespaceLabels: Record<string, st
     labels: pod.metadata.labels ?? {},
     namespaceLabels: namespaceLabels ?? { [namespaceNameLabel]: namespace },
     ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
+    ...((pod.spec?.resourceClaims?.length ?? 0) > 0 ? { hasClaims: true } : {}),
   };
 }
 

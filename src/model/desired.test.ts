@@ -2,7 +2,7 @@ import t from 'tap';
 import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
 import { defaultLimits, desiredFor, type DesiredSandbox } from './desired.ts';
-import { identityOf, podNameLabel } from './identity.ts';
+import { identityOf, podNameLabel, requiredAttachments } from './identity.ts';
 import { desiredWhole, generationOf, newGenerationsRefused } from './whole-configs.ts';
 import { causeProblems } from './step.ts';
 import { selects } from './selector.ts';
@@ -80,6 +80,28 @@ t.test("a Network is served only on the nodes its nodeSelector matches; without 
   const there = desiredFor({ ...pod, nodeLabels: { 'example.com/edge': 'true' } }, withEdge, asks);
   t.same(there.attachments.map((a) => a.interface), ['net1', 'net2']);
   t.same(desiredFor(pod, withEdge, asks).attachments.map((a) => a.interface), ['net1', 'net2'], 'standalone');
+});
+
+t.test("a pod's prepared claims are attachments as its annotation's entries are: named or given the next free name, refused where the Network refuses", async (t) => {
+  const claimed = {
+    ...pod,
+    claims: [
+      { document: 'ResourceClaim tenant-a/fast', attachments: [{ network: 'blue', field: 'spec.devices.requests[blue]', interface: 'net5' }, { network: 'open', field: 'spec.devices.requests[open]' }] },
+      { document: 'ResourceClaim tenant-a/plain', attachments: [{ network: 'blue', field: 'spec.devices.requests[net]' }] },
+    ],
+  };
+  const d = desiredFor(claimed, networks, [config('c', { podSelector: all, attachments: [{ network: 'blue', interface: 'net1' }] })]);
+  t.strictSame(d.attachments.map((a) => `${a.interface} ${a.network.metadata.name} ${a.from} ${a.field}`), [
+    'net5 blue ResourceClaim tenant-a/fast spec.devices.requests[blue]',
+    'net1 blue PodNetworkConfig tenant-a/c spec.attachments[0]',
+    'net2 blue ResourceClaim tenant-a/plain spec.devices.requests[net]',
+  ]);
+  t.strictSame(d.problems.map((p) => `${p.document} ${p.field}: ${p.reason}`), ['ResourceClaim tenant-a/fast spec.devices.requests[open].network: Network open does not admit namespace tenant-a']);
+  t.strictSame(requiredAttachments(claimed, []).map((r) => `${r.document} ${r.network} ${r.interface ?? '-'}`), [
+    'ResourceClaim tenant-a/fast blue net5',
+    'ResourceClaim tenant-a/fast open -',
+    'ResourceClaim tenant-a/plain blue -',
+  ], 'every attachment of a claim is required: the pod does not start without it');
 });
 
 t.test('two configs setting one thing differently: neither applies, both are told', async (t) => {

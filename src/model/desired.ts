@@ -99,6 +99,7 @@ export function desiredFor(
     merge.problem({ document: documentName(config), field: 'spec.podSelector', reason: `the pod is selected by more than ${maxConfigsPerPod} PodNetworkConfigs; podnet applies the first ${maxConfigsPerPod} by name` });
   }
   merge.annotation();
+  merge.claims();
   for (const config of selecting.slice(0, maxConfigsPerPod)) merge.config(config, limits);
   return merge.result(earlier, limits);
 }
@@ -189,6 +190,30 @@ class Merge {
       this.attach({ ...at, interface: selection.interface }, field);
       if (selection.mac) this.macs.push({ interface: selection.interface, mac: selection.mac, from, field: `${field}.mac` });
     });
+  }
+
+  /**
+   * The pod's prepared ResourceClaims (docs/adr/0033): each allocated device an attachment to its
+   * Network, as the claim's parameters ask it, under the same rules as the annotation's entries.
+   */
+  claims(): void {
+    for (const claim of this.identity.claims ?? []) {
+      const from = claim.document;
+      for (const asked of claim.attachments) {
+        const { field } = asked;
+        if (!this.permitted('attachments', from, field)) continue;
+        if (asked.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) continue;
+        const network = this.reachable(asked.network, from, `${field}.network`);
+        if (!network || !this.attachable(network, asked, from, field)) continue;
+        const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}) };
+        if (asked.interface === undefined) {
+          this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
+          continue;
+        }
+        this.attach({ ...at, interface: asked.interface }, field);
+        if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });
+      }
+    }
   }
 
   /** One config that selects the pod: its attachments, interfaces, routes, rules and sysctls. */

@@ -1,7 +1,7 @@
 // Who a sandbox is and how documents are named: the labels podnet derives from a sandbox's CNI
 // identity, the identity itself, how problems name a document or a pod's annotation, and which
 // configs select a pod. Pure.
-import type { AttachmentRecord, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
+import type { AttachmentRecord, Bandwidth, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
 import { annotationField, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 
@@ -26,6 +26,33 @@ export interface SandboxIdentity {
    * Node to select, and every Network is served.
    */
   nodeLabels?: Labels;
+  /** What its prepared ResourceClaims on podnet's Networks ask (Kubernetes, docs/adr/0033), each claim's attachments. */
+  claims?: readonly ClaimAttachments[];
+  /** Whether its pod has ResourceClaims at all (spec.resourceClaims): one may be podnet's, not yet prepared. */
+  hasClaims?: boolean;
+}
+
+/** A prepared ResourceClaim's attachments: one per device allocated from this node's pool. */
+export interface ClaimAttachments {
+  /** "ResourceClaim shop/net" (claimDocumentName). */
+  document: string;
+  attachments: ClaimAttachment[];
+}
+
+/** One device of a claim: its Network and what the claim's parameters ask of the interface. */
+export interface ClaimAttachment {
+  network: string;
+  /** "spec.devices.requests[blue]": the claim's request it was allocated for. */
+  field: string;
+  interface?: string;
+  ips?: string[];
+  mac?: string;
+  bandwidth?: Bandwidth;
+}
+
+/** How problems name a ResourceClaim. */
+export function claimDocumentName(claim: { namespace: string; name: string }): string {
+  return `ResourceClaim ${claim.namespace}/${claim.name}`;
 }
 
 /** The namespace a document or a runtime names, `default` when it names none (as kubectl takes a document). */
@@ -79,6 +106,8 @@ export function requiredAttachments(identity: SandboxIdentity, configs: readonly
       if (s.required) asks.push({ document: podDocumentName(identity), field: annotationField(i), network: s.name, ...named(s.interface) });
     });
   }
+  // A claim is the pod's own ask for a network it must start with: each of its attachments is required.
+  for (const claim of identity.claims ?? []) for (const a of claim.attachments) asks.push({ document: claim.document, field: a.field, network: a.network, ...named(a.interface) });
   for (const config of selectingConfigs(identity, configs)) {
     (config.spec.attachments ?? []).forEach((a, i) => {
       if (a.required) asks.push({ document: documentName(config), field: `spec.attachments[${i}]`, network: a.network, ...named(a.interface) });
