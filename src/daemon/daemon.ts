@@ -134,7 +134,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
           source: kubeSource,
           stateDir: opts.stateDir,
           kubeletDir: opts.kube.kubeletDir ?? '/var/lib/kubelet',
-          addressesHeld: () => wired.addressesHeld(),
+          addressesHeldOutsideClaims: () => wired.addressesHeldOutsideClaims(),
+          facts: () => wired.facts(),
           claimsChanged: () => {
             void wired.schedule();
             hintAgain();

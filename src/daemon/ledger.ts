@@ -10,6 +10,7 @@ import type { AppliedState, Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
+import { isClaimDocument } from '../model/identity.ts';
 import { sameSandbox } from '../registry/fold.ts';
 import { attachedKeys, attachmentKey, type SandboxFacts } from '../status/status.ts';
 import type { AttachmentState } from '../metrics.ts';
@@ -204,11 +205,17 @@ export class SandboxLedger {
    * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
    * there yet). What the metrics count.
    */
-  /** By Network, the attachments on this node that hold addresses of it (podnet's IPAM or their own). */
-  addressesHeld(): Map<string, number> {
+  /**
+   * By Network, the attachments on this node holding addresses of it that came from no claim
+   * (an annotation's, a config's): what a DRA device offers the scheduler less (docs/adr/0033).
+   */
+  addressesHeldOutsideClaims(): Map<string, number> {
     const held = new Map<string, number>();
     for (const outcome of this.outcomes.values()) {
-      for (const a of outcome.applied?.attachments ?? []) if (a.addresses.length > 0) held.set(a.network, (held.get(a.network) ?? 0) + 1);
+      const claimed = new Set(outcome.wanted.attachments.filter((w) => isClaimDocument(w.from)).map((w) => `${w.network.metadata.name}/${w.interface}`));
+      for (const a of outcome.applied?.attachments ?? []) {
+        if (a.addresses.length > 0 && !claimed.has(`${a.network}/${a.interface}`)) held.set(a.network, (held.get(a.network) ?? 0) + 1);
+      }
     }
     return held;
   }

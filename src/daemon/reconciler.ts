@@ -148,9 +148,9 @@ export class Reconciler {
     return this.ledger.attachmentStates();
   }
 
-  /** By Network, the attachments on this node holding addresses of it (what a DRA device offers less). */
-  addressesHeld(): Map<string, number> {
-    return this.ledger.addressesHeld();
+  /** By Network, the attachments on this node holding addresses of it that came from no claim (what a DRA device offers less). */
+  addressesHeldOutsideClaims(): Map<string, number> {
+    return this.ledger.addressesHeldOutsideClaims();
   }
 
   /** What is wrong with each document (documentProblems), with this node's namespace labels and limits: what the socket and the status tell. */

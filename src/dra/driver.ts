@@ -18,6 +18,8 @@ import { startKubeletPlugin, type KubeletPlugin } from './kubelet-plugin.ts';
 import { prepareClaim, type ClaimObject } from './prepare.ts';
 import { PreparedClaims, type PreparedClaim } from './prepared.ts';
 import { SlicePublisher } from './slice-publisher.ts';
+import { ClaimStatusPublisher } from './claim-status-publisher.ts';
+import type { SandboxFacts } from '../status/status.ts';
 
 export interface DraDriver {
   /** After a pass: what the node holds may have changed, and so what its devices offer. */
@@ -31,8 +33,10 @@ export interface DraDriverOptions {
   stateDir: string;
   /** The kubelet's root folder (/var/lib/kubelet): its plugins_registry and plugins folders are below it. */
   kubeletDir: string;
-  /** By Network, the attachments on the node holding addresses of it. */
-  addressesHeld: () => ReadonlyMap<string, number>;
+  /** By Network, the attachments on the node holding addresses of it that came from no claim. */
+  addressesHeldOutsideClaims: () => ReadonlyMap<string, number>;
+  /** The sandboxes as the last pass left them: what a claim's status tells. */
+  facts: () => readonly SandboxFacts[];
   /** A claim was prepared or unprepared: its pods' passes are due. */
   claimsChanged: () => void;
   onCorrupt: OnQuarantined;
@@ -52,9 +56,11 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       if (!source.synced) return undefined;
       const labels = source.nodeLabels();
       const served = [...source.documents().networks.values()].filter((network) => servedOn(network, labels));
-      return networkDevices(served, opts.addressesHeld());
+      return networkDevices(served, opts.addressesHeldOutsideClaims());
     },
   });
+
+  const statuses = new ClaimStatusPublisher({ api: opts.api, nodeName: source.nodeName, claims: prepared, facts: opts.facts, log });
 
   const prepare = async (asked: DraClaim): Promise<{ devices: DraDevice[] } | { error: string }> => {
     const what = `ResourceClaim ${asked.namespace}/${asked.name}`;
@@ -96,9 +102,13 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
     throw new PodnetError('INVALID_CONFIG', `--dra: cannot serve the kubelet's plugin sockets under ${opts.kubeletDir}: ${(err as Error).message}`);
   }
   return {
-    afterPass: () => void slices.publish(),
+    afterPass: () => {
+      void slices.publish();
+      void statuses.publish();
+    },
     async stop() {
       await plugin.stop();
+      await statuses.publish.idle();
       slices.stop();
       await slices.publish.idle();
     },

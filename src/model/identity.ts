@@ -52,8 +52,15 @@ export interface ClaimAttachment {
 
 /** How problems name a ResourceClaim. */
 export function claimDocumentName(claim: { namespace: string; name: string }): string {
-  return `ResourceClaim ${claim.namespace}/${claim.name}`;
+  return `${claimKind} ${claim.namespace}/${claim.name}`;
 }
+
+/** Whether a document name (an attachment's `from`) is a ResourceClaim's. */
+export function isClaimDocument(name: string): boolean {
+  return name.startsWith(`${claimKind} `);
+}
+
+const claimKind = 'ResourceClaim';
 
 /** The namespace a document or a runtime names, `default` when it names none (as kubectl takes a document). */
 export function namespaceOf(named: string | undefined): string {
