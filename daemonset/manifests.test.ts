@@ -20,7 +20,7 @@ const objects = kustomization.resources.flatMap(documents);
 const find = (kind: string, name: string) => objects.find((o) => o['kind'] === kind && o['metadata']?.['name'] === name);
 
 t.test('every resource of the kustomization is valid YAML of named objects', async (t) => {
-  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'permissions.yaml', 'daemonset.yaml', 'controller.yaml']);
+  t.strictSame(kustomization.resources, ['crds.yaml', 'namespace.yaml', 'rbac.yaml', 'admission.yaml', 'permissions.yaml', 'daemonset.yaml', 'controller.yaml', 'dra.yaml']);
   for (const o of objects) t.ok(o['apiVersion'] && o['kind'] && o['metadata']?.['name'], `${String(o['kind'])} ${String(o['metadata']?.['name'])}`);
   t.strictSame(
     objects.map((o) => `${String(o['kind'])}/${String(o['metadata']['name'])}`),
@@ -46,27 +46,35 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ValidatingAdmissionPolicyBinding/podnet-controller-status',
       'ValidatingAdmissionPolicy/podnet-controller-objects',
       'ValidatingAdmissionPolicyBinding/podnet-controller-objects',
+      'ValidatingAdmissionPolicy/podnet-node-resourceslices',
+      'ValidatingAdmissionPolicyBinding/podnet-node-resourceslices',
+      'ValidatingAdmissionPolicy/podnet-node-resourceclaim-status',
+      'ValidatingAdmissionPolicyBinding/podnet-node-resourceclaim-status',
       'ValidatingAdmissionPolicy/podnet-namespace-permissions',
       'ValidatingAdmissionPolicyBinding/podnet-namespace-permissions',
       'DaemonSet/podnet',
       'ServiceAccount/podnet-controller',
       'Deployment/podnet-controller',
+      'DeviceClass/podnet',
     ],
   );
 });
 
-t.test("the daemon's role reads, and writes only status, pod annotations and Events", async (t) => {
+t.test("the daemon's role reads, and writes only status, pod annotations, Events and its DRA driver's slices", async (t) => {
   const rules = find('ClusterRole', 'podnet-node')!['rules'] as Obj[];
   const verbs = new Set(rules.flatMap((r) => r['verbs'] as string[]));
   for (const never of ['create', 'update', 'delete', 'deletecollection', '*']) {
     const granted = rules.filter((r) => (r['verbs'] as string[]).includes(never)).flatMap((r) => r['resources'] as string[]);
-    t.strictSame(granted, never === 'create' ? ['events'] : [], `${never}: ${granted.join(', ') || 'nothing'}`);
+    // A DRA driver writes its node's ResourceSlices (the admission policy holds it to its own).
+    t.strictSame(granted, never === 'create' ? ['events', 'resourceslices'] : never === 'delete' ? ['resourceslices'] : [], `${never}: ${granted.join(', ') || 'nothing'}`);
   }
   t.ok(verbs.has('watch'), 'it watches');
   t.notOk(rules.some((r) => (r['resources'] as string[]).includes('*') || (r['apiGroups'] as string[]).includes('*')), 'no wildcard');
   t.notOk(rules.some((r) => (r['resources'] as string[]).includes('secrets')), 'no secrets');
   const patched = rules.filter((r) => (r['verbs'] as string[]).includes('patch')).flatMap((r) => r['resources'] as string[]);
-  t.strictSame(patched.sort(), ['events', 'networks/status', 'podnetworkconfigs/status', 'pods'], 'it patches pods (network-status), the two statuses and Events; never a spec');
+  t.strictSame(patched.sort(), ['events', 'networks/status', 'podnetworkconfigs/status', 'pods', 'resourceclaims/status', 'resourceslices'], "it patches pods (network-status), the statuses, its slices and Events; never a spec");
+  const driver = rules.find((r) => (r['resources'] as string[]).includes('resourceclaims/driver'))!;
+  t.strictSame([driver['resourceNames'], driver['verbs']], [['dra.podnetwork.opdev.io'], ['associated-node:patch', 'associated-node:update']], "a claim's device status: its own driver's, on claims of its own node only");
   const tenant = find('ClusterRole', 'podnet-tenant-edit')!;
   const written = (tenant['rules'] as Obj[]).filter((r) => (r['verbs'] as string[]).some((v) => !['get', 'list', 'watch'].includes(v))).flatMap((r) => r['resources'] as string[]);
   t.strictSame(written, ['podnetworkconfigs'], 'tenants write PodNetworkConfigs, never Networks or PodNetworkPermissions');
@@ -146,6 +154,8 @@ t.test('the DaemonSet: host namespaces, privileged daemon, exact mounts, probe, 
     '/var/run/netns': '/run/netns HostToContainer',
     '/run/containerd': '/run/containerd ro',
     '/tmp': 'emptyDir',
+    '/var/lib/kubelet/plugins_registry': '/var/lib/kubelet/plugins_registry',
+    '/var/lib/kubelet/plugins/dra.podnetwork.opdev.io': '/var/lib/kubelet/plugins/dra.podnetwork.opdev.io',
   });
   t.notOk([...volumes.values()].some((v) => String(v['hostPath']?.['path'] ?? '').startsWith('/var/run/')), 'no hostPath under /var/run: where it links to /run, the runtime refuses to propagate mounts from it');
   t.equal(volumes.size, new Set([...(install!['volumeMounts'] as Obj[]), ...(daemon!['volumeMounts'] as Obj[])].map((m) => m['name'])).size, 'no volume goes unmounted');

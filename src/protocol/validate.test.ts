@@ -231,7 +231,7 @@ t.test('interface names', async (t) => {
 
 t.test('src/generated, the CRDs and the Helm chart are what scripts/generate.ts makes from schemas/, proto/ and daemonset/ (run `npm run generate`)', async (t) => {
   const files = await generatedFiles();
-  const chart = ['Chart.yaml', 'templates/admission.yaml', 'templates/alerts.yaml', 'templates/controller.yaml', 'templates/crds.yaml', 'templates/daemonset.yaml', 'templates/namespace.yaml', 'templates/permissions.yaml', 'templates/podmonitor.yaml', 'templates/rbac.yaml', 'values.schema.json', 'values.yaml'].map((f) => `charts/podnet/${f}`);
+  const chart = ['Chart.yaml', 'templates/admission.yaml', 'templates/alerts.yaml', 'templates/controller.yaml', 'templates/crds.yaml', 'templates/daemonset.yaml', 'templates/dra.yaml', 'templates/namespace.yaml', 'templates/permissions.yaml', 'templates/podmonitor.yaml', 'templates/rbac.yaml', 'values.schema.json', 'values.yaml'].map((f) => `charts/podnet/${f}`);
   t.strictSame(Object.keys(files).sort(), [...chart, 'daemonset/crds.yaml', 'src/generated/plugin-validators.js', 'src/generated/protos.ts', 'src/generated/schema-types.ts', 'src/generated/validators.js', 'src/generated/violations.js']);
   for (const [file, text] of Object.entries(files)) {
     t.ok(text === (await readFile(`${root}${file}`, 'utf8')), `${file} is current`);
