@@ -262,7 +262,9 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
       binaries.kubelet,
       `--config=${kubeletConfigFile}`,
       `--kubeconfig=${cluster.kubeconfig(second ? 'node-2' : 'node')}`,
-      `--root-dir=${join(root, 'kubelet')}`,
+      // The node's usual root, its own folder in the node's mounts: DaemonSets find the kubelet's
+      // plugins_registry and plugins folders there, as on any node.
+      '--root-dir=/var/lib/kubelet',
       `--cert-dir=${join(root, 'kubelet-pki')}`,
       `--hostname-override=${name}`,
       ...(second ? [`--node-ip=${underlay.node}`] : []),

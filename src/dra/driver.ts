@@ -97,7 +97,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
 
   let plugin: KubeletPlugin;
   try {
-    plugin = await startKubeletPlugin({ driverName, registryDir: join(opts.kubeletDir, 'plugins_registry'), pluginDir: join(opts.kubeletDir, 'plugins', driverName), handlers: { prepare, unprepare }, log });
+    plugin = await startKubeletPlugin({ driverName, registryDir: join(opts.kubeletDir, 'plugins_registry'), pluginDir: join(opts.kubeletDir, 'plugins', driverName), handlers: { prepare, unprepare }, onRegistered: () => void slices.verifyNow(), log });
   } catch (err) {
     throw new PodnetError('INVALID_CONFIG', `--dra: cannot serve the kubelet's plugin sockets under ${opts.kubeletDir}: ${(err as Error).message}`);
   }

@@ -24,6 +24,8 @@ export interface KubeletPluginOptions {
   /** The driver's own folder, where its service socket goes: /var/lib/kubelet/plugins/<driver>. */
   pluginDir: string;
   handlers: ClaimHandlers;
+  /** The kubelet took the plugin (at its start too, when it wipes the node's slices). */
+  onRegistered?: () => void;
   log: Logger;
 }
 
@@ -69,7 +71,10 @@ export async function startKubeletPlugin(opts: KubeletPluginOptions): Promise<Ku
     GetInfo: unary(async (): Promise<PluginInfo> => ({ type: 'DRAPlugin', name: opts.driverName, endpoint: serviceSocket, supportedVersions: [draPluginServiceVersion] })),
     NotifyRegistrationStatus: unary(async (status: RegistrationStatus) => {
       registered = status.pluginRegistered;
-      if (status.pluginRegistered) opts.log.info('the kubelet registered podnet as its DRA plugin', { driver: opts.driverName });
+      if (status.pluginRegistered) {
+        opts.log.info('the kubelet registered podnet as its DRA plugin', { driver: opts.driverName });
+        opts.onRegistered?.();
+      }
       else opts.log.error('the kubelet refused podnet as its DRA plugin', { driver: opts.driverName, error: status.error });
       return {};
     }),

@@ -96,3 +96,25 @@ t.test('a write that fails is tried again after a backoff', async (t) => {
   await publisher.publish.idle();
   t.equal(slices.size, 1, 'written at the retry');
 });
+
+t.test("slices the kubelet wiped (at its start, or when the plugin was away) are written again: looked at every verifyEveryMs, and when asked", async (t) => {
+  const { api, slices, calls } = fakeApi();
+  let now = 1000;
+  const publisher = new SlicePublisher({ api, nodeName: 'node-a', log: silentLogger, nodeUid: () => 'node-uid', devices: () => [], clock: () => now, verifyEveryMs: 30_000 });
+  await publisher.publish();
+  t.equal(slices.size, 1);
+  slices.clear(); // the kubelet's wipe
+  calls.length = 0;
+  await publisher.publish();
+  t.strictSame(calls, [], 'within verifyEveryMs of the write, nothing is asked');
+  now += 30_000;
+  await publisher.publish();
+  t.equal(slices.size, 1, 'written again once looked at');
+  calls.length = 0;
+  now += 30_000;
+  await publisher.publish();
+  t.strictSame(calls.map((c) => c.split(' ')[0]), ['GET'], 'found as written: one look, no write');
+  slices.clear();
+  await publisher.verifyNow();
+  t.equal(slices.size, 1, 'the kubelet registered the plugin: looked at, written again');
+});

@@ -2,7 +2,9 @@
 // whenever the Networks or the node's labels change, the devices are made again from what the node
 // serves and holds (devices.ts); when they differ from what was last written, the slices are
 // written with the pool's next generation and the slices no longer needed are deleted. A write
-// that fails is tried again with backoff; runs are serialized and merged.
+// that fails is tried again with backoff; runs are serialized and merged. The kubelet deletes a
+// node's slices at its start and 30 s after a driver's plugin went away: what was written is
+// looked at again every verifyEveryMs, and at once when the kubelet registers the plugin.
 import { coalesce } from '../coalesce.ts';
 import { PodnetError, toPodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -20,6 +22,9 @@ export interface SlicePublisherOptions {
   /** The devices the node offers now; undefined while the daemon has no whole view yet. */
   devices: () => SliceDevice[] | undefined;
   timer?: Timer;
+  clock?: () => number;
+  /** How often slices written and unchanged since are looked for in the API server (default 30 s). */
+  verifyEveryMs?: number;
 }
 
 interface SliceList {
@@ -33,6 +38,8 @@ export class SlicePublisher {
   /** The pool's generation last written; learned from the API server at the first run. */
   private generation: number | undefined;
   private failures = 0;
+  /** When the slices were last found as written. */
+  private verifiedAt = Number.NEGATIVE_INFINITY;
   private cancelRetry: (() => void) | undefined;
   private stopped = false;
 
@@ -55,6 +62,12 @@ export class SlicePublisher {
     }
   });
 
+  /** The next run looks whether the slices are still there (the kubelet registered the plugin: it may have wiped them). */
+  verifyNow(): Promise<void> {
+    this.verifiedAt = Number.NEGATIVE_INFINITY;
+    return this.publish();
+  }
+
   stop(): void {
     this.stopped = true;
     this.cancelRetry?.();
@@ -65,10 +78,15 @@ export class SlicePublisher {
     const devices = this.opts.devices();
     if (uid === undefined || devices === undefined) return;
     const text = JSON.stringify(devices);
-    if (text === this.written) return;
+    const now = (this.opts.clock ?? Date.now)();
+    if (text === this.written && now - this.verifiedAt < (this.opts.verifyEveryMs ?? 30_000)) return;
     const { nodeName, api } = this.opts;
     const selector = encodeURIComponent(`spec.nodeName=${nodeName},spec.driver=${driverName}`);
     const existing = (await api.get<SliceList>(`${paths.resourceSlices}?fieldSelector=${selector}`)).items;
+    if (text === this.written && existing.length > 0 && existing.every((s) => s.spec.pool?.generation === this.generation)) {
+      this.verifiedAt = now;
+      return;
+    }
     // Higher than any the pool had, also across a restart: the scheduler reads the highest generation's slices.
     const generation = Math.max(this.generation ?? 0, ...existing.map((s) => s.spec.pool?.generation ?? 0)) + 1;
     const slices = poolSlices({ name: nodeName, uid }, devices, generation);
@@ -83,6 +101,7 @@ export class SlicePublisher {
     }
     this.generation = generation;
     this.written = text;
+    this.verifiedAt = now;
     this.opts.log.info("published the node's DRA devices", { slices: slices.length, devices: devices.length, generation });
   }
 }
