@@ -9,56 +9,16 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
-import { busyboxImage, missingNodePrerequisite, prepareNodeTest, startNode, type Node } from './cluster/node.ts';
+import { missingNodePrerequisite, prepareNodeTest, startNode } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { installPodnet, podnetImage } from './lib/podnet-node.ts';
 import { bridgeNetwork } from './lib/kube.ts';
+import { claimedPod, claimSpec, driver, json, slicesOf, type Claim } from './lib/claims.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
 
 const tenant = 'tenant-a';
-const driver = 'dra.podnetwork.opdev.io';
-
-interface Slice {
-  metadata: { name: string };
-  spec: { driver: string; nodeName?: string; pool: { name: string; generation: number }; devices?: { name: string; attributes?: Record<string, { string?: string }>; capacity?: Record<string, { value: string }>; allowMultipleAllocations?: boolean }[] };
-}
-interface Claim {
-  metadata: { name: string; uid: string };
-  status?: { devices?: { driver: string; pool: string; device: string; conditions?: { type: string; status: string; reason: string }[]; networkData?: { interfaceName?: string; ips?: string[]; hardwareAddress?: string } }[] };
-}
-
-const json = async <T>(node: Node, args: string[]): Promise<T> => JSON.parse((await node.kubectl(['get', ...args, '-o', 'json'])).stdout) as T;
-
-/** podnet's slices of this node, as the API server has them. */
-const slicesOf = async (node: Node) => (await json<{ items: Slice[] }>(node, ['resourceslices', `--field-selector=spec.driver=${driver}`])).items.filter((s) => s.spec.nodeName === node.name);
-
-/** A claim (or template's) request of a Network of podnet's, with its parameters. */
-function claimSpec(network: string, parameters?: Record<string, unknown>) {
-  return {
-    devices: {
-      requests: [{ name: 'net', exactly: { deviceClassName: 'podnet', selectors: [{ cel: { expression: `device.attributes["${driver}"].network == "${network}"` } }] } }],
-      ...(parameters ? { config: [{ requests: ['net'], opaque: { driver, parameters: { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'ClaimParameters', ...parameters } } }] } : {}),
-    },
-  };
-}
-
-/** A pod of the tenant claiming `claim` (a template's name, or a claim's), whose init container fails unless net1 is there with an address of `prefix`. */
-function claimedPod(name: string, claim: { template: string } | { claim: string }, prefix: string) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: tenant },
-    spec: {
-      restartPolicy: 'Never',
-      resourceClaims: [{ name: 'net', ...('template' in claim ? { resourceClaimTemplateName: claim.template } : { resourceClaimName: claim.claim }) }],
-      initContainers: [{ name: 'needs-network', image: busyboxImage, imagePullPolicy: 'Never', command: ['sh', '-c', `ip -4 addr show dev net1 | grep -q 'inet ${prefix}'`] }],
-      containers: [{ name: 'main', image: busyboxImage, imagePullPolicy: 'Never', command: ['/bin/sleep', '3600'] }],
-    },
-  };
-}
-
 async function draNode(t: Test, subnets: { primary: string; blue: string }) {
   const cluster = await startCluster(t, { forNode: true });
   const node = await startNode(t, cluster, { primarySubnet: subnets.primary, runtime: 'containerd-2' });

@@ -3,65 +3,23 @@
 // only shows across nodes: a Network served on both and its status summed from both, a vxlan
 // Network that joins pods of the two nodes, each daemon held to its own node. Everything is done
 // and checked through kubectl and the API (kubectl exec to look inside pods); containerd 2 on both.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { execa } from 'execa';
-import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { networkStatusAnnotation } from '../src/model/annotation.ts';
 import { ensureNodeBinaries } from './cluster/binaries.ts';
-import { prepareClusterTest, startCluster, type Cluster } from './cluster/cluster.ts';
-import { busyboxImage, missingNodePrerequisite, nodeProcesses, prepareNodeTest, startNode, underlay, type Node } from './cluster/node.ts';
+import { prepareClusterTest, type Cluster } from './cluster/cluster.ts';
+import { missingNodePrerequisite, nodeProcesses, prepareNodeTest, underlay, type Node } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { installPodnet, podnetImage } from './lib/podnet-node.ts';
 import { bridgeNetwork, group, podNetworkConfig } from './lib/kube.ts';
+import { tenant, twoNodes } from './lib/two-nodes.ts';
+import { claimedPod, claimSpec, driver, slicesOf } from './lib/claims.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
-
-const tenant = 'tenant-a';
-
-/** Two nodes with podnet's image known to both, and a tenant namespace tenant-a may edit. */
-async function twoNodes(t: Test, primaries: [string, string]) {
-  const cluster = await startCluster(t, { forNode: true });
-  const began = Date.now();
-  const first = await startNode(t, cluster, { primarySubnet: primaries[0], runtime: 'containerd-2' });
-  const firstReady = Date.now();
-  const second = await startNode(t, cluster, { primarySubnet: primaries[1], runtime: 'containerd-2', second: true });
-  t.comment(`nodes Ready: the first in ${((firstReady - began) / 1000).toFixed(1)} s (with the controllers), the second in ${((Date.now() - firstReady) / 1000).toFixed(1)} s`);
-  const tag = await podnetImage(t, first);
-  await second.importImage(`localhost/podnet:${tag}`);
-  const kubectl = first.kubectl;
-  const asTenant = (args: string[], input?: string) => kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
-  const readyDaemons = async () => (await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}'])).stdout;
-  await kubectl(['create', 'namespace', tenant]);
-  await kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
-  await until('tenant-a may create pods (the aggregation controller filled edit)', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
-  return {
-    cluster,
-    nodes: [first, second] as const,
-    kubectl,
-    asTenant,
-    /** podnet installed the admin's way; its DaemonSet's Ready pods of those scheduled, as "2/2". */
-    install: Object.assign(
-      async () => {
-        await installPodnet(t, cluster, first, tag);
-        return readyDaemons();
-      },
-      { ready: () => readyDaemons() },
-    ),
-    /** A tenant pod labelled app=cnf and cnf=<its name> on `node`, Ready. */
-    async runPodOn(node: Node, name: string) {
-      await asTenant(['run', name, `--image=${busyboxImage}`, '--image-pull-policy=Never', `--labels=app=cnf,cnf=${name}`, '--restart=Never', `--overrides=${JSON.stringify({ spec: { nodeName: node.name } })}`, '--', '/bin/sleep', '3600']);
-      await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);
-    },
-    /** The IPv4 address (with prefix) of `ifname` in the pod, once it has one. */
-    addressOf: (pod: string, ifname: string) =>
-      until(`${pod} has ${ifname}`, async () => {
-        const { stdout, exitCode } = await asTenant(['exec', pod, '--', 'ip', '-o', '-4', 'addr', 'show', 'dev', ifname]).catch(() => ({ stdout: '', exitCode: 1 }));
-        return exitCode === 0 ? /inet (\S+)/.exec(stdout)?.[1] : undefined;
-      }, 90_000),
-  };
-}
 
 /** The resident memory of every process of a node, in MiB. */
 async function residentMiB(node: Node): Promise<number> {
@@ -228,5 +186,86 @@ t.test('a vxlan Network across two nodes: pods on each node reach each other ove
       return shown.includes('id 4242') ? undefined : shown;
     }, 60_000);
     t.notMatch(left, /id 4242/, `node ${node.name} has no vxlan device of the Network left`);
+  }
+});
+
+t.test("podnet's DRA driver across two nodes: a Network served on one node only draws its claimed pods there, a node's range full keeps the next claimed pod Pending with the scheduler's reason until an address frees, the daemon away forgets no claim, and its removal takes its slices and sockets", { skip, timeout: 900_000 }, async (t) => {
+  const { nodes, kubectl, asTenant, install } = await twoNodes(t, ['198.18.242.0/24', '198.18.243.0/24']);
+  t.equal(await install(), '2/2', 'podnet Ready on both nodes');
+  await kubectl(['label', 'node', nodes[0].name, 'podnet-e2e/edge=true']);
+  // edge: served where the label is. small: on both, two addresses on each node.
+  const edge = { ...bridgeNetwork(t, 'edge', ['198.18.244.0/24'], [tenant]) };
+  edge.spec = { ...edge.spec, nodeSelector: { matchLabels: { 'podnet-e2e/edge': 'true' } } } as typeof edge.spec;
+  const small = bridgeNetwork(t, 'small', ['198.18.245.0/24'], [tenant]);
+  small.spec.ipam.ranges = [{ subnet: '198.18.245.0/24', rangeStart: '198.18.245.10', rangeEnd: '198.18.245.11' } as { subnet: string }];
+  await kubectl(['apply', '-f', '-'], { input: [edge, small].map((n) => stringify(n)).join('---\n') });
+  const offered = await until('each node offers what it serves', async () => {
+    const [first, second] = [await slicesOf(nodes[0]), await slicesOf(nodes[1])];
+    const names = (slices: typeof first) => slices.flatMap((s) => s.spec.devices ?? []).map((d) => d.name).sort().join(',');
+    return names(first) === 'edge,small' && names(second) === 'small' ? { first, second } : undefined;
+  }, 60_000);
+  t.equal(offered.first.flatMap((s) => s.spec.devices ?? []).find((d) => d.name === 'small')?.capacity?.['addresses']?.value, '2', "small's device offers its two addresses");
+  t.pass(`edge is a device of ${nodes[0].name} only; small of both`);
+
+  await until('tenant-a may create resourceclaimtemplates', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'resourceclaimtemplates.resource.k8s.io'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  const template = (name: string, network: string) => ({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: { name, namespace: tenant }, spec: { spec: claimSpec(network, { interface: 'net1' }) } });
+  await asTenant(['apply', '-f', '-'], [template('edge-net1', 'edge'), template('small-net1', 'small')].map((o) => stringify(o)).join('---\n'));
+  const nodeOf = async (pod: string) => (await asTenant(['get', 'pod', pod, '-o', 'jsonpath={.spec.nodeName}'])).stdout;
+  const runClaimed = async (name: string, templateName: string, prefix: string) => {
+    await asTenant(['apply', '-f', '-'], stringify(claimedPod(name, { template: templateName }, prefix)));
+  };
+
+  for (const name of ['edge-1', 'edge-2', 'edge-3']) await runClaimed(name, 'edge-net1', '198.18.244.');
+  for (const name of ['edge-1', 'edge-2', 'edge-3']) {
+    await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);
+    t.equal(await nodeOf(name), nodes[0].name, `${name}, claiming edge, was scheduled on ${nodes[0].name}, the one node that serves it, and started with net1`);
+  }
+  await asTenant(['delete', 'pod', 'edge-1', 'edge-2', 'edge-3', '--wait=true']);
+
+  // Four claims of small fill both nodes' ranges; the fifth has nowhere to go.
+  for (const name of ['small-1', 'small-2', 'small-3', 'small-4']) await runClaimed(name, 'small-net1', '198.18.245.1');
+  for (const name of ['small-1', 'small-2', 'small-3', 'small-4']) await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);
+  const placed = await Promise.all(['small-1', 'small-2', 'small-3', 'small-4'].map(nodeOf));
+  t.same(nodes.map((n) => placed.filter((p) => p === n.name).length), [2, 2], 'two claimed pods on each node: as many as each node has addresses');
+  await runClaimed('small-5', 'small-net1', '198.18.245.1');
+  const reason = await until('the scheduler tells why small-5 waits', async () => {
+    const events = (await asTenant(['get', 'events', '--field-selector=involvedObject.name=small-5,reason=FailedScheduling', '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'])).stdout;
+    return events.trim() === '' ? undefined : events.trim();
+  }, 60_000);
+  t.match(reason, /cannot allocate all claims/, `small-5 stays Pending, the scheduler says: ${reason.split('\n')[0]}`);
+  t.equal((await asTenant(['get', 'pod', 'small-5', '-o', 'jsonpath={.status.phase}'])).stdout, 'Pending', 'and it runs nowhere without its network');
+  const freed = placed[0]!;
+  await asTenant(['delete', 'pod', 'small-1', '--wait=true']);
+  await asTenant(['wait', '--for=condition=Ready', 'pod/small-5', '--timeout=180s']);
+  t.equal(await nodeOf('small-5'), freed, "once small-1's address is back, small-5 runs on its node with net1");
+
+  // The first node's daemon pod deleted while claimed pods run, and one more created meanwhile.
+  const daemons = await daemonPods(kubectl);
+  const onFirst = (await Promise.all(['small-2', 'small-3', 'small-4', 'small-5'].map(async (p) => [p, await nodeOf(p)] as const))).filter(([, n]) => n === nodes[0].name).map(([p]) => p);
+  await kubectl(['delete', 'pod', '-n', 'podnet-system', daemons.get(nodes[0].name)!, '--wait=false']);
+  await runClaimed('edge-4', 'edge-net1', '198.18.244.');
+  await asTenant(['wait', '--for=condition=Ready', 'pod/edge-4', '--timeout=180s']);
+  t.equal(await nodeOf('edge-4'), nodes[0].name, 'a pod claimed while the daemon was away starts once it is back, with net1');
+  await until('podnet Ready on both nodes again', async () => ((await install.ready()) === '2/2' ? true : undefined), 180_000);
+  const prepared = join(nodes[0].folder('/var/lib/podnet'), 'claims');
+  t.equal((await readdir(prepared)).filter((f) => f.endsWith('.json')).length, onFirst.length + 1, "the new daemon has every claim prepared on its node, none forgotten");
+  for (const pod of onFirst) {
+    const has = await asTenant(['exec', pod, '--', 'ip', '-o', '-4', 'addr', 'show', 'dev', 'net1']);
+    t.match(has.stdout, /inet 198\.18\.245\.1[01]\//, `${pod} kept net1 through the daemon's restart`);
+  }
+  await asTenant(['delete', 'pod', '--all', '--wait=true', '--timeout=120s']);
+  await until('every claim unprepared on both nodes', async () => {
+    const left = await Promise.all(nodes.map(async (n) => (await readdir(join(n.folder('/var/lib/podnet'), 'claims'))).filter((f) => f.endsWith('.json')).length));
+    return left.every((c) => c === 0) ? true : undefined;
+  }, 120_000);
+
+  // podnet removed: its sockets go with its daemons, and the kubelets take its slices away.
+  await kubectl(['delete', 'daemonset', '-n', 'podnet-system', 'podnet', '--wait=true']);
+  const gone = await until("podnet's slices gone from both nodes", async () => ((await slicesOf(nodes[0])).length + (await slicesOf(nodes[1])).length === 0 ? true : undefined), 120_000);
+  t.ok(gone, 'no slice of podnet is left (the kubelet removes a driver\'s slices once its plugin is gone)');
+  for (const node of nodes) {
+    const registry = join(node.folder('/var/lib/kubelet'), 'plugins_registry', `${driver}-reg.sock`);
+    const service = join(node.folder('/var/lib/kubelet'), 'plugins', driver, 'dra.sock');
+    t.notOk(existsSync(registry) || existsSync(service), `${node.name}: podnet's plugin sockets are gone`);
   }
 });
