@@ -37,8 +37,9 @@ t.test('devices: one per served Network, shared; capacity of addresses left to c
       capacity: { addresses: { value: '3', requestPolicy: { default: '1', validValues: ['1'] } } },
     },
   ]);
-  const full = networkDevices([network('red', { ipam: { ranges: [{ subnet: '198.18.0.0/30' }] } })], new Map([['red', 5]]));
-  t.equal(full[0]!.capacity!['addresses']!.value, '0', 'never below nothing');
+  const full = networkDevices([network('red', { ipam: { ranges: [{ subnet: '198.18.0.0/30' }] } }), network('broken', { ipam: { ranges: [{ subnet: 'nope' }] } })], new Map([['red', 5]]));
+  t.strictSame(full, [], 'no address left, or a range that gives none: no device (a capacity of 0 is refused by the API server, and would fail the pool)');
+  t.strictSame(networkDevices([network('a'.repeat(65))], new Map()), [], 'a name longer than an attribute value may be is no device');
 });
 
 t.test("a node's pool: slices of at most 128 devices, owned by the Node, one empty slice when it serves nothing", async (t) => {
@@ -62,5 +63,6 @@ t.test("a slice's name fits an object name whatever the node's, and differs betw
   const other = `${'a'.repeat(249)}b`;
   t.ok(sliceName(long, 0).length <= 253);
   t.not(sliceName(long, 0), sliceName(other, 0));
-  t.match(sliceName(long, 3), /-podnet-3$/);
+  t.match(sliceName(long, 3), /^podnet-[0-9a-f]{32}-3$/);
+  t.equal(sliceName('node-a', 3), 'node-a-podnet-3');
 });

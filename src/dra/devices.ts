@@ -30,7 +30,7 @@ export interface SliceDevice {
 export interface ResourceSliceObject {
   apiVersion: 'resource.k8s.io/v1';
   kind: 'ResourceSlice';
-  metadata: { name: string; labels: Record<string, string>; ownerReferences: { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string; controller: true }[] };
+  metadata: { name: string; ownerReferences: { apiVersion: 'v1'; kind: 'Node'; name: string; uid: string; controller: true }[] };
   spec: { driver: string; nodeName: string; pool: { name: string; generation: number; resourceSliceCount: number }; devices: SliceDevice[] };
 }
 
@@ -68,28 +68,33 @@ export function addressesOf(network: Network): number | undefined {
 }
 
 /**
- * The device of each served Network. `heldOutsideClaims`: by Network, the addresses attachments
- * that came from no claim hold on the node (an annotation's, a config's): the scheduler counts the
- * claims it allocated itself, so a device offers its range less these.
+ * The device of each served Network that can be one. `heldOutsideClaims`: by Network, the
+ * addresses attachments that came from no claim hold on the node (an annotation's, a config's):
+ * the scheduler counts the claims it allocated itself, so a device offers its range less these.
+ * A Network with no address left to offer is no device (the API server refuses a capacity below
+ * its request policy's one value), nor is one whose name is longer than an attribute's value may
+ * be (64): a claim could not name it.
  */
 export function networkDevices(served: readonly Network[], heldOutsideClaims: ReadonlyMap<string, number>): SliceDevice[] {
-  const devices = served.map((network): SliceDevice => {
+  const devices = served.flatMap((network): SliceDevice[] => {
     const name = network.metadata.name;
+    if (name.length > maxAttributeValue) return [];
     const attributes: SliceDevice['attributes'] = { network: { string: name }, type: { string: network.spec.type } };
     if (network.spec.mtu !== undefined) attributes['mtu'] = { int: network.spec.mtu };
     const addresses = addressesOf(network);
     const device: SliceDevice = { name: deviceNameOf(name), attributes, allowMultipleAllocations: true };
     if (addresses !== undefined) {
-      const left = Math.max(0, addresses - (heldOutsideClaims.get(name) ?? 0));
+      const left = addresses - (heldOutsideClaims.get(name) ?? 0);
+      if (left < 1) return [];
       device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
     }
-    return device;
+    return [device];
   });
   return devices.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** The label on every slice podnet writes, naming its node: what the daemon lists its own by. */
-export const sliceNodeLabel = 'podnetwork.opdev.io/node';
+/** The API server's bound on a device attribute's string value. */
+export const maxAttributeValue = 64;
 
 /**
  * The node's pool in slices of at most maxDevicesPerSlice devices, named after the node and their
@@ -106,7 +111,6 @@ export function poolSlices(node: { name: string; uid: string }, devices: readonl
     kind: 'ResourceSlice',
     metadata: {
       name: sliceName(node.name, i),
-      labels: { [sliceNodeLabel]: node.name },
       ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: node.name, uid: node.uid, controller: true }],
     },
     spec: { driver: driverName, nodeName: node.name, pool: { name: node.name, generation, resourceSliceCount: chunks.length }, devices: chunk },
@@ -114,12 +118,11 @@ export function poolSlices(node: { name: string; uid: string }, devices: readonl
 }
 
 /**
- * `<node>-podnet-<i>`, cut to fit an object name (253) with a hash of the whole when the node's
- * name is long: two nodes never share a slice name.
+ * `<node>-podnet-<i>`; for a node whose name leaves no room for that in an object name (253),
+ * `podnet-<hash of the node's name>-<i>`. The admission policy holds a daemon to these names.
  */
 export function sliceName(node: string, index: number): string {
   const suffix = `-podnet-${index}`;
   if (node.length + suffix.length <= 253) return `${node}${suffix}`;
-  const hash = createHash('sha256').update(node).digest('hex').slice(0, 16);
-  return `${node.slice(0, 253 - suffix.length - hash.length - 1).replace(/[-.]+$/, '')}-${hash}${suffix}`;
+  return `podnet-${createHash('sha256').update(node).digest('hex').slice(0, 32)}-${index}`;
 }

@@ -53,7 +53,9 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
     log,
     nodeUid: () => source.nodeUid(),
     devices: () => {
-      if (!source.synced) return undefined;
+      // Offered only once the kubelet took the plugin: a node whose kubelet cannot prepare
+      // claims (too old, DRA off) must not draw claimed pods.
+      if (!source.synced || !plugin?.registered) return undefined;
       const labels = source.nodeLabels();
       const served = [...source.documents().networks.values()].filter((network) => servedOn(network, labels));
       return networkDevices(served, opts.addressesHeldOutsideClaims());
@@ -95,7 +97,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
     }
   };
 
-  let plugin: KubeletPlugin;
+  let plugin: KubeletPlugin | undefined;
   try {
     plugin = await startKubeletPlugin({ driverName, registryDir: join(opts.kubeletDir, 'plugins_registry'), pluginDir: join(opts.kubeletDir, 'plugins', driverName), handlers: { prepare, unprepare }, onRegistered: () => void slices.verifyNow(), log });
   } catch (err) {
@@ -107,7 +109,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       void statuses.publish();
     },
     async stop() {
-      await plugin.stop();
+      await plugin?.stop();
       await statuses.publish.idle();
       slices.stop();
       await slices.publish.idle();

@@ -39,7 +39,7 @@ function fakeApi(initial: ResourceSliceObject[] = []) {
 }
 
 t.test('writes the pool when the devices change, with a generation above any the pool had; nothing when they do not', async (t) => {
-  const { api, slices, calls } = fakeApi([{ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice', metadata: { name: 'node-a-podnet-0', labels: {}, ownerReferences: [] }, spec: { driver: driverName, nodeName: 'node-a', pool: { name: 'node-a', generation: 41, resourceSliceCount: 1 }, devices: [] } }]);
+  const { api, slices, calls } = fakeApi([{ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice', metadata: { name: 'node-a-podnet-0', ownerReferences: [] }, spec: { driver: driverName, nodeName: 'node-a', pool: { name: 'node-a', generation: 41, resourceSliceCount: 1 }, devices: [] } }]);
   let devices: SliceDevice[] | undefined = networkDevices([network('blue')], new Map());
   const publisher = new SlicePublisher({ api, nodeName: 'node-a', log: silentLogger, nodeUid: () => 'node-uid', devices: () => devices });
   await publisher.publish();
@@ -117,4 +117,16 @@ t.test("slices the kubelet wiped (at its start, or when the plugin was away) are
   slices.clear();
   await publisher.verifyNow();
   t.equal(slices.size, 1, 'the kubelet registered the plugin: looked at, written again');
+});
+
+t.test('a pool of two slices with one gone is written again: the scheduler ignores a pool short of its slices', async (t) => {
+  const { api, slices } = fakeApi();
+  let now = 0;
+  const devices = networkDevices(Array.from({ length: 130 }, (_, i) => network(`n${String(i).padStart(3, '0')}`)), new Map());
+  const publisher = new SlicePublisher({ api, nodeName: 'node-a', log: silentLogger, nodeUid: () => 'node-uid', devices: () => devices, clock: () => now });
+  await publisher.publish();
+  slices.delete('node-a-podnet-1');
+  now += 60_000;
+  await publisher.publish();
+  t.strictSame([...slices.keys()].sort(), ['node-a-podnet-0', 'node-a-podnet-1']);
 });

@@ -28,7 +28,7 @@ export interface SlicePublisherOptions {
 }
 
 interface SliceList {
-  items: { metadata: { name: string; uid?: string }; spec: { pool?: { generation?: number }; devices?: unknown[] } }[];
+  items: { metadata: { name: string; uid?: string }; spec: { pool?: { generation?: number; resourceSliceCount?: number }; devices?: unknown[] } }[];
 }
 
 export class SlicePublisher {
@@ -37,6 +37,8 @@ export class SlicePublisher {
   private written: string | undefined;
   /** The pool's generation last written; learned from the API server at the first run. */
   private generation: number | undefined;
+  /** How many slices the pool was last written in. */
+  private sliceCount = 0;
   private failures = 0;
   /** When the slices were last found as written. */
   private verifiedAt = Number.NEGATIVE_INFINITY;
@@ -83,7 +85,8 @@ export class SlicePublisher {
     const { nodeName, api } = this.opts;
     const selector = encodeURIComponent(`spec.nodeName=${nodeName},spec.driver=${driverName}`);
     const existing = (await api.get<SliceList>(`${paths.resourceSlices}?fieldSelector=${selector}`)).items;
-    if (text === this.written && existing.length > 0 && existing.every((s) => s.spec.pool?.generation === this.generation)) {
+    const whole = (count: number) => existing.length === count && existing.every((s) => s.spec.pool?.generation === this.generation && s.spec.pool?.resourceSliceCount === count);
+    if (text === this.written && whole(this.sliceCount)) {
       this.verifiedAt = now;
       return;
     }
@@ -100,6 +103,7 @@ export class SlicePublisher {
       }
     }
     this.generation = generation;
+    this.sliceCount = slices.length;
     this.written = text;
     this.verifiedAt = now;
     this.opts.log.info("published the node's DRA devices", { slices: slices.length, devices: devices.length, generation });
