@@ -136,6 +136,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
           kubeletDir: opts.kube.kubeletDir ?? '/var/lib/kubelet',
           addressesHeldOutsideClaims: () => wired.addressesHeldOutsideClaims(),
           facts: () => wired.facts(),
+          ...(opts.limits ? { limits: opts.limits } : {}),
           claimsChanged: () => {
             void wired.schedule();
             hintAgain();

@@ -54,4 +54,16 @@ export class ClaimStatusPublisher {
     }
     for (const uid of this.written.keys()) if (!live.has(uid)) this.written.delete(uid);
   });
+
+  /** An unprepared claim: podnet's entries of its status.devices removed (server-side apply of none). */
+  async forget(claim: { namespace: string; name: string; uid: string }): Promise<void> {
+    this.written.delete(claim.uid);
+    const body = { apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: claim.name, namespace: claim.namespace }, status: { devices: [] } };
+    try {
+      await this.opts.api.apply(`${resourceClaimPath(claim.namespace, claim.name)}/status`, body as unknown as Json, nodeFieldManager(this.opts.nodeName));
+    } catch (err) {
+      // Deleted or deallocated: the API server dropped its status with it.
+      if (!(err instanceof PodnetError && err.code === 'NOT_FOUND')) this.opts.log.warn("could not take podnet's entries out of an unprepared claim's status", { claim: `${claim.namespace}/${claim.name}`, error: toPodnetError(err).message });
+    }
+  }
 }

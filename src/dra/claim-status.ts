@@ -7,6 +7,7 @@ import type { Condition } from '../protocol/validate.ts';
 import { condition, unmetRequired, type SandboxFacts } from '../status/status.ts';
 import { driverName } from './devices.ts';
 import type { PreparedClaim } from './prepared.ts';
+import { claimRequestField } from './prepare.ts';
 
 /** One entry of a ResourceClaim's status.devices, as podnet writes it (resource.k8s.io/v1 AllocatedDeviceStatus). */
 export interface AllocatedDeviceStatus {
@@ -33,7 +34,7 @@ export function claimDeviceStatuses(claim: PreparedClaim, facts: SandboxFacts | 
     const before = previous.find((p) => p.pool === d.pool && p.device === d.device && p.shareID === d.shareId)?.conditions;
     const ready = (status: boolean, reason: string, message: string) => [condition('Ready', status, reason, message, before, now)];
     if (!facts) return { ...key, conditions: ready(false, 'PodNotStarted', 'no pod the claim is reserved for has a sandbox on this node yet') };
-    const field = `spec.devices.requests[${d.request}]`;
+    const field = claimRequestField(d.request);
     const want = facts.wanted.attachments.find((w) => w.from === document && w.field === field);
     const made = want ? facts.applied?.attachments.find((a) => a.interface === want.interface && a.network === d.network) : undefined;
     if (!want || !made) {

@@ -8,15 +8,14 @@ import { PodnetError, toPodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { KubeApi } from '../kube/api.ts';
 import type { KubeSource } from '../kube/informers.ts';
-import { resourceClaimPath } from '../kube/resources.ts';
-import { servedOn } from '../model/desired.ts';
-import { claimDocumentName, type ClaimAttachments } from '../model/identity.ts';
+import { claimNamesOf, resourceClaimPath } from '../kube/resources.ts';
+import { servedOn, type NodeLimits } from '../model/desired.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
 import type { DraClaim, DraDevice } from '../grpc/apis.ts';
 import { driverName, networkDevices } from './devices.ts';
 import { startKubeletPlugin, type KubeletPlugin } from './kubelet-plugin.ts';
-import { prepareClaim, type ClaimObject } from './prepare.ts';
-import { PreparedClaims, type PreparedClaim } from './prepared.ts';
+import { claimAttachments, prepareClaim, type ClaimObject } from './prepare.ts';
+import { PreparedClaims } from './prepared.ts';
 import { SlicePublisher } from './slice-publisher.ts';
 import { ClaimStatusPublisher } from './claim-status-publisher.ts';
 import type { SandboxFacts } from '../status/status.ts';
@@ -40,13 +39,23 @@ export interface DraDriverOptions {
   /** A claim was prepared or unprepared: its pods' passes are due. */
   claimsChanged: () => void;
   onCorrupt: OnQuarantined;
+  /** What the node's admin bounds per pod: a claim is held to them as a config is. */
+  limits?: NodeLimits;
   log: Logger;
 }
 
 export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver> {
   const { source, log } = opts;
   const prepared = new PreparedClaims(opts.stateDir, opts.onCorrupt);
-  source.readClaimsFrom((podUid) => prepared.ofPod(podUid).map(claimAttachments));
+  // A pod's claims by the names it uses; one prepared for another pod gives this one nothing, told.
+  source.readClaimsFrom((pod, uid) =>
+    claimNamesOf(pod).flatMap((name) => {
+      const claim = prepared.named(pod.metadata.namespace, name);
+      if (!claim) return [];
+      const asked = claimAttachments(claim);
+      return [claim.pods.includes(uid) ? asked : { ...asked, refused: `podnet prepared this claim for another pod; a claim on podnet's Networks gives one pod its interfaces` }];
+    }),
+  );
   const slices = new SlicePublisher({
     api: opts.api,
     nodeName: source.nodeName,
@@ -74,12 +83,18 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       return { error: `${what}: could not be read: ${toPodnetError(err).message}` };
     }
     if (claim.metadata.uid !== asked.uid) return { error: `${what} is not the claim the kubelet asked for (uid ${asked.uid}; the API server has ${claim.metadata.uid ?? 'none'})` };
-    const made = prepareClaim(claim, { node: source.nodeName, networks: source.documents().networks, namespaceLabels: source.namespaceLabels(asked.namespace), nodeLabels: source.nodeLabels() });
+    const docs = source.documents();
+    const permissions = docs.permissions.filter((p) => (p.metadata.namespace ?? 'default') === asked.namespace);
+    const made = prepareClaim(claim, { node: source.nodeName, networks: docs.networks, namespaceLabels: source.namespaceLabels(asked.namespace), nodeLabels: source.nodeLabels(), permissions, limits: opts.limits });
     if ('error' in made) {
       log.warn('refused to prepare a claim', { claim: `${asked.namespace}/${asked.name}`, error: made.error });
       return { error: made.error };
     }
-    prepared.put(made);
+    try {
+      prepared.put(made);
+    } catch (err) {
+      return { error: `${what}: could not be recorded in podnet's state dir: ${toPodnetError(err).message}` };
+    }
     log.info('prepared a claim', { claim: `${asked.namespace}/${asked.name}`, pods: made.pods, networks: made.devices.map((d) => d.network) });
     opts.claimsChanged();
     return { devices: made.devices.map((d) => ({ requestNames: [d.request], poolName: d.pool, deviceName: d.device, cdiDeviceIds: [], ...(d.shareId ? { shareId: d.shareId } : {}) })) };
@@ -90,6 +105,8 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       if (prepared.remove(asked.uid)) {
         log.info('unprepared a claim', { claim: `${asked.namespace}/${asked.name}` });
         opts.claimsChanged();
+        // Its status no longer tells an interface and addresses the node may give another pod now.
+        void statuses.forget(asked);
       }
       return {};
     } catch (err) {
@@ -117,20 +134,3 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
   };
 }
 
-/** A prepared claim's devices as the attachments its pods ask. */
-function claimAttachments(claim: PreparedClaim): ClaimAttachments {
-  return {
-    document: claimDocumentName(claim.claim),
-    attachments: claim.devices.map((d) => {
-      const p = d.parameters;
-      return {
-        network: d.network,
-        field: `spec.devices.requests[${d.request}]`,
-        ...(p?.interface ? { interface: p.interface } : {}),
-        ...(p?.ips ? { ips: p.ips } : {}),
-        ...(p?.mac ? { mac: p.mac } : {}),
-        ...(p?.bandwidth ? { bandwidth: p.bandwidth } : {}),
-      };
-    }),
-  };
-}

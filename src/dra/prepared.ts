@@ -44,9 +44,9 @@ export class PreparedClaims {
     return [...this.claims.values()];
   }
 
-  /** The prepared claims reserved for a pod, by the pod's UID. */
-  ofPod(podUid: string): PreparedClaim[] {
-    return this.all().filter((c) => c.pods.includes(podUid));
+  /** The prepared claim of this namespace and name, if any. */
+  named(namespace: string, name: string): PreparedClaim | undefined {
+    return this.all().find((c) => c.claim.namespace === namespace && c.claim.name === name);
   }
 
   /** On file before it returns. */

@@ -39,8 +39,10 @@ export class KubeSource implements DesiredSource {
    * judge) judges it once.
    */
   private view: DesiredDocuments | undefined;
-  /** A pod's prepared claims, by its UID: none unless the DRA driver runs. */
-  private claimsOf: (podUid: string) => ClaimAttachments[] = () => [];
+  /** This node's labels as last seen ({} before its Node was ever listed: no nodeSelector matches). */
+  private lastNodeLabels: Record<string, string> = {};
+  /** A pod's prepared claims: none unless the DRA driver runs. */
+  private claimsOf: ((pod: PodObject, uid: string) => ClaimAttachments[]) | undefined;
   /** Parsed documents by uid and resourceVersion: a pass reads every document, most unchanged. */
   private readonly parsed = new Map<string, { version: string | undefined; result: ApiDocument | Problem }>();
 
@@ -156,12 +158,14 @@ export class KubeSource implements DesiredSource {
 
   /** Who a pod of this node is: its labels, its namespace's, its annotation, its node's labels, its prepared claims. */
   podIdentity(pod: PodObject): SandboxIdentity {
-    const claims = this.claimsOf(runtimeUidOf(pod) ?? '');
-    return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels(), ...(claims.length > 0 ? { claims } : {}) };
+    const claims = this.claimsOf?.(pod, runtimeUidOf(pod) ?? '') ?? [];
+    // A pod using claims may have one on podnet's Networks not prepared yet: its ADD asks the daemon (DRA driver only).
+    const hasClaims = this.claimsOf !== undefined && (pod.spec?.resourceClaims?.length ?? 0) > 0;
+    return { ...podIdentityOf(pod, this.namespaceLabels(pod.metadata.namespace)), nodeLabels: this.nodeLabels(), ...(claims.length > 0 ? { claims } : {}), ...(hasClaims ? { hasClaims } : {}) };
   }
 
-  /** Where pods' prepared ResourceClaims are read from (podnet's DRA driver, src/dra/driver.ts), by pod UID. */
-  readClaimsFrom(claimsOf: (podUid: string) => ClaimAttachments[]): void {
+  /** Where a pod's prepared ResourceClaims are read from (podnet's DRA driver, src/dra/driver.ts), given the pod and its runtime UID. */
+  readClaimsFrom(claimsOf: (pod: PodObject, uid: string) => ClaimAttachments[]): void {
     this.claimsOf = claimsOf;
   }
 
@@ -170,9 +174,13 @@ export class KubeSource implements DesiredSource {
     return this.informers.node.cache.get(this.nodeName)?.metadata?.uid;
   }
 
-  /** This node's labels, as the API server last showed them ({} until its Node is listed: no nodeSelector matches). */
+  /** This node's labels, as the API server last showed them. */
   nodeLabels(): Record<string, string> {
-    return this.informers.node.cache.get(this.nodeName)?.metadata?.labels ?? {};
+    // The last labels seen while the Node is away (deleted and registered again): a pass must not
+    // take a nodeSelector's Networks from running pods for a Node object between two lives.
+    const node = this.informers.node.cache.get(this.nodeName);
+    if (node) this.lastNodeLabels = node.metadata?.labels ?? {};
+    return this.lastNodeLabels;
   }
 
   /** The pods bound to this node, as the API server last showed them. */

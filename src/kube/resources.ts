@@ -52,8 +52,8 @@ export function nodeOfFieldManager(manager: string | undefined): string | undefi
 /** What podnet reads of a pod. */
 export interface PodObject extends KubernetesObject {
   metadata: { name: string; namespace: string; uid: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  spec?: { nodeName?: string; hostNetwork?: boolean; resourceClaims?: unknown[] };
-  status?: { phase?: string; podIP?: string; startTime?: string };
+  spec?: { nodeName?: string; hostNetwork?: boolean; resourceClaims?: { name?: string; resourceClaimName?: string }[] };
+  status?: { phase?: string; podIP?: string; startTime?: string; resourceClaimStatuses?: { name?: string; resourceClaimName?: string }[] };
 }
 
 /** A Network or PodNetworkConfig as the API server holds it, status included. */
@@ -69,8 +69,16 @@ export function podIdentityOf(pod: PodObject, namespaceLabels: Record<string, st
     labels: pod.metadata.labels ?? {},
     namespaceLabels: namespaceLabels ?? { [namespaceNameLabel]: namespace },
     ...(annotation !== undefined ? { annotation: parseNetworksAnnotation(annotation) } : {}),
-    ...((pod.spec?.resourceClaims?.length ?? 0) > 0 ? { hasClaims: true } : {}),
   };
+}
+
+/**
+ * The names of the ResourceClaims a pod uses: those it names, and those made for it from a
+ * template (its status tells them once the claim controller made them).
+ */
+export function claimNamesOf(pod: PodObject): string[] {
+  const named = [...(pod.spec?.resourceClaims ?? []), ...(pod.status?.resourceClaimStatuses ?? [])].map((c) => c.resourceClaimName);
+  return [...new Set(named.filter((n): n is string => typeof n === 'string' && n !== ''))];
 }
 
 /** A Network, PodNetworkConfig or PodNetworkPermission through podnet's schema (the CRD's is looser: it prunes rather than refuses). */

@@ -102,6 +102,8 @@ t.test("a pod's prepared claims are attachments as its annotation's entries are:
     'ResourceClaim tenant-a/fast open -',
     'ResourceClaim tenant-a/plain blue -',
   ], 'every attachment of a claim is required: the pod does not start without it');
+  const shared = desiredFor({ ...pod, claims: [{ document: 'ResourceClaim tenant-a/shared', attachments: [{ network: 'blue', field: 'spec.devices.requests[net]' }], refused: 'podnet prepared this claim for another pod' }] }, networks, []);
+  t.strictSame([shared.attachments, shared.problems.map((p) => `${p.document} ${p.field}: ${p.reason}`)], [[], ['ResourceClaim tenant-a/shared spec.devices.requests[net]: podnet prepared this claim for another pod']], "a claim prepared for another pod gives this one nothing, and says why");
 });
 
 t.test('two configs setting one thing differently: neither applies, both are told', async (t) => {

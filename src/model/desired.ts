@@ -201,6 +201,10 @@ class Merge {
       const from = claim.document;
       for (const asked of claim.attachments) {
         const { field } = asked;
+        if (claim.refused !== undefined) {
+          this.problem({ document: from, field, reason: claim.refused });
+          continue;
+        }
         if (!this.permitted('attachments', from, field)) continue;
         if (asked.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) continue;
         const network = this.reachable(asked.network, from, `${field}.network`);

@@ -37,6 +37,8 @@ export interface ClaimAttachments {
   /** "ResourceClaim shop/net" (claimDocumentName). */
   document: string;
   attachments: ClaimAttachment[];
+  /** Why the pod gets none of them (a claim podnet prepared for another pod): each is refused with it. */
+  refused?: string;
 }
 
 /** One device of a claim: its Network and what the claim's parameters ask of the interface. */
