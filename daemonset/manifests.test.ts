@@ -56,6 +56,8 @@ t.test('every resource of the kustomization is valid YAML of named objects', asy
       'ServiceAccount/podnet-controller',
       'Deployment/podnet-controller',
       'DeviceClass/podnet',
+      'ValidatingAdmissionPolicy/podnet-claims-networks',
+      'ValidatingAdmissionPolicyBinding/podnet-claims-networks',
     ],
   );
 });

@@ -76,6 +76,16 @@ t.test('a tenant claims a bridge Network: podnet offers it as a device, net1 is 
   const prepared = join(node.folder('/var/lib/podnet'), 'claims');
   t.equal((await readdir(prepared)).filter((f) => f.endsWith('.json')).length, 2, 'two claims prepared, on file in the state dir');
 
+  // A claim on a Network its namespace may not use, or naming none in the one form: refused at once.
+  const red = bridgeNetwork(t, 'red', ['198.18.246.0/24'], ['tenant-b']);
+  await node.kubectl(['apply', '-f', '-'], { input: stringify(red) });
+  const foreign = await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: 'foreign', namespace: tenant }, spec: claimSpec('red') })).catch((err: { stderr: string; exitCode: number }) => err);
+  t.match(foreign, { exitCode: 1, stderr: /ValidatingAdmissionPolicy 'podnet-claims-networks'.*Network red does not admit namespace tenant-a/ }, "a claim on a Network that does not admit its namespace is refused at creation: it would hold the Network's address");
+  const vague = { ...claimSpec('blue') };
+  vague.devices.requests[0]!.exactly.selectors = [{ cel: { expression: 'device.attributes["dra.podnetwork.opdev.io"].type == "bridge"' } }];
+  const unnamed = await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: 'vague', namespace: tenant }, spec: vague })).catch((err: { stderr: string; exitCode: number }) => err);
+  t.match(unnamed, { exitCode: 1, stderr: /names its Network with exactly one selector/ }, 'a claim of the podnet class naming no Network is refused, saying the form');
+
   // A claim whose parameters break podnet's schema: the kubelet tells why, and nothing is made.
   await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: 'bad', namespace: tenant }, spec: claimSpec('blue', { ips: ['not-an-address'] }) }));
   await asTenant(['apply', '-f', '-'], stringify(claimedPod('bad-pod', { claim: 'bad' }, '198.18.241.')));
