@@ -524,6 +524,15 @@ export type HostLinkName = string;
  */
 export type Conditions = Condition[];
 /**
+ * Static addresses of an attachment, each inside one of the Network's ranges (without ipam, its own, where the Network's spec.staticAddresses allows them).
+ *
+ * @maxItems 4
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "StaticAddresses".
+ */
+export type StaticAddresses = Cidr[];
+/**
  * A routing table: a number of the request's own (1 to 4294967295, not 253, 254 or 255, which are the kernel's default, main and local), or "main", which a request must say outright to touch the pod's main table.
  *
  * This interface was referenced by `Api`'s JSON-Schema
@@ -883,12 +892,7 @@ export interface Attachment {
    * The pod's interface name; when left out podnet picks the first free of net1, net2, ... and keeps it while the attachment lasts.
    */
   interface?: string;
-  /**
-   * Static addresses, each inside one of the Network's ranges.
-   *
-   * @maxItems 4
-   */
-  ips?: Cidr[];
+  ips?: StaticAddresses;
   bandwidth?: Bandwidth;
   /**
    * When true, a pod this config selects at its creation is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
@@ -938,12 +942,7 @@ export interface ClaimParameters {
    * The pod's interface name; when left out podnet picks the first free of net1, net2, ...
    */
   interface?: string;
-  /**
-   * Static addresses, each inside one of the Network's ranges (or its own, where the Network allows them).
-   *
-   * @maxItems 4
-   */
-  ips?: Cidr[];
+  ips?: StaticAddresses;
   /**
    * The interface's MAC, where the Network allows a pod its own (spec.staticMacs).
    */
@@ -1266,12 +1265,7 @@ export interface NetworkSelection {
    * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
    */
   interface?: string;
-  /**
-   * Static addresses, each inside one of the Network's ranges.
-   *
-   * @maxItems 4
-   */
-  ips?: Cidr[];
+  ips?: StaticAddresses;
   /**
    * A unicast MAC address, lower case.
    */
