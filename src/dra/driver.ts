@@ -10,6 +10,8 @@ import type { KubeApi } from '../kube/api.ts';
 import type { KubeSource } from '../kube/informers.ts';
 import { claimNamesOf, resourceClaimPath } from '../kube/resources.ts';
 import { servedOn, type NodeLimits } from '../model/desired.ts';
+import { claimDocumentName } from '../model/identity.ts';
+import { permissionsByNamespace } from '../model/permissions.ts';
 import type { OnQuarantined } from '../registry/quarantine.ts';
 import type { DraClaim, DraDevice } from '../grpc/apis.ts';
 import { driverName, networkDevices } from './devices.ts';
@@ -74,7 +76,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
   const statuses = new ClaimStatusPublisher({ api: opts.api, nodeName: source.nodeName, claims: prepared, facts: opts.facts, log });
 
   const prepare = async (asked: DraClaim): Promise<{ devices: DraDevice[] } | { error: string }> => {
-    const what = `ResourceClaim ${asked.namespace}/${asked.name}`;
+    const what = claimDocumentName(asked);
     if (!source.synced) return { error: `podnet's daemon on node ${source.nodeName} has not read the API server yet; the kubelet will ask again` };
     let claim: ClaimObject;
     try {
@@ -84,7 +86,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
     }
     if (claim.metadata.uid !== asked.uid) return { error: `${what} is not the claim the kubelet asked for (uid ${asked.uid}; the API server has ${claim.metadata.uid ?? 'none'})` };
     const docs = source.documents();
-    const permissions = docs.permissions.filter((p) => (p.metadata.namespace ?? 'default') === asked.namespace);
+    const permissions = permissionsByNamespace(docs.permissions).get(asked.namespace) ?? [];
     const made = prepareClaim(claim, { node: source.nodeName, networks: docs.networks, namespaceLabels: source.namespaceLabels(asked.namespace), nodeLabels: source.nodeLabels(), permissions, limits: opts.limits });
     if ('error' in made) {
       log.warn('refused to prepare a claim', { claim: `${asked.namespace}/${asked.name}`, error: made.error });
@@ -110,7 +112,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       }
       return {};
     } catch (err) {
-      return { error: `ResourceClaim ${asked.namespace}/${asked.name}: ${toPodnetError(err).message}` };
+      return { error: `${claimDocumentName(asked)}: ${toPodnetError(err).message}` };
     }
   };
 
