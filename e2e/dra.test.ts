@@ -71,10 +71,24 @@ t.test('a tenant claims a bridge Network: podnet offers it as a device, net1 is 
     );
   }
   const to = (await addressOf('claim-b'))!.split('/')[0]!;
+  const addressA = await addressOf('claim-a');
   const ping = await asTenant(['exec', 'claim-a', '--', 'ping', '-c', '1', '-W', '5', to]);
   t.equal(ping.exitCode, 0, 'claim-a pings claim-b over net1');
   const prepared = join(node.folder('/var/lib/podnet'), 'claims');
   t.equal((await readdir(prepared)).filter((f) => f.endsWith('.json')).length, 2, 'two claims prepared, on file in the state dir');
+
+  // The kubelet restarted: it deletes the node's slices at its start and registers the plugin
+  // again; podnet offers its devices again, and the running claimed pods keep their network.
+  await node.restartKubelet();
+  const again = await until('the slice offers blue again after the kubelet\'s restart', async () => {
+    const found = await slicesOf(node);
+    return found[0]?.spec.devices?.some((d) => d.name === 'blue') ? found : undefined;
+  }, 90_000);
+  t.ok(again[0]!.spec.pool.generation > slices[0]!.spec.pool.generation, "podnet wrote the pool again after the kubelet's wipe, at a higher generation");
+  t.equal(await addressOf('claim-a'), addressA, 'claim-a kept net1 and its address through the kubelet\'s restart');
+  await asTenant(['apply', '-f', '-'], stringify(claimedPod('claim-c', { template: 'blue-net1' }, '198.18.241.')));
+  await asTenant(['wait', '--for=condition=Ready', 'pod/claim-c', '--timeout=120s']);
+  t.pass('a pod claiming blue after the restart starts with net1');
 
   // A claim on a Network its namespace may not use, or naming none in the one form: refused at once.
   const red = bridgeNetwork(t, 'red', ['198.18.246.0/24'], ['tenant-b']);
@@ -95,11 +109,11 @@ t.test('a tenant claims a bridge Network: podnet offers it as a device, net1 is 
   }, 120_000);
   t.match(told, /ResourceClaim tenant-a\/bad: .*spec\.devices\.config\[0\]\.opaque\.parameters.*ips/, 'the Event names the claim and the field');
   t.equal((await asTenant(['get', 'pod', 'bad-pod', '-o', 'jsonpath={.status.phase}'])).stdout, 'Pending', 'the pod does not run without its network');
-  t.equal((await readdir(prepared)).filter((f) => f.endsWith('.json')).length, 2, 'nothing prepared for it');
+  t.equal((await readdir(prepared)).filter((f) => f.endsWith('.json')).length, 3, 'nothing prepared for it');
 
   // The pods deleted: the kubelet unprepares their claims, and podnet forgets them.
-  await asTenant(['delete', 'pod', 'claim-a', 'claim-b', 'bad-pod', '--wait=true', '--timeout=120s']);
-  await until('both claims unprepared', async () => ((await readdir(prepared)).filter((f) => f.endsWith('.json')).length === 0 ? true : undefined), 120_000);
-  t.pass('the kubelet unprepared both claims and podnet removed them from its state dir');
+  await asTenant(['delete', 'pod', 'claim-a', 'claim-b', 'claim-c', 'bad-pod', '--wait=true', '--timeout=120s']);
+  await until('every claim unprepared', async () => ((await readdir(prepared)).filter((f) => f.endsWith('.json')).length === 0 ? true : undefined), 120_000);
+  t.pass('the kubelet unprepared every claim and podnet removed them from its state dir');
   t.ok(existsSync(join(node.folder('/var/lib/kubelet'), 'plugins_registry', `${driver}-reg.sock`)), "podnet's registration socket is in the kubelet's plugins_registry");
 });

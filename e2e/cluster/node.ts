@@ -78,6 +78,8 @@ export interface Node {
   inNode(argv: readonly string[]): [string, ...string[]];
   /** containerd and the kubelet stopped and started again, pods' containers included: a node's reboot, short of the kernel. */
   restart(): Promise<void>;
+  /** The kubelet alone stopped and started again (its pods run on), Ready again. */
+  restartKubelet(): Promise<void>;
   /** containerd and the kubelet stopped, every process of its pods killed: a machine switched off. Its Node object stays (a test deletes it). */
   leave(): Promise<void>;
   /** containerd and the kubelet started again after leave(), with the node's folders as they were: the node registers anew under its name. */
@@ -330,6 +332,11 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     async restart() {
       await leave();
       await rejoin();
+    },
+    async restartKubelet() {
+      await terminate(kubelet, 'SIGTERM', 10_000);
+      processes.splice(processes.indexOf(kubelet), 1);
+      kubelet = await startKubelet();
     },
     leave,
     rejoin,
