@@ -131,7 +131,7 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
     const policies = shipped.filter((o) => o['kind'] === 'ValidatingAdmissionPolicy');
     t.same(
       policies.map((p) => p['metadata']['name']),
-      ['podnet-node-pods', 'podnet-node-podnetworkconfig-status', 'podnet-node-network-status', 'podnet-controller-status', 'podnet-controller-objects'],
+      ['podnet-node-pods', 'podnet-node-podnetworkconfig-status', 'podnet-node-network-status', 'podnet-controller-status', 'podnet-controller-objects', 'podnet-node-resourceslices', 'podnet-node-resourceclaim-status'],
     );
     for (const policy of policies) {
       const name = policy['metadata']['name'] as string;
@@ -222,6 +222,37 @@ t.test("a daemon token bound to its pod on node-a writes only node-a's pods and 
       t.match(answer.body['message'], message);
     }
     t.strictSame((await asAdmin('GET', networkPath)).body['status']['nodes'], before, 'the entries are as they were');
+  });
+
+  await t.test("ResourceSlices (podnet's DRA driver): node-a writes its own pool's slices and no other node's, pool or name", async (t) => {
+    const slice = (name: string, node: string, pool = node, driver = 'dra.podnetwork.opdev.io') => ({
+      apiVersion: 'resource.k8s.io/v1',
+      kind: 'ResourceSlice',
+      metadata: { name },
+      spec: { driver, nodeName: node, pool: { name: pool, generation: 1, resourceSliceCount: 1 }, devices: [] },
+    });
+    const slices = '/apis/resource.k8s.io/v1/resourceslices';
+    const create = (call: Caller, body: object) => call('POST', slices, body);
+    const own = await create(asNodeA, slice('node-a-podnet-0', 'node-a'));
+    t.equal(own.status, 201, `node-a creates its own slice (${String(own.body['message'] ?? '')})`);
+    t.equal((await create(asNodeB, slice('node-b-podnet-0', 'node-b'))).status, 201, 'node-b its own');
+    const refusal = /ValidatingAdmissionPolicy 'podnet-node-resourceslices'.*podnet's daemon on node node-a may write only node node-a's ResourceSlices of driver dra\.podnetwork\.opdev\.io, in pool node-a, named node-a-podnet-N/;
+    for (const [what, body] of [
+      ["a slice of node-b's", slice('node-a-podnet-1', 'node-b')],
+      ["node-b's pool on node-a", slice('node-a-podnet-1', 'node-a', 'node-b')],
+      ["node-b's slice name", slice('node-b-podnet-1', 'node-a')],
+      ["another driver's slice", slice('node-a-podnet-1', 'node-a', 'node-a', 'gpu.example.com')],
+    ] as const) {
+      const answer = await create(asNodeA, body);
+      t.equal(answer.status, 403, `${what}: refused`);
+      t.match(answer.body['message'], refusal);
+    }
+    const removed = await asNodeA('DELETE', `${slices}/node-b-podnet-0`);
+    t.equal(removed.status, 403, "deleting node-b's slice: refused");
+    t.equal((await asNodeA('DELETE', `${slices}/node-a-podnet-0`)).status, 200, 'deleting its own: allowed');
+    const unboundAnswer = await create(asUnbound, slice('node-a-podnet-2', 'node-a'));
+    t.equal(unboundAnswer.status, 403, 'a token naming no node creates no slice');
+    t.match(unboundAnswer.body['message'], /only with the token of its own pod on a node/);
   });
 
   await t.test('a token of the account bound to no pod writes none of it; reads and Events stay allowed', async (t) => {

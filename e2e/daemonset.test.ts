@@ -110,8 +110,9 @@ t.test('the image runs the DaemonSet: install chains podnet, the daemon gets rea
   // The daemon container: ready, then a pod networked after it started is adopted at its next start.
   const name = uniqueName('podnet-ds-');
   t.teardown(() => podman(['rm', '--force', '--time', '0', name]));
-  // No API server here (e2e/kube.test.ts has one): the daemon runs on its node's own state alone.
-  const daemonArgs = daemon!.args.filter((a, i, all) => a !== '--node-name' && all[i - 1] !== '--node-name');
+  // No API server here (e2e/kube.test.ts has one): the daemon runs on its node's own state alone,
+  // and no kubelet for a DRA driver (e2e/dra.test.ts has one).
+  const daemonArgs = daemon!.args.filter((a, i, all) => a !== '--node-name' && all[i - 1] !== '--node-name' && a !== '--dra');
   const started = await podman(['run', '--detach', '--name', name, ...runArgs(spec, daemon!, node), image, ...daemonArgs]);
   t.equal(started.exitCode, 0, `the daemon container starts: ${started.stderr}`);
   const probe = async () => (await podman(['exec', name, '/usr/local/bin/podnet', 'status', '--ready'])).exitCode === 0 || undefined;
