@@ -49,8 +49,9 @@ spec:
   await execa('ip', ['netns', 'del', pod.ns.name]);
   await execa('ip', ['netns', 'add', pod.ns.name]);
   await execa('ip', ['-n', pod.ns.name, 'link', 'add', 'net1', 'type', 'veth', 'peer', 'name', 'theirs1']);
-  await until('the sandbox taken for gone', async () => ((await cli.explain('default/cnf-i')).exitCode !== 0 ? true : undefined));
-  await until('its plugin attachment forgotten (DEL run without the netns)', async () => ((await execa('ls', [`${daemon.stateDir}/delegated`])).stdout.trim() === '' ? true : undefined));
+  // Bounded generously: on a loaded machine (the suite's kubelet nodes beside it) a pass takes seconds.
+  await until('the sandbox taken for gone', async () => ((await cli.explain('default/cnf-i')).exitCode !== 0 ? true : undefined), 60_000);
+  await until('its plugin attachment forgotten (DEL run without the netns)', async () => ((await execa('ls', [`${daemon.stateDir}/delegated`])).stdout.trim() === '' ? true : undefined), 60_000);
   // A few resyncs (one a second) in which podnet would repair lo's MTU in a netns it took for the sandbox's.
   await new Promise((r) => setTimeout(r, 3000));
   t.equal((await linkOf(pod.ns.name, 'lo'))?.mtu, 65536, "the new namespace's lo is untouched");
