@@ -11,6 +11,7 @@ import type { Step } from '../model/step.ts';
 import type { DelegatedRecord } from '../delegate/store.ts';
 import type { AttachmentRecord, SandboxList } from '../protocol/validate.ts';
 import { isClaimDocument } from '../model/identity.ts';
+import { addressOwner } from '../model/resolve.ts';
 import { sameSandbox } from '../registry/fold.ts';
 import { attachedKeys, attachmentKey, type SandboxFacts } from '../status/status.ts';
 import type { AttachmentState } from '../metrics.ts';
@@ -205,19 +206,13 @@ export class SandboxLedger {
    * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
    * there yet). What the metrics count.
    */
-  /**
-   * By Network, the attachments on this node holding addresses of it that came from no claim
-   * (an annotation's, a config's): what a DRA device offers the scheduler less (docs/adr/0033).
-   */
-  addressesHeldOutsideClaims(): Map<string, number> {
-    const held = new Map<string, number>();
+  /** The address owners (addressOwner) of the attachments the sandboxes' claims ask (docs/adr/0033). */
+  claimAddressOwners(): Set<string> {
+    const owners = new Set<string>();
     for (const outcome of this.outcomes.values()) {
-      const claimed = new Set(outcome.wanted.attachments.filter((w) => isClaimDocument(w.from)).map((w) => `${w.network.metadata.name}/${w.interface}`));
-      for (const a of outcome.applied?.attachments ?? []) {
-        if (a.addresses.length > 0 && !claimed.has(`${a.network}/${a.interface}`)) held.set(a.network, (held.get(a.network) ?? 0) + 1);
-      }
+      for (const w of outcome.wanted.attachments) if (isClaimDocument(w.from)) owners.add(addressOwner(outcome.record.containerId, w.interface));
     }
-    return held;
+    return owners;
   }
 
   attachmentStates(): { network: string; state: AttachmentState }[] {

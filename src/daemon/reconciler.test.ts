@@ -101,12 +101,21 @@ const attachLines = [
   `netns ${netns} ip link set dev eth0 mtu 1400`,
 ];
 
+t.test("an address held for a claim's attachment is not one a DRA device offers less: the scheduler counts the claim itself", async (t) => {
+  const claimed = (r: AttachmentRecord): SandboxIdentity => ({ ...identityOf(r), claims: [{ document: 'ResourceClaim default/net', attachments: [{ network: 'blue', field: 'spec.devices.requests[net]', interface: 'net1' }] }] });
+  const { ipam, reconciler } = await setup(t, [], undefined, claimed);
+  await reconciler.schedule('resync');
+  t.same(ipam.holders(), [{ network: 'blue', owner: 'c1/net1' }], 'the claim got its address');
+  t.strictSame([...reconciler.addressesHeldOutsideClaims()], []);
+});
+
 t.test('a pass applies what the documents ask, records it and its address, and does nothing more while nothing changes', async (t) => {
   const { run, applied, ipam, reconciler, madeByFirstPass, report } = await setup(t);
   await reconciler.schedule('resync');
   t.same(run.lines(), attachLines);
   t.same(applied.get('c1')?.attachments.map((a) => [a.interface, a.hostIf, a.addresses]), [['net1', hostEnd, ['198.18.20.2/24']]]);
   t.same(ipam.holders(), [{ network: 'blue', owner: 'c1/net1' }]);
+  t.strictSame([...reconciler.addressesHeldOutsideClaims()], [['blue', 1]], "its address is one a DRA device offers less: it came from a config, not a claim");
   t.same(report()?.lastSteps.length, 5, 'explain shows the steps of the last pass');
   madeByFirstPass();
   await reconciler.schedule('resync');

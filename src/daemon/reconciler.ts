@@ -148,9 +148,16 @@ export class Reconciler {
     return this.ledger.attachmentStates();
   }
 
-  /** By Network, the attachments on this node holding addresses of it that came from no claim (what a DRA device offers less). */
+  /**
+   * By Network, the owners holding addresses of it on this node whose attachment came from no
+   * claim: what a DRA device offers less (docs/adr/0033). From IPAM's own file, so an address kept
+   * for a retry, or held by a sandbox a restarted daemon has not passed yet, counts too.
+   */
   addressesHeldOutsideClaims(): Map<string, number> {
-    return this.ledger.addressesHeldOutsideClaims();
+    const claimed = this.ledger.claimAddressOwners();
+    const held = new Map<string, number>();
+    for (const { network, owner } of this.opts.ipam.holders()) if (!claimed.has(owner)) held.set(network, (held.get(network) ?? 0) + 1);
+    return held;
   }
 
   /** What is wrong with each document (documentProblems), with this node's namespace labels and limits: what the socket and the status tell. */
