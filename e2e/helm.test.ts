@@ -58,6 +58,14 @@ t.test('the chart lints clean and renders what kustomize renders, with metrics o
   t.match(pod.volumes.find((v) => v['name'] === 'cri-socket'), { hostPath: { path: '/run/crio' } });
   t.equal(pod.tolerations, undefined, 'tolerations as the values say');
 
+  // Without the DRA driver: no --dra, no DeviceClass nor the claims' policy, and none of the kubelet's folders mounted.
+  const withoutDra = await render('dra.enabled=false');
+  const plain = (withoutDra.get('DaemonSet podnet-system/podnet') as unknown as typeof ds).spec.template.spec;
+  t.notOk((plain.containers[0]!['args'] as string[]).includes('--dra'), 'dra.enabled=false: the daemon is no DRA driver');
+  t.notOk([...withoutDra.keys()].some((k) => k.startsWith('DeviceClass ') || k.includes('podnet-claims-networks')), 'no DeviceClass, no claims policy');
+  t.notOk(plain.volumes.some((v) => String((v['hostPath'] as Obj | undefined)?.['path'] ?? '').startsWith('/var/lib/kubelet')), "none of the kubelet's folders mounted");
+  t.ok([...(await render()).keys()].includes('DeviceClass /podnet'), 'by default: the DeviceClass');
+
   const monitored = await render('metrics.enabled=true', 'metrics.podMonitorLabels.release=kube-prometheus', 'metrics.alertsLabels.release=kube-prometheus');
   for (const key of ['PodMonitor podnet-system/podnet', 'PrometheusRule podnet-system/podnet']) {
     t.match((monitored.get(key) as Obj).metadata, { labels: { 'app.kubernetes.io/name': 'podnet', release: 'kube-prometheus' } }, `${key}: the label its Prometheus selects by`);
