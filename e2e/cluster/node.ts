@@ -32,7 +32,9 @@ const ctrBinary = '/usr/bin/ctr';
 const runcBinary = '/usr/sbin/runc';
 
 /** The node paths that are the test's own folders inside the node's mount namespace. */
-const nodeOwnedPaths = ['/opt/cni/bin', '/etc/cni/net.d', '/var/lib/cni', '/var/lib/podnet', '/run/podnet', '/run/containerd', '/var/lib/kubelet', '/var/log/containers'] as const;
+// /run/nri: containerd 2 serves NRI at /var/run/nri/nri.sock, and a second containerd on the
+// machine (another node of the suite) would find the first one's socket there and exit.
+const nodeOwnedPaths = ['/opt/cni/bin', '/etc/cni/net.d', '/var/lib/cni', '/var/lib/podnet', '/run/podnet', '/run/containerd', '/run/nri', '/var/lib/kubelet', '/var/log/containers'] as const;
 
 /** The images every node test has: a pause image for sandboxes and busybox for pods' containers. */
 export const pauseImage = 'localhost/podnet-e2e/pause:1';
@@ -308,7 +310,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     }
     await killNodeProcesses(root, cgroupRoot, { spare: [holder!.pid, ...processes.map((p) => p.pid)] });
     await freshRunNetns();
-    for (const path of ['/run/podnet', '/run/containerd'] as const) {
+    for (const path of ['/run/podnet', '/run/containerd', '/run/nri'] as const) {
       for (const name of await readdir(folders.get(path)!)) await rm(join(folders.get(path)!, name), { recursive: true, force: true });
     }
     await rm(join(root, 'containerd', 'state'), { recursive: true, force: true });
