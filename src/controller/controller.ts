@@ -4,7 +4,7 @@
 // cache of Nodes may lag behind a node that has just joined.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { coalesce } from '../coalesce.ts';
-import { toPodnetError } from '../errors.ts';
+import { toPodnetError, type PodnetError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { systemClock, type Clock } from '../retry.ts';
 import type { KubeApi } from '../kube/api.ts';
@@ -12,6 +12,9 @@ import { eventRequest } from '../kube/events.ts';
 import { apiGroup, apiVersion, objectPath, paths, statusPath, type ApiObject } from '../kube/resources.ts';
 import { WatchedResources } from '../kube/watched.ts';
 import { goneManagerLines, unknownNodes, withoutNodes, type AnyStatus, type StatusKind } from './gone-nodes.ts';
+
+/** How many writes one look makes of an object whose version moved on under it. */
+const writeAttempts = 3;
 
 /** The field manager of the controller's writes: not podnet/<name>, which a node of that name would be. */
 export const controllerManager = 'podnet-controller';
@@ -53,9 +56,29 @@ export class GoneNodes {
         const confirmed = new Set<string>();
         for (const node of unknown) if (await gone(node)) confirmed.add(node);
         if (confirmed.size === 0) continue;
-        const written = (object.status as AnyStatus | undefined)?.nodes?.some((n) => confirmed.has(n.name)) ? await this.remove(kind, object, confirmed) : object;
+        const written = await this.removeFromCurrent(kind, object, confirmed);
         if (written) await this.forgetManagers(kind, written, confirmed);
       }
+    }
+  }
+
+  /**
+   * The gone nodes' entries removed from the object, read again from the API server after a write
+   * that did not take: the cache may lag behind a live node's write of its own entry, and a look
+   * every sweep would lose that race as long as the live node writes. At most writeAttempts.
+   */
+  private async removeFromCurrent(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<ApiObject | undefined> {
+    let current = object;
+    for (let attempt = 1; ; attempt++) {
+      if (!(current.status as AnyStatus | undefined)?.nodes?.some((n) => gone.has(n.name))) return current;
+      const outcome = await this.remove(kind, current, gone);
+      if (!(outcome instanceof Error)) return outcome;
+      const again = attempt < writeAttempts ? await this.opts.api.get<ApiObject>(objectPath(kind, current.metadata)).catch(() => undefined) : undefined;
+      if (!again) {
+        this.opts.log.warn("could not remove gone nodes' entries; looking again at the next change or sweep", { object: nameOf(kind, current), nodes: [...gone].sort(), error: outcome.message });
+        return undefined;
+      }
+      current = again;
     }
   }
 
@@ -78,11 +101,11 @@ export class GoneNodes {
    * patch that tests its resourceVersion: a write raced with is looked at again, not overwritten),
    * and one Event of it, told by the write that took.
    */
-  private async remove(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<ApiObject | undefined> {
+  private async remove(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<ApiObject | PodnetError> {
     const { api, log, clock = systemClock } = this.opts;
     const now = new Date(clock()).toISOString();
     const status = withoutNodes(kind, object.status as AnyStatus, gone, now);
-    const what = `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
+    const what = nameOf(kind, object);
     const nodes = [...gone].sort();
     let written: ApiObject;
     try {
@@ -95,8 +118,7 @@ export class GoneNodes {
         controllerManager,
       )) as unknown as ApiObject;
     } catch (err) {
-      log.warn("could not remove gone nodes' entries; looking again at the next change or sweep", { object: what, nodes, error: toPodnetError(err).message });
-      return undefined;
+      return toPodnetError(err);
     }
     log.info("removed gone nodes' entries", { object: what, nodes, ready: status.ready });
     const message = `${nodes.length === 1 ? `node ${nodes[0]} is` : `nodes ${nodes.join(', ')} are`} gone from the cluster: removed from status.nodes (READY ${status.ready ?? ''})`;
@@ -116,7 +138,7 @@ export class GoneNodes {
   private async forgetManagers(kind: StatusKind, object: ApiObject, gone: ReadonlySet<string>): Promise<void> {
     const lines = goneManagerLines(object.metadata.managedFields, gone);
     if (lines.length === 0) return;
-    const what = `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
+    const what = nameOf(kind, object);
     try {
       await this.opts.api.patch(
         objectPath(kind, object.metadata),
@@ -127,6 +149,11 @@ export class GoneNodes {
       this.opts.log.warn("could not remove gone nodes' field managers; looking again at the next change or sweep", { object: what, nodes: [...gone].sort(), error: toPodnetError(err).message });
     }
   }
+}
+
+/** "PodNetworkConfig ns/name", "Network name": how the log names an object. */
+function nameOf(kind: StatusKind, object: ApiObject): string {
+  return `${kind} ${object.metadata.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata.name}`;
 }
 
 /** The controller running: its informers, a look at each Node's deletion (a burst as one) and every `sweepMs`. */
