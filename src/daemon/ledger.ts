@@ -201,11 +201,6 @@ export class SandboxLedger {
     return [...this.outcomes.values()].filter((o) => o.known).map(({ lastError, ...o }) => ({ ...o, ...(lastError ? { lastError } : {}), links: this.tracks.get(o.containerId)?.sight?.view.pod }));
   }
 
-  /**
-   * Each attachment the sandboxes want or have, with its Network and state, as the last pass left
-   * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
-   * there yet). What the metrics count.
-   */
   /** The address owners (addressOwner) of the attachments the sandboxes' claims ask (docs/adr/0033). */
   claimAddressOwners(): Set<string> {
     const owners = new Set<string>();
@@ -215,6 +210,11 @@ export class SandboxLedger {
     return owners;
   }
 
+  /**
+   * Each attachment the sandboxes want or have, with its Network and state, as the last pass left
+   * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
+   * there yet). What the metrics count.
+   */
   attachmentStates(): { network: string; state: AttachmentState }[] {
     return [...this.outcomes.values()].flatMap((r) => {
       const there = new Set([...(r.applied?.attachments ?? []), ...r.delegated].map((a) => `${a.network}/${a.interface}`));

@@ -9,12 +9,9 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '../log.ts';
 import type { SandboxIdentity } from '../model/identity.ts';
-import { allPodsQuiet, stateLayout } from '../protocol/paths.ts';
+import { allPodsQuiet, objectUid, stateLayout } from '../protocol/paths.ts';
 import type { DesiredDocuments } from '../sources/source.ts';
 import { asksAnything } from './first-pass.ts';
-
-/** A pod UID as podnet's records take one (schemas/protocol.schema.json, PodIdentity.uid). */
-const podUid = /^[a-zA-Z0-9-]{1,64}$/;
 
 export class QuietPods {
   private readonly dir: string;
@@ -43,7 +40,7 @@ export class QuietPods {
       if (docs.configs.length === 0) quiet.add(allPodsQuiet);
     } else {
       // A UID names a file here: one that is not a UID's shape (the API server's word alone) gets no hint.
-      for (const { uid, identity } of pods) if (podUid.test(uid) && !asksAnything(identity, docs.configs)) quiet.add(uid);
+      for (const { uid, identity } of pods) if (objectUid.test(uid) && !asksAnything(identity, docs.configs)) quiet.add(uid);
     }
     // Removed first: a pod that asks now must not be told quiet a moment longer than needed. One
     // that could not be removed stays known as written, and is tried again at the next change.

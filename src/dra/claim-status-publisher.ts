@@ -31,7 +31,7 @@ export class ClaimStatusPublisher {
   }
 
   readonly publish = coalesce(async () => {
-    const { claims, nodeName, api, log } = this.opts;
+    const { claims } = this.opts;
     const now = (this.opts.now ?? (() => new Date().toISOString()))();
     const byPod = new Map(this.opts.facts().map((f) => [f.record.pod.uid, f]));
     const live = new Set<string>();
@@ -43,14 +43,7 @@ export class ClaimStatusPublisher {
       const devices = claimDeviceStatuses(claim, facts, before?.devices ?? [], now);
       const text = JSON.stringify(devices, (key, value: unknown) => (key === 'lastTransitionTime' ? undefined : value));
       if (text === before?.text) continue;
-      const body = { apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: claim.claim.name, namespace: claim.claim.namespace }, status: { devices } };
-      try {
-        await api.apply(`${resourceClaimPath(claim.claim.namespace, claim.claim.name)}/status`, body as unknown as Json, nodeFieldManager(nodeName));
-        this.written.set(uid, { devices, text });
-      } catch (err) {
-        // A claim deleted since: its unprepare follows, and nothing is left to tell.
-        if (!(err instanceof PodnetError && err.code === 'NOT_FOUND')) log.warn("could not write a claim's status; trying again after the next pass", { claim: `${claim.claim.namespace}/${claim.claim.name}`, error: toPodnetError(err).message });
-      }
+      if (await this.write(claim.claim, devices, "could not write a claim's status; trying again after the next pass")) this.written.set(uid, { devices, text });
     }
     for (const uid of this.written.keys()) if (!live.has(uid)) this.written.delete(uid);
   });
@@ -58,12 +51,22 @@ export class ClaimStatusPublisher {
   /** An unprepared claim: podnet's entries of its status.devices removed (server-side apply of none). */
   async forget(claim: { namespace: string; name: string; uid: string }): Promise<void> {
     this.written.delete(claim.uid);
-    const body = { apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: claim.name, namespace: claim.namespace }, status: { devices: [] } };
+    await this.write(claim, [], "could not take podnet's entries out of an unprepared claim's status");
+  }
+
+  /**
+   * The claim's status.devices as this node's field manager applies them; whether it took. A claim
+   * the API server no longer has (deleted or deallocated, its status dropped with it) is no failure
+   * to tell: its unprepare follows, and nothing is left to say.
+   */
+  private async write(claim: { namespace: string; name: string }, devices: AllocatedDeviceStatus[], failure: string): Promise<boolean> {
+    const body = { apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: claim.name, namespace: claim.namespace }, status: { devices } };
     try {
       await this.opts.api.apply(`${resourceClaimPath(claim.namespace, claim.name)}/status`, body as unknown as Json, nodeFieldManager(this.opts.nodeName));
+      return true;
     } catch (err) {
-      // Deleted or deallocated: the API server dropped its status with it.
-      if (!(err instanceof PodnetError && err.code === 'NOT_FOUND')) this.opts.log.warn("could not take podnet's entries out of an unprepared claim's status", { claim: `${claim.namespace}/${claim.name}`, error: toPodnetError(err).message });
+      if (!(err instanceof PodnetError && err.code === 'NOT_FOUND')) this.opts.log.warn(failure, { claim: `${claim.namespace}/${claim.name}`, error: toPodnetError(err).message });
+      return false;
     }
   }
 }

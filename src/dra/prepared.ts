@@ -6,7 +6,7 @@
 // read; one that is not is set aside in quarantine/.
 import { join } from 'node:path';
 import type { PreparedClaim as PreparedClaimFile } from '../protocol/validate.ts';
-import { stateLayout } from '../protocol/paths.ts';
+import { objectUid, stateLayout } from '../protocol/paths.ts';
 import { ensurePrivateDir, namesIn, removeFile, writeFileAtomic } from '../registry/atomic-file.ts';
 import { setAside, type OnQuarantined } from '../registry/quarantine.ts';
 import { readStateDocument, stateDocumentText, type Unversioned } from '../registry/state-document.ts';
@@ -59,7 +59,7 @@ export class PreparedClaims {
   remove(uid: string): boolean {
     const had = this.claims.delete(uid);
     // A UID of the schema's shape names a file here; any other was never prepared.
-    if (/^[a-zA-Z0-9-]{1,64}$/.test(uid)) removeFile(join(this.dir, `${uid}.json`));
+    if (objectUid.test(uid)) removeFile(join(this.dir, `${uid}.json`));
     return had;
   }
 }

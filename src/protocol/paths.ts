@@ -74,6 +74,12 @@ export const stateLayout = {
   claims: 'claims',
 } as const;
 
+/**
+ * A Kubernetes object UID as podnet's records and state files take one (schemas: PodIdentity.uid,
+ * ClaimUid): what may name a file in quiet-pods/ or claims/.
+ */
+export const objectUid = /^[a-zA-Z0-9-]{1,64}$/;
+
 /** In stateLayout.quietPods: every pod is quiet ('_' is in no pod UID). */
 export const allPodsQuiet = '_all';
 
