@@ -182,13 +182,7 @@ class Merge {
     if ('problem' in request) return this.problem({ document: from, field: base, reason: request.problem });
     request.selections.forEach((selection: NetworkSelection, i) => {
       const field = annotationField(i);
-      if (!this.permitted('attachments', from, field)) return;
-      const network = this.reachable(selection.name, from, `${field}.name`);
-      if (!network || !this.attachable(network, selection, from, field)) return;
-      const at = { network, from, ...(selection.ips ? { ips: [...selection.ips] } : {}) };
-      if (selection.interface === undefined) return void this.unnamed.push({ at, field, ...(selection.mac ? { mac: selection.mac } : {}) });
-      this.attach({ ...at, interface: selection.interface }, field);
-      if (selection.mac) this.macs.push({ interface: selection.interface, mac: selection.mac, from, field: `${field}.mac` });
+      this.askAttachment(selection.name, selection, from, field, `${field}.name`);
     });
   }
 
@@ -205,19 +199,26 @@ class Merge {
           this.problem({ document: from, field, reason: claim.refused });
           continue;
         }
-        if (!this.permitted('attachments', from, field)) continue;
-        if (asked.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) continue;
-        const network = this.reachable(asked.network, from, `${field}.network`);
-        if (!network || !this.attachable(network, asked, from, field)) continue;
-        const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}) };
-        if (asked.interface === undefined) {
-          this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
-          continue;
-        }
-        this.attach({ ...at, interface: asked.interface }, field);
-        if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });
+        this.askAttachment(asked.network, asked, from, field, `${field}.network`);
       }
     }
+  }
+
+  /**
+   * One attachment asked (an annotation's entry, a config's, a claim's device), under the rules
+   * every one keeps: the namespace may ask it (and its rate limits), its Network admits the pod
+   * here, its kind allows what it brings. Without an interface it is named once every named one
+   * is known; a MAC it asks is a tuning of its interface.
+   */
+  private askAttachment(networkName: string, asked: AttachmentAsks & { interface?: string | undefined }, from: string, field: string, networkField: string): void {
+    if (!this.permitted('attachments', from, field)) return;
+    if (asked.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) return;
+    const network = this.reachable(networkName, from, networkField);
+    if (!network || !this.attachable(network, asked, from, field)) return;
+    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}) };
+    if (asked.interface === undefined) return void this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
+    this.attach({ ...at, interface: asked.interface }, field);
+    if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });
   }
 
   /** One config that selects the pod: its attachments, interfaces, routes, rules and sysctls. */
@@ -226,14 +227,7 @@ class Merge {
     this.out.configs.push(from);
     (config.spec.attachments ?? []).forEach((a, i) => {
       const field = `spec.attachments[${i}]`;
-      if (!this.permitted('attachments', from, field)) return;
-      if (a.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) return;
-      const network = this.reachable(a.network, from, `${field}.network`);
-      if (!network || !this.attachable(network, a, from, field)) return;
-      const at = { network, from, ...(a.ips ? { ips: [...a.ips] } : {}), ...(a.bandwidth ? { bandwidth: { ...a.bandwidth } } : {}) };
-      // Without an interface it is named with the annotation's unnamed ones, once every named one is known.
-      if (a.interface === undefined) this.unnamed.push({ at, field });
-      else this.attach({ ...at, interface: a.interface }, field);
+      this.askAttachment(a.network, a, from, field, `${field}.network`);
     });
     (config.spec.interfaces ?? []).forEach((tuning, i) => {
       if (!this.permitted('interfaces', from, `spec.interfaces[${i}]`)) return;
