@@ -12,7 +12,7 @@ import { prepareClusterTest, startCluster } from './cluster/cluster.ts';
 import { missingNodePrerequisite, prepareNodeTest, startNode } from './cluster/node.ts';
 import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
-import { installPodnet, podnetImage } from './lib/podnet-node.ts';
+import { installPodnet, podnetImage, tenantMayCreate } from './lib/podnet-node.ts';
 import { bridgeNetwork } from './lib/kube.ts';
 import { claimedPod, claimSpec, driver, json, slicesOf, type Claim } from './lib/claims.ts';
 
@@ -26,7 +26,7 @@ async function draNode(t: Test, subnets: { primary: string; blue: string }) {
   const asTenant = (args: string[], input?: string) => node.kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
   await node.kubectl(['create', 'namespace', tenant]);
   await node.kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
-  await until('tenant-a may create pods', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  await tenantMayCreate(node.kubectl, 'pods', 'the aggregation controller filled edit');
   return { cluster, node, tag, asTenant };
 }
 
@@ -48,7 +48,7 @@ t.test('a tenant claims a bridge Network: podnet offers it as a device, net1 is 
   t.strictSame([device.attributes?.['network']?.string, device.attributes?.['type']?.string, device.capacity?.['addresses']?.value, device.allowMultipleAllocations], ['blue', 'bridge', '253', true], 'device blue: its Network, its type, 253 addresses to give, shared');
   t.match((await node.kubectl(['get', 'resourceslices'])).stdout, new RegExp(`${slices[0]!.metadata.name}\\s+${node.name}\\s+${driver.replaceAll('.', '\\.')}\\s+${node.name}`), 'kubectl get resourceslices shows it');
 
-  await until('tenant-a may create resourceclaimtemplates', async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'resourceclaimtemplates.resource.k8s.io'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  await tenantMayCreate(node.kubectl, 'resourceclaimtemplates.resource.k8s.io', "edit aggregates DRA's claims");
   await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: { name: 'blue-net1', namespace: tenant }, spec: { spec: claimSpec('blue', { interface: 'net1' }) } }));
   for (const name of ['claim-a', 'claim-b']) await asTenant(['apply', '-f', '-'], stringify(claimedPod(name, { template: 'blue-net1' }, '198.18.241.')));
   for (const name of ['claim-a', 'claim-b']) await asTenant(['wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s']);

@@ -15,7 +15,7 @@ import { busyboxImage, machineTraces, missingNodePrerequisite, nodeProcesses, no
 import { until } from './lib/engine.ts';
 import { ensureHelm } from './cluster/binaries.ts';
 import { missingPrerequisite, repoRoot } from './lib/env.ts';
-import { installPodnet, overlay, podnetImage } from './lib/podnet-node.ts';
+import { installPodnet, overlay, podnetImage, tenantMayCreate as mayCreate } from './lib/podnet-node.ts';
 import { bridgeNetwork, podNetworkConfig } from './lib/kube.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
@@ -74,9 +74,7 @@ async function podnetNode(t: Test, runtime: NodeRuntime, subnets: { primary: str
   made.links.push(node.primaryBridge);
   const tag = await podnetImage(t, node);
   const asTenant = (args: string[], input?: string) => node.kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
-  /** Until RBAC lets tenant-a create `resource` (a moment after its roles change). */
-  const tenantMayCreate = (resource: string, why: string) =>
-    until(`tenant-a may create ${resource} (${why})`, async () => ((await node.kubectl(['-n', tenant, 'auth', 'can-i', 'create', resource], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  const tenantMayCreate = (resource: string, why: string) => mayCreate(node.kubectl, resource, why);
   await node.kubectl(['create', 'namespace', tenant]);
   await node.kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
   await tenantMayCreate('pods', 'the aggregation controller filled edit');

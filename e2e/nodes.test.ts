@@ -17,6 +17,7 @@ import { until } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { bridgeNetwork, group, podNetworkConfig } from './lib/kube.ts';
 import { tenant, twoNodes } from './lib/two-nodes.ts';
+import { tenantMayCreate } from './lib/podnet-node.ts';
 import { claimedPod, claimSpec, driver, slicesOf } from './lib/claims.ts';
 
 const skip = missingPrerequisite(['/usr/sbin/debootstrap']) ?? missingNodePrerequisite() ?? (await prepareClusterTest(t)) ?? (await prepareNodeTest(t));
@@ -207,7 +208,7 @@ t.test("podnet's DRA driver across two nodes: a Network served on one node only 
   t.equal(offered.first.flatMap((s) => s.spec.devices ?? []).find((d) => d.name === 'small')?.capacity?.['addresses']?.value, '2', "small's device offers its two addresses");
   t.pass(`edge is a device of ${nodes[0].name} only; small of both`);
 
-  await until('tenant-a may create resourceclaimtemplates', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'resourceclaimtemplates.resource.k8s.io'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  await tenantMayCreate(kubectl, 'resourceclaimtemplates.resource.k8s.io', "edit aggregates DRA's claims");
   const template = (name: string, network: string) => ({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: { name, namespace: tenant }, spec: { spec: claimSpec(network, { interface: 'net1' }) } });
   await asTenant(['apply', '-f', '-'], [template('edge-net1', 'edge'), template('small-net1', 'small')].map((o) => stringify(o)).join('---\n'));
   const nodeOf = async (pod: string) => (await asTenant(['get', 'pod', pod, '-o', 'jsonpath={.spec.nodeName}'])).stdout;

@@ -9,6 +9,7 @@ import { stringify } from 'yaml';
 import { buildImage } from '../../scripts/image.ts';
 import type { Cluster, Owner } from '../cluster/cluster.ts';
 import type { Node } from '../cluster/node.ts';
+import { until } from './engine.ts';
 import { repoRoot } from './env.ts';
 import { uniqueName } from './netns.ts';
 
@@ -66,4 +67,9 @@ export async function podnetImage(t: Owner, node: Node): Promise<string> {
 export async function installPodnet(t: Owner, cluster: Cluster, node: Node, imageTag: string): Promise<void> {
   await node.kubectl(['apply', '-k', await overlay(t, cluster, imageTag, 'install')]);
   await node.kubectl(['rollout', 'status', '-n', 'podnet-system', 'daemonset/podnet', '--timeout=180s']);
+}
+
+/** Until RBAC lets tenant-a create `resource` in its namespace, tenant-a (a moment after its roles change: `why`). */
+export function tenantMayCreate(kubectl: Node['kubectl'], resource: string, why: string): Promise<true> {
+  return until(`tenant-a may create ${resource} (${why})`, async () => ((await kubectl(['-n', 'tenant-a', 'auth', 'can-i', 'create', resource], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
 }

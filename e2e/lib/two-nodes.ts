@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import { startCluster } from '../cluster/cluster.ts';
 import { busyboxImage, startNode, type Node } from '../cluster/node.ts';
 import { until } from './engine.ts';
-import { installPodnet, podnetImage } from './podnet-node.ts';
+import { installPodnet, podnetImage, tenantMayCreate } from './podnet-node.ts';
 
 export const tenant = 'tenant-a';
 
@@ -23,7 +23,7 @@ export async function twoNodes(t: Test, primaries: [string, string]) {
   const readyDaemons = async () => (await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}'])).stdout;
   await kubectl(['create', 'namespace', tenant]);
   await kubectl(['create', 'rolebinding', '-n', tenant, 'tenant-a-edit', '--clusterrole=edit', '--user=tenant-a']);
-  await until('tenant-a may create pods (the aggregation controller filled edit)', async () => ((await kubectl(['-n', tenant, 'auth', 'can-i', 'create', 'pods'], { as: 'tenant-a', reject: false })).stdout === 'yes' ? true : undefined), 60_000);
+  await tenantMayCreate(kubectl, 'pods', 'the aggregation controller filled edit');
   return {
     cluster,
     nodes: [first, second] as const,
