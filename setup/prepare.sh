@@ -13,7 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The packages one of `demo` or `test` needs: the reference CNI plugins, iproute2, nftables,
 # util-linux (nsenter, unshare), busybox in the sandboxes, libatomic1 (Node and dist/podnet link
-# it), python3-venv (Go's wheel), and for the tests podman, runc and debootstrap (the image).
+# it), python3-venv (Go's wheel), and for the tests podman, runc, debootstrap (the image) and
+# qemu-system-x86 (a VM of Debian's kernel, e2e/vm).
 install_packages() {
   local missing=()
   for p in "$@"; do

@@ -362,7 +362,7 @@ function runGo(go: string, cwd: string, args: string[], wrapper: string[] = []) 
  * An exclusive lock as a folder holding its owner's pid. A lock whose owner is gone is stale and
  * is taken over: a killed build must not stop every later one.
  */
-async function withBuildLock<T>(lockDir: string, what: string, fn: (lockDir: string) => Promise<T>): Promise<T> {
+export async function withBuildLock<T>(lockDir: string, what: string, fn: (lockDir: string) => Promise<T>): Promise<T> {
   let lastSaid = 0;
   for (;;) {
     try {

@@ -6,7 +6,7 @@ import { writeFile } from 'node:fs/promises';
 import type { Test } from 'tap';
 import { CniRuntime, type Attachment } from './cni-runtime.ts';
 import type { DaemonSandbox } from './daemon.ts';
-import { makeNetns, uniqueName } from './netns.ts';
+import { addressesIn, makeNetns, uniqueName } from './netns.ts';
 
 /** Polls `probe` every 100 ms until it gives a value; fails naming `what` after `timeoutMs`. */
 export async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
@@ -78,4 +78,32 @@ export function podnetCli(daemon: DaemonSandbox) {
     delete: (name: string) => podnet('delete', '-f', `${daemon.root}/${name}`, '--config-dir', daemon.configDir),
     explain: (pod: string) => podnet('explain', pod, '--socket', daemon.socketPath),
   };
+}
+
+/** A Network for every namespace: `spec` is its spec's other lines, indented two spaces. */
+export const networkDocument = (name: string, spec: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: Network
+metadata: { name: ${name} }
+spec:
+${spec}
+  namespaceSelector: {}
+`;
+
+/** A config named attach giving every pod of default a net1 on `network`, with `ips` when static. */
+export const attachConfig = (network: string, ips?: string) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: attach, namespace: default }
+spec:
+  podSelector: {}
+  attachments: [{ network: ${network}, interface: net1${ips ? `, ips: [${ips}]` : ''} }]
+`;
+
+/** net1's address in the netns that starts with `prefix`, when it has one. */
+export async function net1Address(ns: string, prefix: string): Promise<string | undefined> {
+  return (await addressesIn(ns)).find((l) => l.ifname === 'net1')?.addresses.find((a) => a.startsWith(prefix));
+}
+
+/** ping's exit code, two pings from the netns to `address` (a CIDR or a bare address). */
+export async function pingFrom(ns: string, address: string): Promise<number | undefined> {
+  return (await execa('ip', ['netns', 'exec', ns, 'busybox', 'ping', '-c', '2', '-W', '2', address.split('/')[0]!], { reject: false })).exitCode;
 }

@@ -1,0 +1,101 @@
+// Runs an e2e test file inside a VM of Debian's kernel (e2e/vm/kernel.ts), for what this
+// machine's kernel cannot make: qemu with TCG (KVM does not work here), the machine's own root
+// shared read-only over 9p under a tmpfs overlay (so the VM has the built executable, the
+// pinned Node, the reference plugins and the test sources as they are), and e2e/vm/init.sh as
+// PID 1. The test file runs as root in the VM's first netns and asserts there; its TAP comes
+// back over the VM's second serial port and is a subtest here, its stderr and the kernel's in
+// console.log beside the VM.
+import { execa } from 'execa';
+import { existsSync } from 'node:fs';
+import { chmod, copyFile, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import type { Test } from 'tap';
+import { dir } from 'tmp-promise';
+import { cachedKernel, type DebianKernel } from './kernel.ts';
+import { podnetBinary, repoRoot } from '../lib/env.ts';
+
+const qemu = 'qemu-system-x86_64';
+const busybox = '/bin/busybox';
+
+/** What the VM loads before it can mount its root, in dependency order (the rest loads on demand). */
+const bootModules = [
+  'drivers/virtio/virtio_ring',
+  'drivers/virtio/virtio',
+  'drivers/virtio/virtio_pci_legacy_dev',
+  'drivers/virtio/virtio_pci_modern_dev',
+  'drivers/virtio/virtio_pci',
+  'fs/netfs/netfs',
+  'fs/fscache/fscache',
+  'net/9p/9pnet',
+  'net/9p/9pnet_virtio',
+  'fs/9p/9p',
+  'fs/overlayfs/overlay',
+];
+
+/** Why this machine cannot run VM tests, or undefined when it can; under CI, a missing part fails. */
+export async function vmPrerequisite(): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return 'needs root (the VM shares the whole root filesystem)';
+  if (!existsSync(podnetBinary)) return `needs the built executable ${podnetBinary}: run npm run build`;
+  const missing = [
+    ...((await execa(qemu, ['--version'], { reject: false })).exitCode === 0 ? [] : [`${qemu} (apt-get install qemu-system-x86)`]),
+    ...(existsSync(busybox) ? [] : [`${busybox} (apt-get install busybox-static)`]),
+    ...((await cachedKernel()) ? [] : ["Debian's kernel in the cache (node e2e/vm/kernel.ts)"]),
+  ];
+  if (missing.length === 0) return undefined;
+  if (process.env['CI']) throw new Error(`CI machine lacks ${missing.join(', ')}; .ci/run should have prepared it`);
+  return `needs ${missing.join(', ')}`;
+}
+
+/**
+ * Boots a VM that runs `file` (a path in the repository) and reports its TAP as a subtest of `t`,
+ * with the kernel's console appended as a comment when it fails. The VM's files are in a folder
+ * of this test's own, removed at its end.
+ */
+export async function testInVm(t: Test, file: string, options: { timeoutMs: number }): Promise<void> {
+  const kernel = await cachedKernel();
+  if (!kernel) throw new Error('no Debian kernel in the cache: node e2e/vm/kernel.ts');
+  const path = relative(repoRoot, join(repoRoot, file));
+  // The kernel's command line splits on spaces and takes no quotes.
+  for (const word of [repoRoot, path]) if (!/^[\w./+-]+$/.test(word)) throw new Error(`${word}: a VM test needs a path of letters, digits and ._+/- only`);
+  const work = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-vm-' });
+  t.teardown(() => work.cleanup());
+  const initrd = await initramfs(work.path, kernel);
+  const console = join(work.path, 'console.log');
+  const seconds = Math.ceil(options.timeoutMs / 1000);
+  const args = [
+    ...['-accel', 'tcg', '-m', '1536', '-smp', '2', '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot'],
+    ...['-kernel', kernel.vmlinuz, '-initrd', initrd],
+    ...['-append', `console=ttyS0 quiet panic=-1 -- ${repoRoot} ${path} ${seconds} ${process.env['CI'] || '-'}`],
+    ...['-virtfs', 'local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap'],
+    ...['-serial', `file:${console}`, '-serial', 'stdio', '-device', 'isa-debug-exit,iobase=0xf4,iosize=0x01'],
+  ];
+  // A little over the test's own timeout: the VM boots first, and the test reports its own expiry.
+  await t.spawn(qemu, args, { timeout: options.timeoutMs + 60_000, stdio: ['ignore', 'pipe', 'inherit'] }, `${path} on Linux ${kernel.release}`);
+  if (!t.passing()) t.comment(`the VM's console (${path}):\n${(await readFile(console, 'utf8').catch(() => '')).split('\n').slice(-60).join('\n')}`);
+}
+
+/** An uncompressed cpio of busybox, the boot modules and init.sh, written in `work`. */
+async function initramfs(work: string, kernel: DebianKernel): Promise<string> {
+  const root = join(work, 'initramfs');
+  for (const d of ['bin', 'modules', 'dev', 'proc', 'sys']) await mkdir(join(root, d), { recursive: true });
+  await copyFile(busybox, join(root, 'bin', 'busybox'));
+  await copyFile(new URL('./init.sh', import.meta.url), join(root, 'init'));
+  for (const executable of ['init', 'bin/busybox']) await chmod(join(root, executable), 0o755);
+  for (const [i, module] of bootModules.entries()) {
+    await copyFile(join(kernel.modules, 'kernel', `${module}.ko`), join(root, 'modules', `${String(i).padStart(2, '0')}-${module.split('/').at(-1)}.ko`));
+  }
+  await writeFile(join(root, 'modules.path'), kernel.modules);
+  const out = join(work, 'initramfs.cpio');
+  const list = await filesUnder(root);
+  await execa(busybox, ['cpio', '-o', '-H', 'newc'], { cwd: root, input: `${list.join('\n')}\n`, stdout: { file: out } });
+  return out;
+}
+
+async function filesUnder(root: string, sub = '.'): Promise<string[]> {
+  const out: string[] = [sub];
+  for (const entry of await readdir(join(root, sub), { withFileTypes: true })) {
+    const path = `${sub}/${entry.name}`;
+    out.push(...(entry.isDirectory() ? await filesUnder(root, path) : [path]));
+  }
+  return out;
+}
