@@ -41,6 +41,7 @@ t.test('rules between fields become CEL rules where the fields are', async (t) =
   const spec = (network!['properties'] as Node)['spec'] as Node;
   t.match(spec['x-kubernetes-validations'], [
     { rule: "self.type != 'macvlan' || (has(self.macvlan))", message: 'type macvlan needs macvlan' },
+    { rule: "self.type != 'ipvlan' || (has(self.ipvlan))", message: 'type ipvlan needs ipvlan' },
     { rule: "self.type != 'vxlan' || (has(self.vxlan))" },
     { rule: "self.type != 'vlan' || (has(self.vlan))" },
   ]);

@@ -134,7 +134,7 @@ t.test('sandboxes and diff with a reconciler', async (t) => {
   const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } } as const;
   t.strictSame(await diff(parts, request([], { documents: [network] })), { status: 200, body: wouldDo });
   t.strictSame(seen, [network]);
-  await t.rejects(diff(parts, request([], { documents: [{ ...network, spec: { type: 'ipvlan' } }] })), {
+  await t.rejects(diff(parts, request([], { documents: [{ ...network, spec: { type: 'bareudp' } }] })), {
     code: 'INVALID_REQUEST',
     message: /^invalid diff request document 1: .*\/spec\/type/,
   });

@@ -355,7 +355,7 @@ t.test('POST /v1/diff: each document checked against its kind; 404 without docum
   const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } };
   t.same(await call(d, 'POST', '/v1/diff', { documents: [network] }), { documentProblems: [], hostSteps: [], items: [] });
   t.same(seen, [network]);
-  const bad = await failure(call(d, 'POST', '/v1/diff', { documents: [{ ...network, spec: { type: 'ipvlan' } }] }));
+  const bad = await failure(call(d, 'POST', '/v1/diff', { documents: [{ ...network, spec: { type: 'bareudp' } }] }));
   t.match(bad, { code: 'INVALID_REQUEST', message: /diff request document 1: .*\/spec\/type/ });
   t.match(await failure(call(d, 'POST', '/v1/diff', { documents: [{ kind: 'Pod' }] })), { code: 'INVALID_REQUEST', message: /kind/ });
   const plain = await daemon(t);

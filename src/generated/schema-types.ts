@@ -511,7 +511,7 @@ export type Mtu = number;
  */
 export type Mac = string;
 /**
- * An existing host interface an admin names (a macvlan or vlan parent, a vxlan underlay); the same characters as a pod interface name.
+ * An existing host interface an admin names (a macvlan, ipvlan or vlan parent, a vxlan underlay); the same characters as a pod interface name.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "HostLinkName".
@@ -679,9 +679,9 @@ export interface Network {
    */
   spec: {
     /**
-     * How pods are attached: a veth to a host bridge, a macvlan or vlan sub-interface of a host interface, a vxlan tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
+     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
      */
-    type: 'bridge' | 'macvlan' | 'vxlan' | 'vlan' | 'cni';
+    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'cni';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it; portSecurity: each pod's port on the bridge admits only frames from the pod's own MAC and its assigned addresses (IPv4 with ARP, IPv6 with neighbor discovery and the link-local address of its MAC), and drops anything else a pod sends as another or as a router (on unless the admin turns it off, for CNFs that need VRRP, bonding or addresses of their own).
      */
@@ -717,7 +717,7 @@ export interface Network {
      */
     staticAddresses?: boolean;
     /**
-     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan or vxlan Network a MAC reaches past the node, where podnet cannot tell which MACs other machines have. Such a MAC is never one another pod on the node has, or one of the node's own.
+     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan or vxlan Network a MAC reaches past the node (an ipvlan link has its parent's MAC and takes none), where podnet cannot tell which MACs other machines have. Such a MAC is never one another pod on the node has, or one of the node's own.
      */
     staticMacs?: boolean;
     namespaceSelector?: LabelSelector;
@@ -740,6 +740,16 @@ export interface Network {
        * The macvlan mode: bridge (pods of the same parent reach each other), private, vepa or passthru.
        */
       mode?: 'bridge' | 'private' | 'vepa' | 'passthru';
+    };
+    /**
+     * An ipvlan sub-interface of a host interface for each pod: it shares the parent's MAC, for a parent whose switch port admits one MAC, or too few for a macvlan per pod.
+     */
+    ipvlan?: {
+      parent: HostLinkName;
+      /**
+       * The ipvlan mode: l2 (pods answer ARP and neighbor discovery themselves, and reach each other on the parent), l3 (the parent routes for them: no broadcast, no ARP) or l3s (l3, with the host's netfilter seeing their traffic).
+       */
+      mode?: 'l2' | 'l3' | 'l3s';
     };
     /**
      * An 802.1Q vlan sub-interface of a host interface for each pod.
@@ -1714,7 +1724,7 @@ export interface AppliedAttachment {
   /**
    * Absent in a file of an older podnet, whose attachments were all bridge ones.
    */
-  kind?: 'bridge' | 'macvlan' | 'vlan' | 'vxlan';
+  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan';
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;

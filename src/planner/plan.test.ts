@@ -171,9 +171,10 @@ t.test('a pod interface is only ever named after name or dev: one named like an 
   }
 });
 
-t.test('macvlan, vlan and vxlan links are made from the host straight into the pod', async (t) => {
+t.test('macvlan, ipvlan, vlan and vxlan links are made from the host straight into the pod', async (t) => {
   const kinds: [ResolvedAttachment['link'], string][] = [
     [{ kind: 'macvlan', parent: 'eth0', mode: 'private' }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type macvlan mode private'],
+    [{ kind: 'ipvlan', parent: 'eth0', mode: 'l3s' }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type ipvlan mode l3s'],
     [{ kind: 'vlan', parent: 'eth0', id: 42 }, 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type vlan id 42'],
     [{ kind: 'vxlan', vni: 7, remote: '198.18.0.2', port: 4789, device: 'eth0' }, 'link add name net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 remote 198.18.0.2 dstport 4789 dev eth0'],
     [{ kind: 'vxlan', vni: 7, group: '239.1.1.1', port: 8472, device: 'eth0' }, 'link add name net1 netns /run/netns/pod-a mtu 1400 type vxlan id 7 group 239.1.1.1 dstport 8472 dev eth0'],

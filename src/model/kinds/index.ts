@@ -7,6 +7,7 @@ import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
+import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
 import { vlanKind } from './vlan.ts';
 import { vxlanKind } from './vxlan.ts';
@@ -20,6 +21,7 @@ export type NetworkKinds = { readonly [T in NetworkType]: NetworkKind<T> };
 export const networkKinds = {
   bridge: bridgeKind,
   macvlan: macvlanKind,
+  ipvlan: ipvlanKind,
   vlan: vlanKind,
   vxlan: vxlanKind,
   cni: cniKind,

@@ -9,10 +9,11 @@ const schema = (file: string) => JSON.parse(readFileSync(new URL(`../../../schem
 
 const blue = network('blue', { type: 'bridge', bridge: { gateway: true }, ipam: { ranges: [{ subnet: '198.18.5.0/24' }, { subnet: '2001:db8:5::/64' }] } });
 const mac = network('mac', { type: 'macvlan', macvlan: { parent: 'eth1' } });
+const shared = network('shared', { type: 'ipvlan', ipvlan: { parent: 'eth1', mode: 'l3' } });
 const tagged = network('tagged', { type: 'vlan', vlan: { parent: 'eth1', id: 100 } });
 const tunnel = network('tunnel', { type: 'vxlan', vxlan: { vni: 42, remote: '198.18.100.2', device: 'eth1' } });
 const plugins = network('plugins', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }, { type: 'tuning' }] } } });
-const every = [blue, mac, tagged, tunnel, plugins];
+const every = [blue, mac, shared, tagged, tunnel, plugins];
 
 t.test("one kind per type of the schema, each under its own type; every link kind is one an applied state may record", async (t) => {
   const api = schema('api');
@@ -43,6 +44,13 @@ t.test('the link spec each kind resolves to, how it is made, and how it is descr
       made: 'link add link eth1 name net1 netns /run/netns/p mtu 1400 type macvlan mode bridge',
       needs: 'eth1',
       text: 'macvlan on eth1, mode bridge',
+    },
+    {
+      network: shared,
+      link: { kind: 'ipvlan', parent: 'eth1', mode: 'l3' },
+      made: 'link add link eth1 name net1 netns /run/netns/p mtu 1400 type ipvlan mode l3',
+      needs: 'eth1',
+      text: 'ipvlan on eth1, mode l3',
     },
     {
       network: tagged,
@@ -90,6 +98,7 @@ t.test('details of the links: defaults, no MTU, a multicast group, no gateway, p
   t.same('createInPod' in making && [making.createInPod({ interface: 'v', netns: '/n' }), making.hostInterface], ['link add name v netns /n type vxlan id 7 group 239.1.1.1 dstport 8472', undefined], 'no underlay named: none needed');
   t.equal(networkKinds.vxlan.describe(group), 'vxlan 7 group 239.1.1.1 port 8472');
   t.same(networkKinds.macvlan.linkSpec(network('m', { type: 'macvlan', macvlan: { parent: 'eth2', mode: 'vepa' } }), []), { kind: 'macvlan', parent: 'eth2', mode: 'vepa' });
+  t.same(networkKinds.ipvlan.linkSpec(network('i', { type: 'ipvlan', ipvlan: { parent: 'eth2' } }), []), { kind: 'ipvlan', parent: 'eth2', mode: 'l2' }, 'ipvlan is l2 unless said, as the reference plugin');
   t.equal(networkKinds.bridge.describe({ kind: 'bridge', bridge: 'br-lab', bridgeAddresses: [], portSecurity: false }), 'bridge br-lab, port security off');
 });
 
@@ -99,6 +108,7 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
   const rows: [Network, string | undefined][] = [
     [blue, undefined],
     [mac, noHostEnd('macvlan')],
+    [shared, noHostEnd('ipvlan')],
     [tagged, noHostEnd('vlan')],
     [tunnel, noHostEnd('vxlan')],
     [plugins, "rate limits need a bridge Network: Network plugins's plugins make its link (a bandwidth plugin in its list can shape it)"],
@@ -107,20 +117,21 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
   t.same(attachmentRefusal(plugins, { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: "Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them" });
   t.equal(attachmentRefusal(blue, { ips: ['198.18.5.9/24'] }), undefined, 'with ipam: from its ranges');
   const without = (n: Network, staticAddresses?: boolean): Network => network(n.metadata.name, { ...n.spec, ipam: undefined, ...(staticAddresses === undefined ? {} : { staticAddresses }) });
-  for (const n of [blue, mac, tagged, tunnel]) {
+  for (const n of [blue, mac, shared, tagged, tunnel]) {
     t.same(attachmentRefusal(without(n), { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: `Network ${n.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` }, `${n.spec.type}: no ipam`);
     t.equal(attachmentRefusal(without(n, true), { ips: ['198.18.5.9/24'] }), undefined, `${n.spec.type}: staticAddresses`);
   }
   t.same(attachmentRefusal(without(mac), { ips: ['198.18.5.9/24'], bandwidth }), { field: 'bandwidth', reason: noHostEnd('macvlan') }, 'rate limits are told first');
-  for (const n of every) t.equal(attachmentRefusal(n, { mac: '02:00:00:00:00:01' }), undefined, `${n.spec.type}: a MAC is the Network's to allow (staticMacs), on every kind today`);
+  for (const n of every.filter((n) => n !== shared)) t.equal(attachmentRefusal(n, { mac: '02:00:00:00:00:01' }), undefined, `${n.spec.type}: a MAC is the Network's to allow (staticMacs)`);
+  t.same(attachmentRefusal(shared, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: "an ipvlan link has its parent's MAC; it takes no MAC of its own" }, 'ipvlan: never a MAC of its own');
   for (const n of every) t.equal(attachmentRefusal(n, {}), undefined, `${n.spec.type}: nothing asked`);
 });
 
 t.test('the addresses each kind gives, and when an attachment brings its own', async (t) => {
-  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
+  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
   const ips = ['198.18.5.9/24'];
-  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
-  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false], 'none asked');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false, false], 'none asked');
 });
 
 t.test("each kind's problems of a Network's spec", async (t) => {
@@ -138,5 +149,5 @@ t.test("each kind's problems of a Network's spec", async (t) => {
 t.test('podnet explain shows a link of a kind this build does not know (from a newer daemon) by its kind alone', async (t) => {
   t.same(describeLink({ kind: 'bridge', bridge: 'pn-blue', bridgeAddresses: [], portSecurity: true }), { text: 'bridge pn-blue, port security on', hostEnd: true });
   t.same(describeLink({ kind: 'macvlan', parent: 'eth1', mode: 'bridge' }), { text: 'macvlan on eth1, mode bridge', hostEnd: false });
-  t.same(describeLink({ kind: 'ipvlan', parent: 'eth1' } as unknown as LinkSpec), { text: 'ipvlan', hostEnd: false });
+  t.same(describeLink({ kind: 'bareudp', port: 6635 } as unknown as LinkSpec), { text: 'bareudp', hostEnd: false });
 });
