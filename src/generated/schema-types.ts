@@ -679,9 +679,9 @@ export interface Network {
    */
   spec: {
     /**
-     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
+     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan or geneve tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
      */
-    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'cni';
+    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'geneve' | 'cni';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it; portSecurity: each pod's port on the bridge admits only frames from the pod's own MAC and its assigned addresses (IPv4 with ARP, IPv6 with neighbor discovery and the link-local address of its MAC), and drops anything else a pod sends as another or as a router (on unless the admin turns it off, for CNFs that need VRRP, bonding or addresses of their own).
      */
@@ -717,7 +717,7 @@ export interface Network {
      */
     staticAddresses?: boolean;
     /**
-     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan or vxlan Network a MAC reaches past the node (an ipvlan link has its parent's MAC and takes none), where podnet cannot tell which MACs other machines have. Such a MAC is never one another pod on the node has, or one of the node's own.
+     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan, vxlan or geneve Network a MAC reaches past the node, where podnet cannot tell which MACs other machines have (an ipvlan link has its parent's MAC and takes none). Such a MAC is never one another pod on the node has, or one of the node's own.
      */
     staticMacs?: boolean;
     namespaceSelector?: LabelSelector;
@@ -760,6 +760,27 @@ export interface Network {
        * The VLAN ID, 1 to 4094.
        */
       id: number;
+    };
+    /**
+     * A Geneve tunnel (layer 2) from each pod to a remote endpoint over the node's underlay, reached through the node's routes.
+     */
+    geneve?: {
+      /**
+       * The Geneve network identifier, 0 to 16777215.
+       */
+      vni: number;
+      /**
+       * An IPv4 or IPv6 address.
+       */
+      remote: string;
+      /**
+       * The UDP port of the tunnel (default 6081).
+       */
+      port?: number;
+      /**
+       * The tunnel's outer TTL, 1 to 255 (default: the kernel's).
+       */
+      ttl?: number;
     };
     /**
      * remote: the other end (unicast), or group: a multicast group (needs device); port: the UDP port (default 4789); device: the underlay interface.
@@ -1724,7 +1745,7 @@ export interface AppliedAttachment {
   /**
    * Absent in a file of an older podnet, whose attachments were all bridge ones.
    */
-  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan';
+  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'geneve';
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;

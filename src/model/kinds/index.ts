@@ -6,6 +6,7 @@ import type { AppliedAttachment as AppliedAttachmentRecord, Network } from '../.
 import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
+import { geneveKind } from './geneve.ts';
 import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
 import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
@@ -24,6 +25,7 @@ export const networkKinds = {
   ipvlan: ipvlanKind,
   vlan: vlanKind,
   vxlan: vxlanKind,
+  geneve: geneveKind,
   cni: cniKind,
 } as const satisfies NetworkKinds;
 

@@ -1,5 +1,6 @@
 // What a Network kind is to podnet: everything that differs by a Network's spec.type, as data and
 // pure functions, so that each phase asks the kind (index.ts) instead of naming it.
+import { isIP } from 'node:net';
 import type { ConfigProblem, DelegatedConfig } from '../cni-config.ts';
 import type { Bandwidth, Network } from '../../protocol/validate.ts';
 
@@ -101,4 +102,24 @@ export function noHostEndToShape(type: NetworkType): string {
 /** The ` mtu N` of an `ip link add`, when the Network sets one. */
 export function mtuArgument(pod: PodLink): string {
   return pod.mtu ? ` mtu ${pod.mtu}` : '';
+}
+
+/**
+ * What is wrong with a tunnel's remote: the schema's pattern lets through what is no address
+ * (198.18.0.999) or no unicast one, which `ip` would refuse at every pass.
+ */
+export function tunnelRemoteProblems(type: 'geneve', remote: string | undefined): SpecProblem[] {
+  if (remote === undefined) return [];
+  const field = `spec.${type}.remote`;
+  if (isIP(remote) === 0) return [{ field, reason: `${remote} is not an IPv4 or IPv6 address` }];
+  if (isMulticastOrUnspecified(remote)) return [{ field, reason: `${remote} is not a unicast address: a ${type} tunnel goes to one endpoint` }];
+  return [];
+}
+
+function isMulticastOrUnspecified(ip: string): boolean {
+  if (isIP(ip) === 4) {
+    const first = Number(ip.split('.')[0]);
+    return ip === '0.0.0.0' || ip === '255.255.255.255' || (first >= 224 && first <= 239);
+  }
+  return /^ff/i.test(ip) || /^[0:]+$/.test(ip);
 }

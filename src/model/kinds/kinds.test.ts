@@ -12,8 +12,9 @@ const mac = network('mac', { type: 'macvlan', macvlan: { parent: 'eth1' } });
 const shared = network('shared', { type: 'ipvlan', ipvlan: { parent: 'eth1', mode: 'l3' } });
 const tagged = network('tagged', { type: 'vlan', vlan: { parent: 'eth1', id: 100 } });
 const tunnel = network('tunnel', { type: 'vxlan', vxlan: { vni: 42, remote: '198.18.100.2', device: 'eth1' } });
+const geneve = network('geneve', { type: 'geneve', geneve: { vni: 0, remote: '198.18.100.2' } });
 const plugins = network('plugins', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }, { type: 'tuning' }] } } });
-const every = [blue, mac, shared, tagged, tunnel, plugins];
+const every = [blue, mac, shared, tagged, tunnel, geneve, plugins];
 
 t.test("one kind per type of the schema, each under its own type; every link kind is one an applied state may record", async (t) => {
   const api = schema('api');
@@ -66,6 +67,12 @@ t.test('the link spec each kind resolves to, how it is made, and how it is descr
       needs: 'eth1',
       text: 'vxlan 42 to 198.18.100.2 port 4789 over eth1',
     },
+    {
+      network: geneve,
+      link: { kind: 'geneve', vni: 0, remote: '198.18.100.2', port: 6081 },
+      made: 'link add name net1 netns /run/netns/p mtu 1400 type geneve id 0 remote 198.18.100.2 dstport 6081',
+      text: 'geneve 0 to 198.18.100.2 port 6081',
+    },
   ];
   for (const row of rows) {
     const kind = kindOf(row.network);
@@ -98,6 +105,7 @@ t.test('details of the links: defaults, no MTU, a multicast group, no gateway, p
   t.same('createInPod' in making && [making.createInPod({ interface: 'v', netns: '/n' }), making.hostInterface], ['link add name v netns /n type vxlan id 7 group 239.1.1.1 dstport 8472', undefined], 'no underlay named: none needed');
   t.equal(networkKinds.vxlan.describe(group), 'vxlan 7 group 239.1.1.1 port 8472');
   t.same(networkKinds.macvlan.linkSpec(network('m', { type: 'macvlan', macvlan: { parent: 'eth2', mode: 'vepa' } }), []), { kind: 'macvlan', parent: 'eth2', mode: 'vepa' });
+  t.same(networkKinds.geneve.linkSpec(network('gv', { type: 'geneve', geneve: { vni: 9, remote: '2001:db8::2', port: 7000, ttl: 9 } }), []), { kind: 'geneve', vni: 9, remote: '2001:db8::2', port: 7000, ttl: 9 });
   t.same(networkKinds.ipvlan.linkSpec(network('i', { type: 'ipvlan', ipvlan: { parent: 'eth2' } }), []), { kind: 'ipvlan', parent: 'eth2', mode: 'l2' }, 'ipvlan is l2 unless said, as the reference plugin');
   t.equal(networkKinds.bridge.describe({ kind: 'bridge', bridge: 'br-lab', bridgeAddresses: [], portSecurity: false }), 'bridge br-lab, port security off');
 });
@@ -111,13 +119,14 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
     [shared, noHostEnd('ipvlan')],
     [tagged, noHostEnd('vlan')],
     [tunnel, noHostEnd('vxlan')],
+    [geneve, noHostEnd('geneve')],
     [plugins, "rate limits need a bridge Network: Network plugins's plugins make its link (a bandwidth plugin in its list can shape it)"],
   ];
   for (const [n, reason] of rows) t.same(attachmentRefusal(n, { bandwidth }), reason && { field: 'bandwidth', reason }, `${n.spec.type}: bandwidth`);
   t.same(attachmentRefusal(plugins, { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: "Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them" });
   t.equal(attachmentRefusal(blue, { ips: ['198.18.5.9/24'] }), undefined, 'with ipam: from its ranges');
   const without = (n: Network, staticAddresses?: boolean): Network => network(n.metadata.name, { ...n.spec, ipam: undefined, ...(staticAddresses === undefined ? {} : { staticAddresses }) });
-  for (const n of [blue, mac, shared, tagged, tunnel]) {
+  for (const n of [blue, mac, shared, tagged, tunnel, geneve]) {
     t.same(attachmentRefusal(without(n), { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: `Network ${n.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` }, `${n.spec.type}: no ipam`);
     t.equal(attachmentRefusal(without(n, true), { ips: ['198.18.5.9/24'] }), undefined, `${n.spec.type}: staticAddresses`);
   }
@@ -128,10 +137,10 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
 });
 
 t.test('the addresses each kind gives, and when an attachment brings its own', async (t) => {
-  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
+  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
   const ips = ['198.18.5.9/24'];
-  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
-  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false, false], 'none asked');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false, false, false], 'none asked');
 });
 
 t.test("each kind's problems of a Network's spec", async (t) => {
@@ -142,6 +151,15 @@ t.test("each kind's problems of a Network's spec", async (t) => {
   t.same(kindOf(twin).specProblems(twin, byName(blue, twin)), [{ field: 'spec.bridge.name', reason: reason('blue') }]);
   const macOnBridgeName = network('pn-blue', { type: 'macvlan', macvlan: { parent: 'eth1' } });
   t.same(kindOf(blue).specProblems(blue, byName(blue, macOnBridgeName)), [], 'only bridge Networks share a bridge');
+  for (const [type, remote, reason] of [
+    ['geneve', '198.18.0.999', '198.18.0.999 is not an IPv4 or IPv6 address'],
+    ['geneve', '239.1.1.1', '239.1.1.1 is not a unicast address: a geneve tunnel goes to one endpoint'],
+    ['geneve', 'ff02::1', 'ff02::1 is not a unicast address: a geneve tunnel goes to one endpoint'],
+    ['geneve', '::', ':: is not a unicast address: a geneve tunnel goes to one endpoint'],
+  ] as const) {
+    const n = network('t', { type, geneve: { vni: 1, remote } });
+    t.same(kindOf(n).specProblems(n, byName(n)), [{ field: `spec.${type}.remote`, reason }], `${type} to ${remote}`);
+  }
   const broken = network('broken', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'a/b' }] } } });
   t.same(kindOf(broken).specProblems(broken, byName(broken)), [{ field: 'spec.cni.config.plugins[0].type', reason: 'type "a/b" is not a plugin binary\'s name (letters, digits, _ . + -; no path)' }]);
 });

@@ -1,0 +1,81 @@
+// Tunnel Networks (geneve) on a kernel that has them (run in a VM of Debian's kernel by
+// e2e/kernel.test.ts): two nodes, each a netns with its own daemon, joined by an
+// underlay veth with IPv4 and IPv6 addresses; a pod on each reaches the other through the tunnel;
+// a link deleted in the pod is made again at resync; undo leaves no tunnel in the pods or on the
+// nodes; a remote that is no unicast address is refused naming the field.
+import t from 'tap';
+import type { Test } from 'tap';
+import { execa } from 'execa';
+import { daemonSandbox } from '../lib/daemon.ts';
+import { attachConfig, linkOf, net1Address, networkDocument, pingFrom, podnetCli, startPod, until, type Pod } from '../lib/engine.ts';
+import { missingPrerequisite } from '../lib/env.ts';
+import { makeNetns } from '../lib/netns.ts';
+
+const skip = missingPrerequisite(['/bin/busybox']);
+
+/** Two node netns joined by `underlay`, node i at 198.18.102.(i+1) and 2001:db8:102::(i+1). */
+async function twoNodes(t: Test) {
+  const nodes = [await makeNetns(t, 'pne2e-node-'), await makeNetns(t, 'pne2e-node-')];
+  await execa('ip', ['-n', nodes[0]!.name, 'link', 'add', 'underlay', 'type', 'veth', 'peer', 'name', 'underlay', 'netns', nodes[1]!.name]);
+  for (const [i, node] of nodes.entries()) {
+    await execa('ip', ['-n', node.name, 'addr', 'add', `198.18.102.${i + 1}/24`, 'dev', 'underlay']);
+    await execa('ip', ['-n', node.name, 'addr', 'add', `2001:db8:102::${i + 1}/64`, 'dev', 'underlay', 'nodad']);
+    await execa('ip', ['-n', node.name, 'link', 'set', 'underlay', 'up']);
+  }
+  return nodes;
+}
+
+/**
+ * The names of a netns's links, without the fallback devices (gre0, ip6gre0, ...) the kernel puts
+ * in every netns once a tunnel module is loaded: the first tunnel made loads it.
+ */
+async function linksOfNetns(ns: string): Promise<string[]> {
+  const { stdout } = await execa('ip', ['-n', ns, '-json', 'link', 'show']);
+  const fallback = new Set(['gre0', 'gretap0', 'erspan0', 'ip6gre0', 'ip6tnl0', 'sit0', 'tunl0', 'ip_vti0', 'ip6_vti0']);
+  return (JSON.parse(stdout) as { ifname: string }[]).map((l) => l.ifname.split('@')[0]!).filter((n) => !fallback.has(n)).sort();
+}
+
+const tunnels = [
+  { name: 'geneve', kind: 'geneve', spec: (remote: number) => `  type: geneve\n  geneve: { vni: 77, remote: 198.18.102.${remote} }\n  mtu: 1400`, info: { info_kind: 'geneve', info_data: { id: 77, remote: /198\.18\.102\./ } }, subnet: '198.18.105' },
+];
+
+for (const tunnel of tunnels) {
+  t.test(`${tunnel.name}: pods on two nodes reach each other through the tunnel`, { skip }, async (t) => {
+    const nodes = await twoNodes(t);
+    const before = await Promise.all(nodes.map((n) => linksOfNetns(n.name)));
+    const pods: { pod: Pod; cli: ReturnType<typeof podnetCli> }[] = [];
+    for (const [i, node] of nodes.entries()) {
+      const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
+      await daemon.start();
+      const cli = podnetCli(daemon);
+      t.equal((await cli.apply('tun.yaml', networkDocument('tun', `${tunnel.spec(2 - i)}\n  staticAddresses: true`))).exitCode, 0, `node ${i + 1}: the Network applies`);
+      await cli.apply('attach.yaml', attachConfig('tun', `${tunnel.subnet}.${i + 1}/24`));
+      pods.push({ pod: await startPod(t, daemon, `tun-${i}`), cli });
+    }
+    for (const { pod } of pods) {
+      await until(`net1 in ${pod.name}`, () => net1Address(pod.ns.name, `${tunnel.subnet}.`), 30_000);
+      t.match(await linkOf(pod.ns.name, 'net1'), { mtu: 1400, linkinfo: tunnel.info }, `${pod.name}: net1 is a ${tunnel.kind} tunnel to the other node`);
+    }
+    t.equal(await pingFrom(pods[0]!.pod.ns.name, `${tunnel.subnet}.2`), 0, 'a pod on node 1 reaches the pod on node 2');
+    t.equal(await pingFrom(pods[1]!.pod.ns.name, `${tunnel.subnet}.1`), 0, 'and back');
+
+    await execa('ip', ['-n', pods[0]!.pod.ns.name, 'link', 'del', 'net1']);
+    await until('net1 made again', () => net1Address(pods[0]!.pod.ns.name, `${tunnel.subnet}.`), 30_000);
+    t.equal(await pingFrom(pods[0]!.pod.ns.name, `${tunnel.subnet}.2`), 0, 'the resync makes the tunnel again, and it carries traffic');
+
+    for (const { pod, cli } of pods) {
+      await cli.delete('attach.yaml');
+      await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) ? undefined : true));
+    }
+    t.same(await Promise.all(nodes.map((n) => linksOfNetns(n.name))), before, "the nodes' links are as they were");
+  });
+}
+
+t.test('a tunnel to a multicast address is refused, naming the field', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const cli = podnetCli(daemon);
+  const refused = await cli.apply('bad.yaml', networkDocument('bad', '  type: geneve\n  geneve: { vni: 5, remote: 239.1.1.1 }'));
+  t.not(refused.exitCode, 0, 'podnet apply refuses it');
+  t.match(refused.stderr, /Network bad spec\.geneve\.remote: 239\.1\.1\.1 is not a unicast address: a geneve tunnel goes to one endpoint/);
+});

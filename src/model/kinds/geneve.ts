@@ -1,0 +1,27 @@
+// The geneve kind: a layer-2 Geneve tunnel in the pod to a remote endpoint; made from the host
+// straight into the pod, so its packets leave by the host's routes, as vxlan's do.
+import { mtuArgument, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+
+export interface GeneveLink {
+  kind: 'geneve';
+  vni: number;
+  remote: string;
+  port: number;
+  ttl?: number;
+}
+
+export const geneveKind: LinkKind<'geneve', GeneveLink> = {
+  type: 'geneve',
+  attachedBy: 'podnet',
+  refusedAsks: () => ({ bandwidth: noHostEndToShape('geneve') }),
+  specProblems: (network) => tunnelRemoteProblems('geneve', network.spec.geneve?.remote),
+  linkSpec(network) {
+    // The schema requires spec.geneve on a geneve Network.
+    const g = network.spec.geneve!;
+    return { kind: 'geneve', vni: g.vni, remote: g.remote, port: g.port ?? 6081, ...(g.ttl ? { ttl: g.ttl } : {}) };
+  },
+  making: (spec) => ({
+    createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type geneve id ${spec.vni} remote ${spec.remote} dstport ${spec.port}${spec.ttl ? ` ttl ${spec.ttl}` : ''}`,
+  }),
+  describe: (spec) => `geneve ${spec.vni} to ${spec.remote} port ${spec.port}`,
+};
