@@ -1,5 +1,5 @@
-// Tunnel Networks (geneve) on a kernel that has them (run in a VM of Debian's kernel by
-// e2e/kernel.test.ts): two nodes, each a netns with its own daemon, joined by an
+// Tunnel Networks (gre over IPv4 and IPv6, geneve) on a kernel that has them (run in a VM of
+// Debian's kernel by e2e/kernel.test.ts): two nodes, each a netns with its own daemon, joined by an
 // underlay veth with IPv4 and IPv6 addresses; a pod on each reaches the other through the tunnel;
 // a link deleted in the pod is made again at resync; undo leaves no tunnel in the pods or on the
 // nodes; a remote that is no unicast address is refused naming the field.
@@ -36,6 +36,8 @@ async function linksOfNetns(ns: string): Promise<string[]> {
 }
 
 const tunnels = [
+  { name: 'gre over IPv4', kind: 'gre', spec: (remote: number) => `  type: gre\n  gre: { remote: 198.18.102.${remote}, device: underlay, key: 7 }\n  mtu: 1400`, info: { info_kind: 'gre', info_data: { remote: /198\.18\.102\./, ikey: '0.0.0.7' } }, subnet: '198.18.103' },
+  { name: 'gre over IPv6', kind: 'ip6gre', spec: (remote: number) => `  type: gre\n  gre: { remote: "2001:db8:102::${remote}", device: underlay }\n  mtu: 1400`, info: { info_kind: 'ip6gre', info_data: { remote: /2001:db8:102::/ } }, subnet: '198.18.104' },
   { name: 'geneve', kind: 'geneve', spec: (remote: number) => `  type: geneve\n  geneve: { vni: 77, remote: 198.18.102.${remote} }\n  mtu: 1400`, info: { info_kind: 'geneve', info_data: { id: 77, remote: /198\.18\.102\./ } }, subnet: '198.18.105' },
 ];
 

@@ -51,7 +51,7 @@ export function observedWith(pod: PodView, host: HostView): Observed {
   return {
     ...pod,
     host: host.podnetLinks,
-    hostLinkNames: host.names,
+    hostLinks: host.links,
     qdiscs: host.qdiscs,
     ...(host.securedPorts ? { securedPorts: host.securedPorts } : {}),
     ...(host.portSecurityUnavailable !== undefined ? { portSecurityUnavailable: host.portSecurityUnavailable } : {}),

@@ -159,6 +159,24 @@ t.test('a failed step: the steps taken before it are undone, last first', async 
   t.same(batches.slice(2).map((b) => b.lines[0]), ['link del dev net1', 'link del dev pnb'], 'the veth, then the bridge');
 });
 
+t.test('a failed step after a link made on the host moved into its pod: the pod deletes it; the host, whose link is gone, is not asked to', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
+  const mark = 'podnet:c1/net1';
+  const moved: Step[] = [
+    { where: 'host', tool: 'ip', line: 'link add name pnt1 type gre remote 198.18.100.2', undo: { where: 'host', action: 'link-del', dev: 'pnt1', mark } },
+    { where: 'host', tool: 'ip', line: `link set dev pnt1 alias ${mark}` },
+    { where: 'host', tool: 'ip', line: 'link set dev pnt1 netns /run/netns/p name net1', undo: { where: pod, action: 'link-del', dev: 'net1' } },
+    { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, action: 'addr-del', dev: 'net1', address: '198.18.1.2/24' } },
+  ];
+  // The host's links after the move: pnt1 is not among them.
+  const run: NetnsRunner = { ...ip, query: async (where, tool, options, commands) => (where === 'host' && commands[0] === 'link show' ? [[{ ifname: 'eth0' }]] : ip.query(where, tool, options, commands)) };
+  const result = await execute(run, path, 'c1', moved, () => t.fail('a failed pass is not committed'));
+  t.match(result.error, { message: /boom/ });
+  t.same(result.undoErrors, [], 'nothing of the undo fails');
+  t.same(batches.slice(2).map((b) => b.lines), [['link del dev net1']], "the pod's link goes; no delete of pnt1 on the host");
+});
+
 t.test('a journal left by a crash is undone whole at start, last first, unless its pass was committed', async (t) => {
   const path = await stateDir(t);
   const crashing = recordingIp();
@@ -187,7 +205,7 @@ t.test("a crash's undo deletes a host link only while it bears the mark podnet g
   ensurePrivateDir(`${path}/${journalFolder}`);
   writeFileAtomic(`${path}/${journalFolder}/c9.json`, JSON.stringify({ version: 1, pass: 'p1', undo: ['pnvmine', 'pnvmarked', 'pnvtaken', 'pnvhand', 'pnvgone'].map(del) }));
   await runJournalUndo(run, path, { committed: () => false, netnsOf: () => '/run/netns/p' });
-  t.same(batches.flatMap((b) => b.lines), ['link del dev pnvgone', 'link del dev pnvmarked', 'link del dev pnvmine'], 'the unmarked one (made, not yet marked) and its own; never one marked by another pod or by hand');
+  t.same(batches.flatMap((b) => b.lines), ['link del dev pnvmarked', 'link del dev pnvmine'], 'the unmarked one (made, not yet marked) and its own; never one marked by another pod or by hand, nor one not there');
 });
 
 t.test("a crash's undo reads the marks from ip -json link show as ip prints it", async (t) => {

@@ -149,7 +149,7 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   writeFileAtomic(journal, stateDocumentText(written), kernelState);
   // A batch whose process ended without an answer (killed, its launcher gone): which of its steps ran is not known.
   const ran = await runStaged(run, steps, readBack, together).catch((err: unknown): BatchResult => ({ done: 0, unplaced: true, error: toPodnetError(err) }));
-  const undoErrors = !ran.error ? [] : await undo(run, ran.unplaced ? await bearingTheirMarks(run, undoActions(steps)) : undoActions(steps.slice(0, ran.done)));
+  const undoErrors = !ran.error ? [] : await undo(run, await bearingTheirMarks(run, undoActions(ran.unplaced ? steps : steps.slice(0, ran.done))));
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
   if (ran.error && ran.unplaced) return { error: ran.error, undoErrors };
@@ -169,8 +169,11 @@ async function bearingTheirMarks(run: NetnsRunner, actions: readonly UndoAction[
   const aliases = new Map(links.map((l) => [l.ifname, l.ifalias]));
   return actions.filter((a) => {
     const mark = markedDelete(a);
-    const alias = a.action === 'link-del' ? aliases.get(a.dev) : undefined;
-    return mark === undefined || bearsMark(alias === undefined ? {} : { alias }, mark);
+    if (mark === undefined) return true;
+    // Not there: never made, or made on the host and moved into its pod since (a gre link).
+    if (a.action !== 'link-del' || !aliases.has(a.dev)) return false;
+    const alias = aliases.get(a.dev);
+    return bearsMark(alias === undefined ? {} : { alias }, mark);
   });
 }
 

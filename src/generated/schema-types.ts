@@ -511,7 +511,7 @@ export type Mtu = number;
  */
 export type Mac = string;
 /**
- * An existing host interface an admin names (a macvlan, ipvlan or vlan parent, a vxlan underlay); the same characters as a pod interface name.
+ * An existing host interface an admin names (a macvlan, ipvlan or vlan parent, a vxlan or gre underlay); the same characters as a pod interface name.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "HostLinkName".
@@ -679,9 +679,9 @@ export interface Network {
    */
   spec: {
     /**
-     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan or geneve tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
+     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan, gre or geneve tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
      */
-    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'geneve' | 'cni';
+    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'gre' | 'geneve' | 'cni';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it; portSecurity: each pod's port on the bridge admits only frames from the pod's own MAC and its assigned addresses (IPv4 with ARP, IPv6 with neighbor discovery and the link-local address of its MAC), and drops anything else a pod sends as another or as a router (on unless the admin turns it off, for CNFs that need VRRP, bonding or addresses of their own).
      */
@@ -717,7 +717,7 @@ export interface Network {
      */
     staticAddresses?: boolean;
     /**
-     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan, vxlan or geneve Network a MAC reaches past the node, where podnet cannot tell which MACs other machines have (an ipvlan link has its parent's MAC and takes none). Such a MAC is never one another pod on the node has, or one of the node's own.
+     * Whether a pod may give its attachments to this Network a MAC of its own (spec.interfaces[].mac of a PodNetworkConfig, mac in the networks annotation). Off unless the admin says so: on a macvlan, vlan, vxlan or geneve Network a MAC reaches past the node, where podnet cannot tell which MACs other machines have (an ipvlan link has its parent's MAC and a gre link has none: neither takes one). Such a MAC is never one another pod on the node has, or one of the node's own.
      */
     staticMacs?: boolean;
     namespaceSelector?: LabelSelector;
@@ -760,6 +760,27 @@ export interface Network {
        * The VLAN ID, 1 to 4094.
        */
       id: number;
+    };
+    /**
+     * A GRE tunnel (layer 3: no MAC, no ARP) from each pod to a remote endpoint over the node's underlay; over IPv6 when remote is an IPv6 address (ip6gre).
+     */
+    gre?: {
+      /**
+       * An IPv4 or IPv6 address.
+       */
+      remote: string;
+      /**
+       * An existing host interface an admin names (a macvlan, ipvlan or vlan parent, a vxlan or gre underlay); the same characters as a pod interface name.
+       */
+      device?: string;
+      /**
+       * The GRE key both ends set, 0 to 4294967295: the tunnel takes only packets that carry it.
+       */
+      key?: number;
+      /**
+       * The tunnel's outer TTL, 1 to 255 (default: the kernel's, inherited from the inner packet for gre).
+       */
+      ttl?: number;
     };
     /**
      * A Geneve tunnel (layer 2) from each pod to a remote endpoint over the node's underlay, reached through the node's routes.
@@ -1745,7 +1766,7 @@ export interface AppliedAttachment {
   /**
    * Absent in a file of an older podnet, whose attachments were all bridge ones.
    */
-  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'geneve';
+  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'gre' | 'geneve';
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;

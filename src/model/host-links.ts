@@ -1,12 +1,13 @@
 // How podnet names and marks what it makes on the host. A pod's attachment has a veth end (pnv)
-// and, when its egress is shaped, an ifb (pnb); both are named from the sandbox and the pod's
+// and, when its egress is shaped, an ifb (pnb); a tunnel that routes where it is made (gre) is
+// made on the host as pnt before it moves into the pod. Each is named from the sandbox and the pod's
 // interface, so a pass finds them again without reading anything back. Only links whose name
 // starts with pn are ever changed or removed by a plan (bridges an admin named otherwise are kept
 // in host-objects). A name is a hash, and anyone may make a link of any name: so each link podnet
 // makes also carries its owner in its alias (ownerMark), read back before it is changed or deleted.
 import { createHash } from 'node:crypto';
 
-export type HostLinkPrefix = 'pnv' | 'pnb';
+export type HostLinkPrefix = 'pnv' | 'pnb' | 'pnt';
 
 /** A host link of one pod's attachment: a prefix and a hash of (container, interface), 13 characters. */
 export function hostInterfaceName(containerId: string, podInterface: string, prefix: HostLinkPrefix = 'pnv'): string {

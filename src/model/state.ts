@@ -55,8 +55,8 @@ export interface Observed {
   pod: ReadonlyMap<string, ObservedLink>;
   /** Host links podnet names (prefix pn): the only host links it may change or remove. */
   host: ReadonlyMap<string, ObservedLink>;
-  /** Every host link's name: parents and underlays an admin names must exist. */
-  hostLinkNames: ReadonlySet<string>;
+  /** Every host link, by name: parents and underlays an admin names must exist; a tunnel made on the host takes its local address from its underlay's. */
+  hostLinks: ReadonlyMap<string, ObservedLink>;
   /** The pod's routes and rules, of the families the desired or applied state has. */
   routes: readonly ObservedRoute[];
   rules: readonly ObservedRule[];

@@ -4,10 +4,10 @@
 // underlay is, directly inside the pod (ip's `netns PATH`), so there is never a moment it exists
 // on the host under the pod's name.
 import { originKey } from '../model/desired.ts';
-import { makingOf, type HostBridge } from '../model/kinds/index.ts';
+import { makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
 import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, stamp, type Step } from '../model/step.ts';
-import { bearsMark, ownerMark } from '../model/host-links.ts';
+import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
@@ -44,7 +44,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       // someone else's (and its address never handed out twice) and is taken back when unwanted.
       const making = makingOf(want.link);
       const needs = 'veth' in making ? undefined : making.hostInterface;
-      if (needs !== undefined && !observed.hostLinkNames.has(needs)) {
+      if (needs !== undefined && !observed.hostLinks.has(needs)) {
         cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, `the host has no interface ${needs}`));
         if (mine) part.next.push(mine);
         continue;
@@ -92,11 +92,17 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // Made with the MAC a config asks, when one does: the kernel derives its IPv6 link-local
         // address from the MAC the link has when it comes up.
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
-      } else {
+      } else if ('createInPod' in making) {
         fresh = !existing;
         if (fresh) {
           const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
           part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
+        }
+      } else {
+        fresh = !existing;
+        if (fresh && !hostMadeSteps(ctx, want, making, part)) {
+          if (mine) part.next.push(mine);
+          continue;
         }
       }
       if (fresh) part.creates.add(want.interface);
@@ -133,6 +139,34 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     }
   }
   return part;
+}
+
+/**
+ * A link made on the host under its pnt name, marked, and moved into the pod under the pod's name
+ * in one `ip link set`; false, with the problem told, when a link of that name on the host is
+ * someone else's, or the host lacks what the kind needs of its underlay. One an interrupted pass left there (it bears this attachment's mark, or none)
+ * is deleted first. Taken back before the move, the host link goes (its delete checks the mark);
+ * after, the pod's.
+ */
+function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, part: Part<AppliedAttachment>): boolean {
+  const name = hostInterfaceName(ctx.applied.containerId, want.interface, 'pnt');
+  const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
+  const left = ctx.observed.host.get(name);
+  if (left && !bearsMark(left, mark)) {
+    cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${name}, which podnet did not make for this attachment; it is left alone`));
+    return false;
+  }
+  const underlay = making.hostInterface === undefined ? undefined : ctx.observed.hostLinks.get(making.hostInterface);
+  const line = making.createOnHost({ name, ...(want.mtu ? { mtu: want.mtu } : {}), underlayAddresses: underlay?.addresses ?? [] });
+  if (typeof line !== 'string') {
+    cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, line.problem));
+    return false;
+  }
+  if (left) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+  part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
+  part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
+  part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
+  return true;
 }
 
 /**

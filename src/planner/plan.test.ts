@@ -1,4 +1,5 @@
 import t from 'tap';
+import { hostInterfaceName } from '../model/host-links.ts';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { renderUndo } from '../model/undo.ts';
@@ -33,7 +34,7 @@ function link(name: string, extra: Partial<ObservedLink> = {}): [string, Observe
 }
 
 function observed(extra: Partial<Observed> = {}): Observed {
-  return { pod: new Map([link('eth0')]), host: new Map(), hostLinkNames: new Set(['eth0']), routes: [], rules: [], sysctls: new Map(), qdiscs: new Map(), ...extra };
+  return { pod: new Map([link('eth0')]), host: new Map(), hostLinks: new Map([link('eth0')]), routes: [], rules: [], sysctls: new Map(), qdiscs: new Map(), ...extra };
 }
 
 function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): PlanInput {
@@ -191,6 +192,40 @@ t.test('macvlan, ipvlan, vlan and vxlan links are made from the host straight in
     const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
     t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], `${spec.kind}: undo deletes it in the pod`);
   }
+});
+
+t.test('a gre link is made on the host under its pnt name, marked, and moved into the pod under the pod\'s name', async (t) => {
+  const tmp = hostInterfaceName('c1', 'net1', 'pnt');
+  const gre = { ...blue, link: { kind: 'gre', remote: '198.18.100.2', device: 'eth0', key: 7 } as const };
+  const made = [
+    ['host', 'ip', `link add name ${tmp} mtu 1400 type gre remote 198.18.100.2 key 7 dev eth0`],
+    ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
+    ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
+    ['pod', 'ip', 'link set dev net1 up'],
+    ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
+  ];
+  const p = plan(input({ attachments: [gre] }));
+  t.same(lines(p), made);
+  t.same(p.steps.slice(0, 3).map((s) => s.undo), [{ where: 'host', action: 'link-del', dev: tmp, mark: 'podnet:c1/net1' }, undefined, { where: { netns }, action: 'link-del', dev: 'net1' }], 'taken back: the host link while it is there and bears the mark, the pod\'s after the move');
+  t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: 'gre', addresses: ['198.18.80.2/24'] }]);
+
+  const left = (alias?: string) => observed({ host: new Map([link('eth0'), link(tmp, { kind: 'gre', ...(alias ? { alias } : {}) })]) });
+  for (const alias of [undefined, 'podnet:c1/net1']) {
+    t.same(lines(plan(input({ attachments: [gre] }, { observed: left(alias) }))), [['host', 'ip', `link del dev ${tmp}`], ...made], `one an interrupted pass left (alias ${alias}) is deleted first`);
+  }
+  const squatted = plan(input({ attachments: [gre] }, { observed: left('uplink') }));
+  t.same(squatted.steps, [], 'a link of the name someone else marked is left alone');
+  t.match(squatted.problems, [{ field: 'interface', reason: `the host already has an interface ${tmp}, which podnet did not make for this attachment; it is left alone` }]);
+
+  const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
+  t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], 'undo deletes it in the pod');
+
+  const v6 = { ...gre, link: { kind: 'gre', remote: '2001:db8:100::2', device: 'eth0' } as const };
+  const underlay = (addresses: string[]) => observed({ hostLinks: new Map([link('eth0', { addresses })]) });
+  t.same(lines(plan(input({ attachments: [v6] }, { observed: underlay(['198.18.100.1/24', '2001:db8:100::1/64']) })))[0], ['host', 'ip', `link add name ${tmp} mtu 1400 type ip6gre remote 2001:db8:100::2 local 2001:db8:100::1 dev eth0`], "over IPv6, its local end is the underlay's IPv6 address");
+  const noV6 = plan(input({ attachments: [v6] }, { observed: underlay(['198.18.100.1/24']) }));
+  t.same(noV6.steps, [], 'nothing made without one');
+  t.match(noV6.problems, [{ document: 'Network blue', field: 'spec.gre', reason: "the host's interface eth0 has no IPv6 address for the local end of a gre tunnel to 2001:db8:100::2" }]);
 });
 
 t.test('a parent the host does not have is a problem, not a failing step', async (t) => {

@@ -38,7 +38,9 @@ export interface RanBatch {
 /**
  * A runner that runs nothing: it records every batch (where, tool, lines) and succeeds, except a
  * line `failing` matches, which fails as ip would (the lines before it done). A batch that ends
- * with a read (ReadAfter) answers it with `readAfter`'s answers, when it gives some.
+ * with a read (ReadAfter) answers it with `readAfter`'s answers, when it gives some. It keeps the
+ * host links its ip lines made, marked, moved away and deleted, which is all it answers a query
+ * of (`ip -json link show` on the host, as an undo asks before a host link's delete).
  */
 export class RecordingRunner implements NetnsRunner {
   readonly ran: RanBatch[] = [];
@@ -46,13 +48,31 @@ export class RecordingRunner implements NetnsRunner {
   readAfter: (where: Where, read: ReadAfter) => unknown[] | undefined = () => undefined;
   /** The reads batches ended with, by where. */
   readonly readsAfter: string[] = [];
+  /** The host's links as the lines run so far left them: name and alias. */
+  readonly hostLinks = new Map<string, { ifname: string; ifalias?: string }>();
 
   lines(): string[] {
     return this.ran.flatMap((b) => b.lines.map((l) => `${b.where} ${b.tool} ${l}`));
   }
 
-  async query(): Promise<unknown[]> {
-    throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
+  async query(where: Where, tool: Tool, _options: readonly string[], commands: readonly string[]): Promise<unknown[]> {
+    if (where === 'host' && tool === 'ip' && commands.length === 1 && commands[0] === 'link show') return [[...this.hostLinks.values()]];
+    throw new Error('RecordingRunner reads only the host\'s links: give the code under test a FakeObserver');
+  }
+
+  /** A host ip line's effect on the host's links: `link add name X` (unless made in a netns: `netns` before `type`), `link del dev X`, `link set dev X alias A | netns N`. */
+  private track(line: string): void {
+    const words = line.split(' ');
+    if (words[0] !== 'link') return;
+    const operands = words.indexOf('type') < 0 ? words : words.slice(0, words.indexOf('type'));
+    if (words[1] === 'add') {
+      const name = words[words.indexOf('name') + 1]!;
+      if (!operands.includes('netns')) this.hostLinks.set(name, { ifname: name });
+      return;
+    }
+    const dev = words[words.indexOf('dev') + 1]!;
+    if (words[1] === 'del' || (words[1] === 'set' && words.includes('netns'))) this.hostLinks.delete(dev);
+    else if (words[1] === 'set' && words[4] === 'alias') this.hostLinks.set(dev, { ifname: dev, ifalias: words.slice(5).join(' ') });
   }
 
   async batch(where: Where, tool: Tool, lines: readonly string[]): Promise<BatchResult> {
@@ -65,6 +85,7 @@ export class RecordingRunner implements NetnsRunner {
         const failed = lines.findIndex((l) => this.failing(l));
         const done = failed < 0 ? lines.length : failed;
         this.ran.push({ where: describeWhere(where), tool, lines: lines.slice(0, failed < 0 ? lines.length : failed + 1) });
+        if (where === 'host' && tool === 'ip') for (const line of lines.slice(0, done)) this.track(line);
         if (failed >= 0) return { done, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed]} in ${describeWhere(where)}: RTNETLINK answers: Operation not permitted`) };
         if (readAfter) this.readsAfter.push(describeWhere(where));
         const read = readAfter && this.readAfter(where, readAfter);

@@ -7,6 +7,7 @@ import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import { geneveKind } from './geneve.ts';
+import { greKind } from './gre.ts';
 import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
 import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
@@ -25,6 +26,7 @@ export const networkKinds = {
   ipvlan: ipvlanKind,
   vlan: vlanKind,
   vxlan: vxlanKind,
+  gre: greKind,
   geneve: geneveKind,
   cni: cniKind,
 } as const satisfies NetworkKinds;

@@ -54,7 +54,21 @@ export type LinkMaking =
   /** A veth whose host end goes on a bridge podnet makes; the planner makes the pair, its port security and its rate limits (planner/links.ts). */
   | { readonly veth: HostBridge }
   /** One `ip link add` run on the host that makes the link straight inside the pod; the host interface it needs (a parent, an underlay) must be there. */
-  | { readonly createInPod: (pod: PodLink) => string; readonly hostInterface?: string };
+  | { readonly createInPod: (pod: PodLink) => string; readonly hostInterface?: string }
+  /**
+   * An `ip link add` run on the host under a name of podnet's own (`link.name`), before the planner
+   * moves the link into the pod under the pod's name: for a kind whose kernel code sends by the
+   * routes of the netns a link is made in, and keeps them when the link moves (ip tunnels). Made
+   * straight in the pod, such a link would route in the pod, which has no way to the remote.
+   */
+  | { readonly createOnHost: (link: HostMadeLink) => string | { problem: string }; readonly hostInterface?: string };
+
+/** The name and MTU a link made on the host before it moves into the pod gets there, and its underlay's addresses (CIDR) as the host has them. */
+export interface HostMadeLink {
+  name: string;
+  mtu?: number;
+  underlayAddresses: readonly string[];
+}
 
 /** The parts every kind has. */
 interface KindBase<T extends NetworkType> {
@@ -108,7 +122,7 @@ export function mtuArgument(pod: PodLink): string {
  * What is wrong with a tunnel's remote: the schema's pattern lets through what is no address
  * (198.18.0.999) or no unicast one, which `ip` would refuse at every pass.
  */
-export function tunnelRemoteProblems(type: 'geneve', remote: string | undefined): SpecProblem[] {
+export function tunnelRemoteProblems(type: 'gre' | 'geneve', remote: string | undefined): SpecProblem[] {
   if (remote === undefined) return [];
   const field = `spec.${type}.remote`;
   if (isIP(remote) === 0) return [{ field, reason: `${remote} is not an IPv4 or IPv6 address` }];

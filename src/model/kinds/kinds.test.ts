@@ -12,9 +12,10 @@ const mac = network('mac', { type: 'macvlan', macvlan: { parent: 'eth1' } });
 const shared = network('shared', { type: 'ipvlan', ipvlan: { parent: 'eth1', mode: 'l3' } });
 const tagged = network('tagged', { type: 'vlan', vlan: { parent: 'eth1', id: 100 } });
 const tunnel = network('tunnel', { type: 'vxlan', vxlan: { vni: 42, remote: '198.18.100.2', device: 'eth1' } });
+const gre = network('gre', { type: 'gre', gre: { remote: '2001:db8:100::2', device: 'eth1', key: 7, ttl: 64 } });
 const geneve = network('geneve', { type: 'geneve', geneve: { vni: 0, remote: '198.18.100.2' } });
 const plugins = network('plugins', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'bridge' }, { type: 'tuning' }] } } });
-const every = [blue, mac, shared, tagged, tunnel, geneve, plugins];
+const every = [blue, mac, shared, tagged, tunnel, gre, geneve, plugins];
 
 t.test("one kind per type of the schema, each under its own type; every link kind is one an applied state may record", async (t) => {
   const api = schema('api');
@@ -68,6 +69,13 @@ t.test('the link spec each kind resolves to, how it is made, and how it is descr
       text: 'vxlan 42 to 198.18.100.2 port 4789 over eth1',
     },
     {
+      network: gre,
+      link: { kind: 'gre', remote: '2001:db8:100::2', device: 'eth1', key: 7, ttl: 64 },
+      made: 'link add name pnt0 mtu 1400 type ip6gre remote 2001:db8:100::2 local 2001:db8:100::1 key 7 ttl 64 dev eth1',
+      needs: 'eth1',
+      text: 'gre to 2001:db8:100::2 key 7 over eth1',
+    },
+    {
       network: geneve,
       link: { kind: 'geneve', vni: 0, remote: '198.18.100.2', port: 6081 },
       made: 'link add name net1 netns /run/netns/p mtu 1400 type geneve id 0 remote 198.18.100.2 dstport 6081',
@@ -82,7 +90,8 @@ t.test('the link spec each kind resolves to, how it is made, and how it is descr
     const making = makingOf(link);
     if ('veth' in making) t.same({ bridge: making.veth.name, addresses: making.veth.addresses, portSecurity: making.veth.portSecurity }, row.made, `${link.kind}: a veth to its bridge`);
     else {
-      t.equal(making.createInPod(pod), row.made, `${link.kind}: made from the host into the pod`);
+      if ('createInPod' in making) t.equal(making.createInPod(pod), row.made, `${link.kind}: made from the host into the pod`);
+      else t.equal(making.createOnHost({ name: 'pnt0', mtu: pod.mtu, underlayAddresses: ['198.18.100.1/24', '2001:db8:100::1/64'] }), row.made, `${link.kind}: made on the host, to be moved into the pod`);
       t.equal(making.hostInterface, row.needs, `${link.kind}: what it needs on the host`);
     }
     t.equal(linkKindOf(link).describe(link), row.text, `${link.kind}: described`);
@@ -105,6 +114,11 @@ t.test('details of the links: defaults, no MTU, a multicast group, no gateway, p
   t.same('createInPod' in making && [making.createInPod({ interface: 'v', netns: '/n' }), making.hostInterface], ['link add name v netns /n type vxlan id 7 group 239.1.1.1 dstport 8472', undefined], 'no underlay named: none needed');
   t.equal(networkKinds.vxlan.describe(group), 'vxlan 7 group 239.1.1.1 port 8472');
   t.same(networkKinds.macvlan.linkSpec(network('m', { type: 'macvlan', macvlan: { parent: 'eth2', mode: 'vepa' } }), []), { kind: 'macvlan', parent: 'eth2', mode: 'vepa' });
+  const v4gre = networkKinds.gre.linkSpec(network('g4', { type: 'gre', gre: { remote: '198.18.100.2' } }), []);
+  const v4making = makingOf(v4gre);
+  t.same([v4gre, 'createOnHost' in v4making && v4making.createOnHost({ name: 'pnt0', underlayAddresses: [] })], [{ kind: 'gre', remote: '198.18.100.2' }, 'link add name pnt0 type gre remote 198.18.100.2'], 'gre over IPv4, no key, no MTU, no underlay named: the kernel picks its source');
+  const v6making = makingOf(networkKinds.gre.linkSpec(gre, []));
+  t.same('createOnHost' in v6making && v6making.createOnHost({ name: 'pnt0', underlayAddresses: ['198.18.100.1/24'] }), { problem: "the host's interface eth1 has no IPv6 address for the local end of a gre tunnel to 2001:db8:100::2" }, 'over IPv6, an underlay without an IPv6 address is a problem, not a tunnel that cannot send');
   t.same(networkKinds.geneve.linkSpec(network('gv', { type: 'geneve', geneve: { vni: 9, remote: '2001:db8::2', port: 7000, ttl: 9 } }), []), { kind: 'geneve', vni: 9, remote: '2001:db8::2', port: 7000, ttl: 9 });
   t.same(networkKinds.ipvlan.linkSpec(network('i', { type: 'ipvlan', ipvlan: { parent: 'eth2' } }), []), { kind: 'ipvlan', parent: 'eth2', mode: 'l2' }, 'ipvlan is l2 unless said, as the reference plugin');
   t.equal(networkKinds.bridge.describe({ kind: 'bridge', bridge: 'br-lab', bridgeAddresses: [], portSecurity: false }), 'bridge br-lab, port security off');
@@ -119,6 +133,7 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
     [shared, noHostEnd('ipvlan')],
     [tagged, noHostEnd('vlan')],
     [tunnel, noHostEnd('vxlan')],
+    [gre, noHostEnd('gre')],
     [geneve, noHostEnd('geneve')],
     [plugins, "rate limits need a bridge Network: Network plugins's plugins make its link (a bandwidth plugin in its list can shape it)"],
   ];
@@ -126,21 +141,22 @@ t.test('what an attachment may bring, per kind: rate limits, addresses, a MAC', 
   t.same(attachmentRefusal(plugins, { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: "Network plugins's plugins choose its addresses (their ipam config); podnet does not pass static ones to them" });
   t.equal(attachmentRefusal(blue, { ips: ['198.18.5.9/24'] }), undefined, 'with ipam: from its ranges');
   const without = (n: Network, staticAddresses?: boolean): Network => network(n.metadata.name, { ...n.spec, ipam: undefined, ...(staticAddresses === undefined ? {} : { staticAddresses }) });
-  for (const n of [blue, mac, shared, tagged, tunnel, geneve]) {
+  for (const n of [blue, mac, shared, tagged, tunnel, gre, geneve]) {
     t.same(attachmentRefusal(without(n), { ips: ['198.18.5.9/24'] }), { field: 'ips', reason: `Network ${n.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` }, `${n.spec.type}: no ipam`);
     t.equal(attachmentRefusal(without(n, true), { ips: ['198.18.5.9/24'] }), undefined, `${n.spec.type}: staticAddresses`);
   }
   t.same(attachmentRefusal(without(mac), { ips: ['198.18.5.9/24'], bandwidth }), { field: 'bandwidth', reason: noHostEnd('macvlan') }, 'rate limits are told first');
-  for (const n of every.filter((n) => n !== shared)) t.equal(attachmentRefusal(n, { mac: '02:00:00:00:00:01' }), undefined, `${n.spec.type}: a MAC is the Network's to allow (staticMacs)`);
+  for (const n of every.filter((n) => n !== shared && n !== gre)) t.equal(attachmentRefusal(n, { mac: '02:00:00:00:00:01' }), undefined, `${n.spec.type}: a MAC is the Network's to allow (staticMacs)`);
   t.same(attachmentRefusal(shared, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: "an ipvlan link has its parent's MAC; it takes no MAC of its own" }, 'ipvlan: never a MAC of its own');
+  t.same(attachmentRefusal(gre, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: 'a gre link carries IP packets and has no MAC' }, 'gre: no MAC at all');
   for (const n of every) t.equal(attachmentRefusal(n, {}), undefined, `${n.spec.type}: nothing asked`);
 });
 
 t.test('the addresses each kind gives, and when an attachment brings its own', async (t) => {
-  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
+  t.same(every.map(addressesGiven), [2, 0, 0, 0, 0, 0, 0, 0], "one from each range; none without ranges; none from a cni Network's plugins");
   const ips = ['198.18.5.9/24'];
-  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
-  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false, false, false], 'none asked');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n, ips })), [false, true, true, true, true, true, true, false], 'brought: on a Network without ipam that podnet addresses');
+  t.same(every.map((n) => bringsOwnAddresses({ network: n })), [false, false, false, false, false, false, false, false], 'none asked');
 });
 
 t.test("each kind's problems of a Network's spec", async (t) => {
@@ -152,14 +168,16 @@ t.test("each kind's problems of a Network's spec", async (t) => {
   const macOnBridgeName = network('pn-blue', { type: 'macvlan', macvlan: { parent: 'eth1' } });
   t.same(kindOf(blue).specProblems(blue, byName(blue, macOnBridgeName)), [], 'only bridge Networks share a bridge');
   for (const [type, remote, reason] of [
-    ['geneve', '198.18.0.999', '198.18.0.999 is not an IPv4 or IPv6 address'],
-    ['geneve', '239.1.1.1', '239.1.1.1 is not a unicast address: a geneve tunnel goes to one endpoint'],
+    ['gre', '198.18.0.999', '198.18.0.999 is not an IPv4 or IPv6 address'],
+    ['gre', '239.1.1.1', '239.1.1.1 is not a unicast address: a gre tunnel goes to one endpoint'],
     ['geneve', 'ff02::1', 'ff02::1 is not a unicast address: a geneve tunnel goes to one endpoint'],
     ['geneve', '::', ':: is not a unicast address: a geneve tunnel goes to one endpoint'],
   ] as const) {
-    const n = network('t', { type, geneve: { vni: 1, remote } });
+    const n = type === 'gre' ? network('t', { type, gre: { remote } }) : network('t', { type, geneve: { vni: 1, remote } });
     t.same(kindOf(n).specProblems(n, byName(n)), [{ field: `spec.${type}.remote`, reason }], `${type} to ${remote}`);
   }
+  const v6 = network('v6', { type: 'gre', gre: { remote: '2001:db8:100::2' } });
+  t.same(kindOf(v6).specProblems(v6, byName(v6)), [{ field: 'spec.gre.device', reason: "a gre tunnel over IPv6 needs its underlay named: its local end is that interface's IPv6 address (a tunnel moved into a pod has none of its own to choose)" }]);
   const broken = network('broken', { type: 'cni', cni: { config: { cniVersion: '1.0.0', plugins: [{ type: 'a/b' }] } } });
   t.same(kindOf(broken).specProblems(broken, byName(broken)), [{ field: 'spec.cni.config.plugins[0].type', reason: 'type "a/b" is not a plugin binary\'s name (letters, digits, _ . + -; no path)' }]);
 });
