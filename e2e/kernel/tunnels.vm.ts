@@ -6,7 +6,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { execa } from 'execa';
-import { daemonSandbox } from '../lib/daemon.ts';
+import { daemonSandbox, type DaemonSandbox } from '../lib/daemon.ts';
 import { attachConfig, linkOf, net1Address, networkDocument, pingFrom, podnetCli, startPod, until, type Pod } from '../lib/engine.ts';
 import { missingPrerequisite } from '../lib/env.ts';
 import { makeNetns } from '../lib/netns.ts';
@@ -36,30 +36,41 @@ async function linksOfNetns(ns: string): Promise<string[]> {
 }
 
 const tunnels = [
-  { name: 'gre over IPv4', kind: 'gre', spec: (remote: number) => `  type: gre\n  gre: { remote: 198.18.102.${remote}, device: underlay, key: 7 }\n  mtu: 1400`, info: { info_kind: 'gre', info_data: { remote: /198\.18\.102\./, ikey: '0.0.0.7' } }, subnet: '198.18.103' },
-  { name: 'gre over IPv6', kind: 'ip6gre', spec: (remote: number) => `  type: gre\n  gre: { remote: "2001:db8:102::${remote}", device: underlay }\n  mtu: 1400`, info: { info_kind: 'ip6gre', info_data: { remote: /2001:db8:102::/ } }, subnet: '198.18.104' },
-  { name: 'geneve', kind: 'geneve', spec: (remote: number) => `  type: geneve\n  geneve: { vni: 77, remote: 198.18.102.${remote} }\n  mtu: 1400`, info: { info_kind: 'geneve', info_data: { id: 77, remote: /198\.18\.102\./ } }, subnet: '198.18.105' },
+  { name: 'gre over IPv4', kind: 'gre', spec: (remote: number) => `  type: gre\n  gre: { remote: 198.18.102.${remote}, device: underlay, key: 7 }\n  mtu: 1400`, info: { info_kind: 'gre', info_data: { remote: /198\.18\.102\./, ikey: '0.0.0.7' } }, explained: /net1 on Network tun: gre to 198\.18\.102\.2 key 7 over underlay/, subnet: '198.18.103' },
+  { name: 'gre over IPv6', kind: 'ip6gre', spec: (remote: number) => `  type: gre\n  gre: { remote: "2001:db8:102::${remote}", device: underlay }\n  mtu: 1400`, info: { info_kind: 'ip6gre', info_data: { remote: /2001:db8:102::/ } }, explained: /net1 on Network tun: gre to 2001:db8:102::2 over underlay/, subnet: '198.18.104' },
+  { name: 'geneve', kind: 'geneve', spec: (remote: number) => `  type: geneve\n  geneve: { vni: 77, remote: 198.18.102.${remote} }\n  mtu: 1400`, info: { info_kind: 'geneve', info_data: { id: 77, remote: /198\.18\.102\./ } }, explained: /net1 on Network tun: geneve 77 to 198\.18\.102\.2 port 6081/, subnet: '198.18.105' },
 ];
 
 for (const tunnel of tunnels) {
   t.test(`${tunnel.name}: pods on two nodes reach each other through the tunnel`, { skip }, async (t) => {
     const nodes = await twoNodes(t);
     const before = await Promise.all(nodes.map((n) => linksOfNetns(n.name)));
-    const pods: { pod: Pod; cli: ReturnType<typeof podnetCli> }[] = [];
+    const pods: { pod: Pod; cli: ReturnType<typeof podnetCli>; daemon: DaemonSandbox }[] = [];
     for (const [i, node] of nodes.entries()) {
       const daemon = await daemonSandbox(t, { standalone: true, netns: node.path });
       await daemon.start();
       const cli = podnetCli(daemon);
       t.equal((await cli.apply('tun.yaml', networkDocument('tun', `${tunnel.spec(2 - i)}\n  staticAddresses: true`))).exitCode, 0, `node ${i + 1}: the Network applies`);
       await cli.apply('attach.yaml', attachConfig('tun', `${tunnel.subnet}.${i + 1}/24`));
-      pods.push({ pod: await startPod(t, daemon, `tun-${i}`), cli });
+      pods.push({ pod: await startPod(t, daemon, `tun-${i}`), cli, daemon });
     }
     for (const { pod } of pods) {
       await until(`net1 in ${pod.name}`, () => net1Address(pod.ns.name, `${tunnel.subnet}.`), 30_000);
       t.match(await linkOf(pod.ns.name, 'net1'), { mtu: 1400, linkinfo: tunnel.info }, `${pod.name}: net1 is a ${tunnel.kind} tunnel to the other node`);
     }
+    t.match((await pods[0]!.cli.explain('default/tun-0')).stdout, tunnel.explained, 'podnet explain shows the tunnel');
     t.equal(await pingFrom(pods[0]!.pod.ns.name, `${tunnel.subnet}.2`), 0, 'a pod on node 1 reaches the pod on node 2');
     t.equal(await pingFrom(pods[1]!.pod.ns.name, `${tunnel.subnet}.1`), 0, 'and back');
+
+    // The tunnel's endpoint is the node's: a second pod there asking for it is refused, not made.
+    const second = await startPod(t, pods[0]!.daemon, 'tun-0b');
+    const refused = await until('the second pod refused', async () => {
+      const { stdout } = await pods[0]!.cli.explain('default/tun-0b');
+      return stdout.includes('another pod on this node has it') ? stdout : undefined;
+    }, 30_000);
+    t.match(refused, new RegExp(`Network tun is a ${tunnel.kind === 'ip6gre' ? 'gre' : tunnel.kind} tunnel, and a node has one attachment to it`), 'a second pod on the node is refused the tunnel, naming why');
+    t.notOk(await linkOf(second.ns.name, 'net1'), 'and gets no link');
+    t.match(await linkOf(pods[0]!.pod.ns.name, 'net1'), { linkinfo: tunnel.info }, 'the first keeps its tunnel');
 
     await execa('ip', ['-n', pods[0]!.pod.ns.name, 'link', 'del', 'net1']);
     await until('net1 made again', () => net1Address(pods[0]!.pod.ns.name, `${tunnel.subnet}.`), 30_000);

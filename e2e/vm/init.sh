@@ -4,7 +4,7 @@
 # VM; Debian's modules are found by the kernel's own modprobe calls. It runs one test file and
 # writes its TAP to the second serial port, then powers off.
 # Arguments (the kernel's command line after --): the repository root, the test file, TAP_TIMEOUT
-# in seconds, and CI's value or "-".
+# in seconds, and "true" under CI or "-".
 set -u
 repo=$1 file=$2 tap_timeout=$3 ci=$4
 /bin/busybox --install -s /bin
@@ -18,6 +18,7 @@ exec 3> /dev/ttyS1
 # qemu's isa-debug-exit device: a byte written to port 0xf4 ends qemu with a status not 0, which
 # fails the host's subtest however much TAP came before.
 exit_failed() {
+  exec 3>&-
   port=/dev/port
   [ -e "$port" ] || port=/root/dev/port
   printf '\001' | dd of="$port" bs=1 seek=244 count=1 2>/dev/null
@@ -56,4 +57,6 @@ if [ "$status" -ne 0 ]; then
   echo "# $file exited with status $status in the test VM" >&3
   exit_failed
 fi
+# Closing the port waits until what the test wrote has left it: the plan is in its last lines.
+exec 3>&-
 poweroff -f

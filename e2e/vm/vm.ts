@@ -17,26 +17,37 @@ import { podnetBinary, repoRoot } from '../lib/env.ts';
 const qemu = 'qemu-system-x86_64';
 const busybox = '/bin/busybox';
 
-/** What the VM loads before it can mount its root, in dependency order (the rest loads on demand). */
-const bootModules = [
-  'drivers/virtio/virtio_ring',
-  'drivers/virtio/virtio',
-  'drivers/virtio/virtio_pci_legacy_dev',
-  'drivers/virtio/virtio_pci_modern_dev',
-  'drivers/virtio/virtio_pci',
-  'fs/netfs/netfs',
-  'fs/fscache/fscache',
-  'net/9p/9pnet',
-  'net/9p/9pnet_virtio',
-  'fs/9p/9p',
-  'fs/overlayfs/overlay',
-];
+/** What the VM loads before it can mount its root (the rest loads on demand, by the kernel's modprobe). */
+const bootModules = ['drivers/virtio/virtio_pci', 'net/9p/9pnet_virtio', 'fs/9p/9p', 'fs/overlayfs/overlay'];
+
+/** `wanted` and what they need, each after what it needs, from the package's modules.dep (paths without .ko). */
+async function withDependencies(kernel: DebianKernel, wanted: readonly string[]): Promise<string[]> {
+  const dep = new Map(
+    (await readFile(join(kernel.modules, 'modules.dep'), 'utf8'))
+      .split('\n')
+      .filter((line) => line.includes(':'))
+      .map((line) => {
+        const [module, needs] = line.split(':') as [string, string];
+        return [module.replace(/\.ko$/, ''), needs.trim().split(/\s+/).filter(Boolean).map((m) => m.replace(/\.ko$/, ''))] as const;
+      }),
+  );
+  const order: string[] = [];
+  const visit = (module: string) => {
+    if (order.includes(module)) return;
+    const needs = dep.get(`kernel/${module}`) ?? dep.get(module);
+    if (needs === undefined) throw new Error(`${kernel.modules}/modules.dep has no ${module}: the VM cannot mount its root without it`);
+    for (const need of needs) visit(need.replace(/^kernel\//, ''));
+    order.push(module);
+  };
+  for (const module of wanted) visit(module);
+  return order;
+}
 
 /** Why this machine cannot run VM tests, or undefined when it can; under CI, a missing part fails. */
 export async function vmPrerequisite(): Promise<string | undefined> {
-  if (process.getuid?.() !== 0) return 'needs root (the VM shares the whole root filesystem)';
-  if (!existsSync(podnetBinary)) return `needs the built executable ${podnetBinary}: run npm run build`;
   const missing = [
+    ...(process.getuid?.() === 0 ? [] : ['root (the VM shares the whole root filesystem)']),
+    ...(existsSync(podnetBinary) ? [] : [`the built executable ${podnetBinary} (npm run build)`]),
     ...((await execa(qemu, ['--version'], { reject: false })).exitCode === 0 ? [] : [`${qemu} (apt-get install qemu-system-x86)`]),
     ...(existsSync(busybox) ? [] : [`${busybox} (apt-get install busybox-static)`]),
     ...((await cachedKernel()) ? [] : ["Debian's kernel in the cache (node e2e/vm/kernel.ts)"]),
@@ -57,6 +68,8 @@ export async function testInVm(t: Test, file: string, options: { timeoutMs: numb
   const path = relative(repoRoot, join(repoRoot, file));
   // The kernel's command line splits on spaces and takes no quotes.
   for (const word of [repoRoot, path]) if (!/^[\w./+-]+$/.test(word)) throw new Error(`${word}: a VM test needs a path of letters, digits and ._+/- only`);
+  // The VM mounts tmpfs over /tmp and /run (init.sh): a repository there would be hidden.
+  if (/^\/(tmp|run)\//.test(repoRoot)) throw new Error(`${repoRoot}: the test VM hides /tmp and /run under its own; run the VM tests from a checkout elsewhere`);
   const work = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-vm-' });
   t.teardown(() => work.cleanup());
   const initrd = await initramfs(work.path, kernel);
@@ -65,12 +78,15 @@ export async function testInVm(t: Test, file: string, options: { timeoutMs: numb
   const args = [
     ...['-accel', 'tcg', '-m', '1536', '-smp', '2', '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot'],
     ...['-kernel', kernel.vmlinuz, '-initrd', initrd],
-    ...['-append', `console=ttyS0 quiet panic=-1 -- ${repoRoot} ${path} ${seconds} ${process.env['CI'] || '-'}`],
+    ...['-append', `console=ttyS0 quiet panic=-1 -- ${repoRoot} ${path} ${seconds} ${process.env['CI'] ? 'true' : '-'}`],
     ...['-virtfs', 'local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap'],
     ...['-serial', `file:${console}`, '-serial', 'stdio', '-device', 'isa-debug-exit,iobase=0xf4,iosize=0x01'],
   ];
   // A little over the test's own timeout: the VM boots first, and the test reports its own expiry.
-  await t.spawn(qemu, args, { timeout: options.timeoutMs + 60_000, stdio: ['ignore', 'pipe', 'inherit'] }, `${path} on Linux ${kernel.release}`);
+  const results = await t.spawn(qemu, args, { timeout: options.timeoutMs + 60_000, stdio: ['ignore', 'pipe', 'inherit'] }, `${path} on Linux ${kernel.release}`);
+  // A VM whose init died powers off as if all were well (panic=-1, -no-reboot), with no TAP: tap
+  // would count that a skip.
+  if (!results || results.count === 0) t.fail(`${path} ran no test in the VM`);
   if (!t.passing()) t.comment(`the VM's console (${path}):\n${(await readFile(console, 'utf8').catch(() => '')).split('\n').slice(-60).join('\n')}`);
 }
 
@@ -81,7 +97,7 @@ async function initramfs(work: string, kernel: DebianKernel): Promise<string> {
   await copyFile(busybox, join(root, 'bin', 'busybox'));
   await copyFile(new URL('./init.sh', import.meta.url), join(root, 'init'));
   for (const executable of ['init', 'bin/busybox']) await chmod(join(root, executable), 0o755);
-  for (const [i, module] of bootModules.entries()) {
+  for (const [i, module] of (await withDependencies(kernel, bootModules)).entries()) {
     await copyFile(join(kernel.modules, 'kernel', `${module}.ko`), join(root, 'modules', `${String(i).padStart(2, '0')}-${module.split('/').at(-1)}.ko`));
   }
   await writeFile(join(root, 'modules.path'), kernel.modules);

@@ -23,13 +23,14 @@ t.test("a Network's addresses: its smallest range less network, broadcast and ga
   t.equal(addressesOf(network('n', { ipam: { ranges: [{ subnet: 'nope' }] } })), 0, 'a broken range gives nothing, and no claim is allocated on it');
 });
 
-t.test('devices: one per served Network, shared; capacity of addresses left to claims on a Network with IPAM', async (t) => {
+t.test('devices: one per served Network, shared; capacity of addresses left to claims on a Network with IPAM; a tunnel not shared', async (t) => {
   const devices = networkDevices(
-    [network('red', { ipam: { ranges: [{ subnet: '198.18.0.0/29' }] }, mtu: 1400 }), network('blue', { type: 'vxlan' })],
+    [network('red', { ipam: { ranges: [{ subnet: '198.18.0.0/29' }] }, mtu: 1400 }), network('blue', { type: 'vxlan' }), network('green', { type: 'macvlan' })],
     new Map([['red', 2], ['blue', 7]]),
   );
   t.strictSame(devices, [
-    { name: 'blue', attributes: { network: { string: 'blue' }, type: { string: 'vxlan' } }, allowMultipleAllocations: true },
+    { name: 'blue', attributes: { network: { string: 'blue' }, type: { string: 'vxlan' } } },
+    { name: 'green', attributes: { network: { string: 'green' }, type: { string: 'macvlan' } }, allowMultipleAllocations: true },
     {
       name: 'red',
       attributes: { network: { string: 'red' }, type: { string: 'bridge' }, mtu: { int: 1400 } },

@@ -4,6 +4,7 @@
 // its smallest range can still give to claims, each claim taking exactly one. Pure.
 import { createHash } from 'node:crypto';
 import type { Network } from '../protocol/validate.ts';
+import { kindOf } from '../model/kinds/index.ts';
 import { poolOf } from '../model/pools.ts';
 
 /** The driver's name: a subdomain of podnet's API group. */
@@ -23,7 +24,8 @@ export interface SliceDevice {
   name: string;
   attributes: Record<string, { string: string } | { int: number } | { bool: boolean }>;
   capacity?: Record<string, { value: string; requestPolicy: { default: string; validValues: string[] } }>;
-  allowMultipleAllocations: true;
+  /** Left out for a tunnel Network (its kind's onePerNode): a node has one attachment to it, so one claim. */
+  allowMultipleAllocations?: true;
 }
 
 /** A ResourceSlice of this node's pool, as podnet writes it. */
@@ -82,12 +84,12 @@ export function networkDevices(served: readonly Network[], heldOutsideClaims: Re
     const attributes: SliceDevice['attributes'] = { network: { string: name }, type: { string: network.spec.type } };
     if (network.spec.mtu !== undefined) attributes['mtu'] = { int: network.spec.mtu };
     const addresses = addressesOf(network);
+    const left = addresses === undefined ? undefined : addresses - (heldOutsideClaims.get(name) ?? 0);
+    if (left !== undefined && left < 1) return [];
+    // A tunnel's one attachment a node is one claim: the device is not shared.
+    if (kindOf(network).onePerNode !== undefined) return [{ name: deviceNameOf(name), attributes }];
     const device: SliceDevice = { name: deviceNameOf(name), attributes, allowMultipleAllocations: true };
-    if (addresses !== undefined) {
-      const left = addresses - (heldOutsideClaims.get(name) ?? 0);
-      if (left < 1) return [];
-      device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
-    }
+    if (left !== undefined) device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
     return [device];
   });
   return devices.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

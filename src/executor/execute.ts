@@ -149,7 +149,10 @@ export async function execute(run: NetnsRunner, stateDir: string, key: string, s
   writeFileAtomic(journal, stateDocumentText(written), kernelState);
   // A batch whose process ended without an answer (killed, its launcher gone): which of its steps ran is not known.
   const ran = await runStaged(run, steps, readBack, together).catch((err: unknown): BatchResult => ({ done: 0, unplaced: true, error: toPodnetError(err) }));
-  const undoErrors = !ran.error ? [] : await undo(run, await bearingTheirMarks(run, undoActions(ran.unplaced ? steps : steps.slice(0, ran.done))));
+  // Steps that ran are known: their host links are podnet's, and a read of the host that fails
+  // leaves the deletes to run (one of a link moved into its pod since fails harmlessly).
+  const taken = undoActions(steps.slice(0, ran.done));
+  const undoErrors = !ran.error ? [] : await undo(run, ran.unplaced ? await bearingTheirMarks(run, undoActions(steps)) : await bearingTheirMarks(run, taken).catch(() => taken));
   if (!ran.error) commit(pass);
   removeFile(journal, kernelState);
   if (ran.error && ran.unplaced) return { error: ran.error, undoErrors };

@@ -43,3 +43,29 @@ t.test('a quota of 0 shuts a Network to every namespace; no quota, no limit', as
   t.same(refusedOf(overQuota([sandbox('c1', 'ns', Array.from({ length: 40 }, (_, i) => at(open, `net${i}`)))])), {});
   t.match(overQuota([sandbox('c1', 'ns', [at(limited('one', 1), 'net1'), at(limited('one', 1), 'net2')])]).get('c1')?.[0]?.problem.reason, /allows 1 attachment per namespace/);
 });
+
+t.test('a tunnel Network has one attachment a node, whatever the namespace; the pod that has it keeps it; its quota counts only what is kept', async (t) => {
+  const tunnel = (name: string, type: 'gre' | 'geneve' | 'vxlan', attachmentsPerNamespace?: number): Network => ({
+    apiVersion: 'podnetwork.opdev.io/v1alpha1',
+    kind: 'Network',
+    metadata: { name },
+    spec: {
+      type,
+      ...(type === 'gre' ? { gre: { remote: '198.18.100.2' } } : type === 'geneve' ? { geneve: { vni: 7, remote: '198.18.100.2' } } : { vxlan: { vni: 7 } }),
+      ...(attachmentsPerNamespace === undefined ? {} : { limits: { attachmentsPerNamespace } }),
+    },
+  });
+  const gre = tunnel('gre', 'gre');
+  const result = overQuota([sandbox('c1', 'tenant-a', [at(gre, 'net1')]), sandbox('c2', 'tenant-b', [at(gre, 'net1'), at(blue, 'net2')])]);
+  t.same(refusedOf(result), { c2: ['net1'] }, "tenant-b's pod is refused the tunnel tenant-a's pod has; its bridge attachment is not");
+  t.same(result.get('c2')?.[0]?.problem.reason, "Network gre is a gre tunnel, and a node has one attachment to it: its tunnel endpoint (remote and key) is the node's; another pod on this node has it", 'the reason names the Network, never the other pod');
+  const running = sandbox('z-running', 'tenant-b', [at(gre, 'net1')], ['gre/net1']);
+  t.same(refusedOf(overQuota([sandbox('a-new', 'tenant-a', [at(gre, 'net1')]), running])), { 'a-new': ['net1'] }, 'a new pod never takes it from the pod that has it');
+  for (const type of ['geneve', 'vxlan'] as const) {
+    const other = tunnel(type, type);
+    t.same(refusedOf(overQuota([sandbox('c1', 'a', [at(other, 'net1')]), sandbox('c2', 'a', [at(other, 'net1')])])), { c2: ['net1'] }, `${type} too`);
+  }
+  // A pod its namespace's quota refuses does not hold the tunnel for the others.
+  const shut = tunnel('shut', 'gre', 0);
+  t.same(refusedOf(overQuota([sandbox('c1', 'tenant-a', [at(shut, 'net1')]), sandbox('c2', 'tenant-b', [at(tunnel('shut', 'gre'), 'net1')])])), { c1: ['net1'] }, "a quota's refusal leaves the tunnel to the next pod");
+});

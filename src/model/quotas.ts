@@ -1,9 +1,11 @@
 // A Network's quota per namespace (spec.limits.attachmentsPerNamespace) across the pods of a
 // node: its addresses come from node-local ranges, so a node is what one tenant could exhaust for
-// the others. Counted before any address is taken. An attachment a pod already has keeps its
-// place; new ones are counted after them, by pod and interface, so the same ones win every pass
-// and a new pod never takes a running pod's attachment away. Pure.
+// the others; and the one attachment a node can have to a tunnel Network (its kind's onePerNode).
+// Counted before any address is taken. An attachment a pod already has keeps its place; new ones
+// are counted after them, by pod and interface, so the same ones win every pass and a new pod
+// never takes a running pod's attachment away. Pure.
 import type { DesiredAttachment } from './desired.ts';
+import { kindOf } from './kinds/index.ts';
 import { addRefusal, type Refusal } from './refusal.ts';
 
 export interface QuotaClaims {
@@ -14,32 +16,36 @@ export interface QuotaClaims {
   has: ReadonlySet<string>;
 }
 
-/** Per sandbox, its attachments beyond their Network's quota, each with the problem to tell. */
+/** Per sandbox, its attachments beyond their Network's quota or its one per node, each with the problem to tell. */
 export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusal[]> {
   const claims = sandboxes.flatMap((s) =>
     s.attachments
-      .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined)
+      .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined || kindOf(a.network).onePerNode !== undefined)
       .map((a) => ({ sandbox: s, attachment: a, held: s.has.has(`${a.network.metadata.name}/${a.interface}`) })),
   );
   claims.sort((x, y) => Number(y.held) - Number(x.held) || compare(x.sandbox.containerId, y.sandbox.containerId) || compare(x.attachment.interface, y.attachment.interface));
   const counted = new Map<string, number>();
   const refused = new Map<string, Refusal[]>();
+  const onNode = new Set<string>();
   for (const { sandbox, attachment } of claims) {
     const network = attachment.network.metadata.name;
-    const limit = attachment.network.spec.limits!.attachmentsPerNamespace!;
+    const onePerNode = kindOf(attachment.network).onePerNode;
+    const limit = attachment.network.spec.limits?.attachmentsPerNamespace;
     const key = `${network}\n${sandbox.namespace}`;
     const count = counted.get(key) ?? 0;
-    if (count < limit) {
-      counted.set(key, count + 1);
+    // Whose the tunnel is, and other tenants' counts, are not told: they are not the asker's to learn.
+    const reason =
+      onePerNode !== undefined && onNode.has(network)
+        ? `Network ${network} is a ${attachment.network.spec.type} tunnel, and a node has one attachment to it: ${onePerNode}; another pod on this node has it`
+        : limit !== undefined && count >= limit
+          ? `Network ${network} allows ${limit} attachment${limit === 1 ? '' : 's'} per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace ${sandbox.namespace} has ${limit} here already`
+          : undefined;
+    if (reason !== undefined) {
+      addRefusal(refused, sandbox.containerId, { interface: attachment.interface, problem: { document: attachment.from, field: attachment.field, reason } });
       continue;
     }
-    // Only the asking namespace's own count is told: other tenants' use is not theirs to learn.
-    const problem = {
-      document: attachment.from,
-      field: attachment.field,
-      reason: `Network ${network} allows ${limit} attachment${limit === 1 ? '' : 's'} per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace ${sandbox.namespace} has ${limit} here already`,
-    };
-    addRefusal(refused, sandbox.containerId, { interface: attachment.interface, problem });
+    counted.set(key, count + 1);
+    if (onePerNode !== undefined) onNode.add(network);
   }
   return refused;
 }

@@ -2,7 +2,7 @@
 // ports' entries in the port security table, and the bridges podnet made that nothing uses. Only
 // links that bear podnet's mark for that owner are deleted: one of the recorded name that someone
 // else made or marked is left alone. Pure.
-import { bearsMark, ownerMark } from '../model/host-links.ts';
+import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { releasePortLine } from '../model/port-security.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
@@ -10,13 +10,15 @@ import { linkDelLine } from '../model/undo.ts';
 
 /**
  * The host steps that take back a gone sandbox: its pod ends went with its netns; its host ends
- * and ifbs go, and its ports' entries in the port security table (they are keyed by a name the
+ * and ifbs go, a link made on the host that an interrupted pass left there before its move into
+ * the pod (pnt), and its ports' entries in the port security table (they are keyed by a name the
  * next sandbox with the same container and interface would get).
  */
 export function planGoneSandbox(state: AppliedState, podnetLinks: ReadonlyMap<string, ObservedLink>): Step[] {
   const names = state.attachments.flatMap((a) => {
     const mark = ownerMark({ containerId: state.containerId, podInterface: a.interface });
-    return [a.hostIf, a.ifb].filter((n): n is string => n !== undefined && podnetLinks.has(n) && bearsMark(podnetLinks.get(n)!, mark));
+    const unmoved = hostInterfaceName(state.containerId, a.interface, 'pnt');
+    return [a.hostIf, a.ifb, unmoved].filter((n): n is string => n !== undefined && podnetLinks.has(n) && bearsMark(podnetLinks.get(n)!, mark));
   });
   const ports = state.attachments.flatMap((a): Step[] => (a.hostIf && a.portSecurity ? [{ where: host, tool: 'nft', line: releasePortLine(a.hostIf, a.portSecurity) }] : []));
   return [...ports, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];

@@ -28,6 +28,9 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     if (mine(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf!) });
     else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
     if (mine(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb!) });
+    // A link made on the host that an interrupted pass left there, before its move into the pod.
+    const unmoved = hostInterfaceName(applied.containerId, was.interface, 'pnt');
+    if (mine(unmoved)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(unmoved) });
     if (was.hostIf && was.portSecurity) part.takeBack.push(releasePort(was.hostIf, was.portSecurity));
   }
 
@@ -100,7 +103,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         }
       } else {
         fresh = !existing;
-        if (fresh && !hostMadeSteps(ctx, want, making, part)) {
+        if (!hostMadeSteps(ctx, want, making, fresh, part)) {
           if (mine) part.next.push(mine);
           continue;
         }
@@ -142,16 +145,21 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
 }
 
 /**
- * A link made on the host under its pnt name, marked, and moved into the pod under the pod's name
- * in one `ip link set`; false, with the problem told, when a link of that name on the host is
- * someone else's, or the host lacks what the kind needs of its underlay. One an interrupted pass left there (it bears this attachment's mark, or none)
- * is deleted first. Taken back before the move, the host link goes (its delete checks the mark);
- * after, the pod's.
+ * When `fresh`: a link made on the host under its pnt name, marked, and moved into the pod under
+ * the pod's name in one `ip link set`; false, with the problem told, when a link of that name on
+ * the host is someone else's, or the host lacks what the kind needs of its underlay. One an
+ * interrupted pass left there (it bears this attachment's mark, or none) is deleted, also when
+ * the pod has its link already. Taken back before the move, the host link goes (its delete checks
+ * the mark); after, the pod's.
  */
-function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, part: Part<AppliedAttachment>): boolean {
+function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, fresh: boolean, part: Part<AppliedAttachment>): boolean {
   const name = hostInterfaceName(ctx.applied.containerId, want.interface, 'pnt');
   const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const left = ctx.observed.host.get(name);
+  if (!fresh) {
+    if (left && bearsMark(left, mark)) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+    return true;
+  }
   if (left && !bearsMark(left, mark)) {
     cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${name}, which podnet did not make for this attachment; it is left alone`));
     return false;

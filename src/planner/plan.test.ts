@@ -219,6 +219,12 @@ t.test('a gre link is made on the host under its pnt name, marked, and moved int
 
   const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
   t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], 'undo deletes it in the pod');
+  // A pnt link an interrupted pass left on the host goes when the pod has its link, and when the attachment goes.
+  const leftBeside = observed({ pod: new Map([link('eth0'), link('net1', { up: true, addresses: ['198.18.80.2/24'] })]), host: new Map([link(tmp, { alias: 'podnet:c1/net1' })]) });
+  t.same(lines(plan(input({ attachments: [gre] }, { observed: leftBeside, applied: p.next }))), [['host', 'ip', `link del dev ${tmp}`]], 'the pod has net1: only the leftover goes');
+  t.same(lines(plan(input({}, { observed: leftBeside, applied: p.next }))), [['pod', 'ip', 'link del dev net1'], ['host', 'ip', `link del dev ${tmp}`]], 'taken back: the pod\'s link and the leftover');
+  const theirs = observed({ ...leftBeside, host: new Map([link(tmp, { alias: 'uplink' })]) });
+  t.same(lines(plan(input({}, { observed: theirs, applied: p.next }))), [['pod', 'ip', 'link del dev net1']], 'one someone else marked is never deleted');
 
   const v6 = { ...gre, link: { kind: 'gre', remote: '2001:db8:100::2', device: 'eth0' } as const };
   const underlay = (addresses: string[]) => observed({ hostLinks: new Map([link('eth0', { addresses })]) });

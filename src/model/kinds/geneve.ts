@@ -15,6 +15,7 @@ export const geneveKind: LinkKind<'geneve', GeneveLink> = {
   attachedBy: 'podnet',
   refusedAsks: () => ({ bandwidth: noHostEndToShape('geneve') }),
   specProblems: (network) => tunnelRemoteProblems('geneve', network.spec.geneve?.remote),
+  onePerNode: 'its tunnel endpoint (VNI, remote and port) is the node\'s',
   linkSpec(network) {
     // The schema requires spec.geneve on a geneve Network.
     const g = network.spec.geneve!;

@@ -17,6 +17,7 @@ export const greKind: LinkKind<'gre', GreLink> = {
   type: 'gre',
   attachedBy: 'podnet',
   refusedAsks: () => ({ bandwidth: noHostEndToShape('gre'), mac: 'a gre link carries IP packets and has no MAC' }),
+  onePerNode: 'its tunnel endpoint (remote and key) is the node\'s',
   specProblems: (network) => {
     const gre = network.spec.gre;
     const remote = tunnelRemoteProblems('gre', gre?.remote);

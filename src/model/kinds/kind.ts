@@ -80,6 +80,12 @@ interface KindBase<T extends NetworkType> {
    * told on the Network (model/document-problems.ts), and no attachment to it is made while it is.
    */
   specProblems(network: Network, networks: ReadonlyMap<string, Network>): SpecProblem[];
+  /**
+   * Why a node can have only one attachment to a Network of this kind, when it can: a tunnel's
+   * endpoint is the node's (its VNI and port, or its remote and key), whichever pod it is moved
+   * into, and the kernel refuses a second one alike.
+   */
+  readonly onePerNode?: string;
 }
 
 /** A kind whose link podnet makes, and whose addresses podnet gives (spec.ipam, or brought where spec.staticAddresses allows). */

@@ -16,6 +16,7 @@ export const vxlanKind: LinkKind<'vxlan', VxlanLink> = {
   attachedBy: 'podnet',
   refusedAsks: () => ({ bandwidth: noHostEndToShape('vxlan') }),
   specProblems: () => [],
+  onePerNode: 'its tunnel endpoint (VNI and port) is the node\'s',
   linkSpec(network) {
     // The schema requires spec.vxlan on a vxlan Network.
     const v = network.spec.vxlan!;
