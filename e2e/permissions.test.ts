@@ -96,6 +96,9 @@ t.test("an admin's PodNetworkPermission holds a namespace to what it allows, at 
   const capped = { podSelector: {}, attachments: [{ network: 'blue', interface: 'net3' }, { network: 'blue', interface: 'net4', bandwidth: { ingressRate: 1000000, ingressBurst: 100000 } }] };
   const bandwidth = await refusalOf(tenant.objects.create(podNetworkConfig(tenantNamespace, 'capped', capped)));
   t.match(bandwidth.message, /spec\.attachments\[1\]\.bandwidth: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask bandwidth/);
+  const marked = { podSelector: {}, attachments: [{ network: 'blue', interface: 'net3', dscp: 46 }] };
+  const marking = await refusalOf(tenant.objects.create(podNetworkConfig(tenantNamespace, 'marked', marked)));
+  t.match(marking.message, /spec\.attachments\[0\]\.dscp: PodNetworkPermission tenant-a\/attachments-only does not let namespace tenant-a ask marking/, 'a DSCP needs marking');
   // A second permission in the namespace: each is checked, with its MTU bounds.
   await admin.objects.create(permission('mtu-floor', { allow: ['attachments', 'interfaces', 'sysctls'], mtu: { min: 1280, max: 9000 } }));
   const low = await until('the policy holds the second permission\'s MTU bounds too', async () => {

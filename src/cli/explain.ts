@@ -49,7 +49,8 @@ export function explainText(report: Report): string {
     const link = describeLink(a.link);
     const host = link.hostEnd ? `, host end ${a.hostIf}` : '';
     const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
-    lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}`);
+    const dscp = a.dscp !== undefined ? `, dscp ${a.dscp}` : '';
+    lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}${dscp}`);
   }
   // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
   for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);

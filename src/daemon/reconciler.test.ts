@@ -490,7 +490,7 @@ t.test('a port security table that nft took but that does not read whole afterwa
 t.test('without nft on the node, a pod with a secured port fails saying so, and gets the rest of its config', async (t) => {
   const { docs, run, observe, clock, reconciler, warnings } = await setup(t, [onBlue]);
   docs.networks.set('blue', { ...blue, spec: { ...blue.spec, bridge: { name: 'pnbr-blue', portSecurity: true } } });
-  const missing = 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network';
+  const missing = 'nft (Debian package nftables) is not installed on this node: port security and DSCP marking need it; install it, or set spec.bridge.portSecurity: false on the Network and ask no dscp';
   observe.securedPortsFailure = new PodnetError('NOT_AVAILABLE', missing);
   run.failing = (line) => line.startsWith('add table');
   await reconciler.schedule();

@@ -9,12 +9,13 @@ import type { NetnsObserver } from '../netns/observe.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
 
 /** What a pass sees inside one sandbox's netns. */
-export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls'>;
+export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking'>;
 
-/** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls. */
+/** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls, podnet's marking table. */
 export interface PodNeeds {
   families: ReadonlySet<Family>;
   paths: ReadonlySet<string>;
+  marking: boolean;
 }
 
 /** A netns as read, and what the read covered. */
@@ -29,11 +30,15 @@ export function recordsKey(records: readonly AttachmentRecord[]): string {
   return records.map((r) => `${r.netns} ${r.ifname} ${r.createdAt}`).join('\n');
 }
 
-/** Routes, rules and sysctls are read only where the desired or the applied state has some. */
+/** Routes, rules, sysctls and the marking table are read only where the desired or the applied state has some. */
 export function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeeds {
   const families = new Set<Family>();
   for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
-  return { families, paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]) };
+  return {
+    families,
+    paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]),
+    marking: desired.attachments.some((a) => a.dscp !== undefined) || (applied?.marking?.length ?? 0) > 0,
+  };
 }
 
 /** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
@@ -43,7 +48,7 @@ export function asksThePlanner(desired: Resolved, applied: AppliedState | undefi
 }
 
 export function covers(sight: PodSight, needs: PodNeeds): boolean {
-  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p));
+  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p)) && (sight.marking || !needs.marking);
 }
 
 /** What a plan sees: a sandbox's netns and the host. */
@@ -134,7 +139,7 @@ export function readsEnough(view: HostView, reads: HostReads): boolean {
 
 /** Whether `needs` asks for a netns's links alone: a read that can end a pass's last batch in it (executor ReadBack). */
 export function linksAlone(needs: PodNeeds): boolean {
-  return needs.families.size === 0 && needs.paths.size === 0;
+  return needs.families.size === 0 && needs.paths.size === 0 && !needs.marking;
 }
 
 /** A sight of links alone (linksAlone), read at the end of a pass's last batch. */
@@ -142,13 +147,14 @@ export function sightOfLinks(needs: PodNeeds, records: string, pod: Map<string, 
   return { ...needs, records, view: { pod, routes: [], rules: [], sysctls: new Map() } };
 }
 
-/** A sandbox's netns as it is now: its links, and the routes, rules and sysctls `needs` names, read at once. */
+/** A sandbox's netns as it is now: its links, and the routes, rules, sysctls and marking table `needs` names, read at once. */
 export async function readPod(observe: NetnsObserver, netns: string, records: string, needs: PodNeeds): Promise<PodSight> {
   const where = { netns };
-  const [pod, routing, sysctls] = await Promise.all([
+  const [pod, routing, sysctls, marking] = await Promise.all([
     observe.links(where),
     Promise.all([...needs.families].map((family) => observe.routing(where, family))),
     observe.sysctls(where, [...needs.paths]),
+    needs.marking ? observe.marking(where) : undefined,
   ]);
-  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls } };
+  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...(marking !== undefined ? { marking } : {}) } };
 }

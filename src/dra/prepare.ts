@@ -94,6 +94,7 @@ export function claimAttachments(claim: PreparedClaim): ClaimAttachments {
         ...(p?.ips ? { ips: p.ips } : {}),
         ...(p?.mac ? { mac: p.mac } : {}),
         ...(p?.bandwidth ? { bandwidth: p.bandwidth } : {}),
+        ...(p?.dscp !== undefined ? { dscp: p.dscp } : {}),
       };
     }),
   };

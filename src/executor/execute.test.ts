@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dir } from 'tmp-promise';
 import { PodnetError } from '../errors.ts';
 import type { NetnsRunner, ReadAfter } from '../netns/runner.ts';
+import { markingLine } from '../model/marking.ts';
 import type { Step, Tool, Where } from '../model/step.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { stateLayout } from '../protocol/paths.ts';
@@ -307,11 +308,13 @@ t.test('every kind of undo action is rendered and run, last first, each by its t
         { where: pod, action: 'sysctl', path: 'net/ipv4/conf/net1/rp_filter', value: '1' },
         { where: 'host', action: 'tbf', dev: 'pnv0123456789', rate: 1000000, burst: 100000 },
         { where: 'host', action: 'qdisc-del', dev: 'pnv0123456789', parent: 'ingress' },
+        { where: pod, action: 'marking', entries: [{ interface: 'net1', dscp: 46 }] },
       ],
     },
   });
   t.same(told, []);
   t.same(batches, [
+    { where: '/run/netns/p', tool: 'nft', lines: [markingLine([{ interface: 'net1', dscp: 46 }])] },
     { where: 'host', tool: 'tc', lines: ['qdisc del dev pnv0123456789 ingress'] },
     { where: 'host', tool: 'tc', lines: ['qdisc replace dev pnv0123456789 root tbf rate 1000000bit burst 12500 latency 25ms'] },
     { where: '/run/netns/p', tool: 'sysctl', lines: ['net/ipv4/conf/net1/rp_filter=1'] },

@@ -533,6 +533,13 @@ export type Conditions = Condition[];
  */
 export type StaticAddresses = Cidr[];
 /**
+ * The DSCP (0 to 63) put on every IPv4 and IPv6 packet the pod sends out of this interface (46 is EF, 34 AF41, 0 best effort): marked in the pod's network namespace, where the pod cannot change it without NET_ADMIN. Changed in place; taken back with the attachment.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Dscp".
+ */
+export type Dscp = number;
+/**
  * A routing table: a number of the request's own (1 to 4294967295, not 253, 254 or 255, which are the kernel's default, main and local), or "main", which a request must say outright to touch the pod's main table.
  *
  * This interface was referenced by `Api`'s JSON-Schema
@@ -553,12 +560,12 @@ export type SysctlValue = string;
  */
 export type Conditions1 = Condition[];
 /**
- * A part of what a namespace's PodNetworkConfigs and pod annotations may ask: attachments (spec.attachments and the annotation's entries, their addresses and MACs included), bandwidth (an attachment's rate limits), interfaces (spec.interfaces: settings of eth0 and of attached interfaces), routes (spec.routes), rules (spec.rules), sysctls (spec.sysctls).
+ * A part of what a namespace's PodNetworkConfigs and pod annotations may ask: attachments (spec.attachments and the annotation's entries, their addresses and MACs included), bandwidth (an attachment's rate limits), marking (an attachment's DSCP), interfaces (spec.interfaces: settings of eth0 and of attached interfaces), routes (spec.routes), rules (spec.rules), sysctls (spec.sysctls).
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "PermittedPart".
  */
-export type PermittedPart = 'attachments' | 'bandwidth' | 'interfaces' | 'routes' | 'rules' | 'sysctls';
+export type PermittedPart = 'attachments' | 'bandwidth' | 'marking' | 'interfaces' | 'routes' | 'rules' | 'sysctls';
 /**
  * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
  *
@@ -946,6 +953,7 @@ export interface Attachment {
   interface?: string;
   ips?: StaticAddresses;
   bandwidth?: Bandwidth;
+  dscp?: Dscp;
   /**
    * When true, a pod this config selects at its creation is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
    */
@@ -1000,6 +1008,7 @@ export interface ClaimParameters {
    */
   mac?: string;
   bandwidth?: Bandwidth;
+  dscp?: Dscp;
 }
 /**
  * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.
@@ -1267,7 +1276,7 @@ export interface PodNetworkPermissionSpec {
   /**
    * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
    *
-   * @maxItems 6
+   * @maxItems 7
    */
   allow: PermittedPart[];
   mtu?: MtuBounds;
@@ -1297,7 +1306,7 @@ export interface PodNetworkPermissionSpec1 {
   /**
    * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
    *
-   * @maxItems 6
+   * @maxItems 7
    */
   allow: PermittedPart[];
   mtu?: MtuBounds;
@@ -1542,7 +1551,20 @@ export type UndoAction =
   | SysctlUndo
   | TbfUndo
   | QdiscDelUndo
-  | PortReleaseUndo;
+  | PortReleaseUndo
+  | MarkingUndo;
+/**
+ * The DSCP podnet puts on what a pod sends out of each of these interfaces, by its table in the pod (inet podnet_marking).
+ *
+ * @maxItems 64
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "Marking".
+ */
+export type Marking = {
+  interface: PodInterfaceName;
+  dscp: Dscp;
+}[];
 /**
  * A Kubernetes object UID, as the API server makes them.
  *
@@ -1743,6 +1765,17 @@ export interface SecuredPort {
   addresses: Ip[];
 }
 /**
+ * nft, in the pod: podnet's marking table back to what it was (its entries; none: the table deleted).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "MarkingUndo".
+ */
+export interface MarkingUndo {
+  where: PodWhere;
+  action: 'marking';
+  entries: Marking;
+}
+/**
  * journal/<key>.json: the pass under way and the undo of each of its steps, in step order; undone last first at the next start unless the pass was committed. Apply lines never go to disk.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1826,6 +1859,7 @@ export interface AppliedState {
     value: SysctlValue;
     original: SysctlValue;
   }[];
+  marking?: Marking;
   /**
    * The PodNetworkConfigs the sandbox has whole, each the generation it last had: what stays when an edit cannot be applied whole, and what wins a conflict with a config the pod does not have yet.
    *

@@ -23,6 +23,8 @@ export interface DesiredAttachment {
   interface: string;
   ips?: string[];
   bandwidth?: Bandwidth;
+  /** The DSCP marked on what the pod sends out of it (model/marking.ts). */
+  dscp?: number;
   /** The config that asked for it. */
   from: string;
   /** Where in `from` it was asked: "spec.attachments[0]". */
@@ -213,9 +215,10 @@ class Merge {
   private askAttachment(networkName: string, asked: AttachmentAsks & { interface?: string | undefined }, from: string, field: string, networkField: string): void {
     if (!this.permitted('attachments', from, field)) return;
     if (asked.bandwidth && !this.permitted('bandwidth', from, `${field}.bandwidth`)) return;
+    if (asked.dscp !== undefined && !this.permitted('marking', from, `${field}.dscp`)) return;
     const network = this.reachable(networkName, from, networkField);
     if (!network || !this.attachable(network, asked, from, field)) return;
-    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}) };
+    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}), ...(asked.dscp !== undefined ? { dscp: asked.dscp } : {}) };
     if (asked.interface === undefined) return void this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
     this.attach({ ...at, interface: asked.interface }, field);
     if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });

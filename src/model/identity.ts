@@ -50,6 +50,7 @@ export interface ClaimAttachment {
   ips?: string[];
   mac?: string;
   bandwidth?: Bandwidth;
+  dscp?: number;
 }
 
 /** How problems name a ResourceClaim. */

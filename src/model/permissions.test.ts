@@ -69,6 +69,15 @@ t.test('bandwidth is a part of its own: an attachment with a rate limit needs it
   t.same(wanted(pod(), [config('plain', { attachments: [{ network: 'blue', interface: 'net1' }] })], [permission('p', { allow: ['attachments'] })]).attachments.length, 1);
 });
 
+t.test('marking is a part of its own: an attachment with a DSCP needs it; a DSCP of 0 is asked too', async (t) => {
+  for (const dscp of [46, 0]) {
+    const w = wanted(pod(), [config('marked', { attachments: [{ network: 'blue', interface: 'net1', dscp }] })], [permission('p', { allow: ['attachments'] })]);
+    t.same(told(w.problems).slice(0, 1), ['PodNetworkConfig tenant-a/marked spec.attachments[0].dscp: PodNetworkPermission tenant-a/p does not let namespace tenant-a ask marking'], `dscp ${dscp}`);
+  }
+  const allowed = wanted(pod(), [config('marked', { attachments: [{ network: 'blue', interface: 'net1', dscp: 46 }] })], [permission('p', { allow: ['attachments', 'marking'] })]);
+  t.same(allowed.attachments.map((a) => [a.interface, a.dscp]), [['net1', 46]], 'allowed: the attachment carries its DSCP');
+});
+
 t.test('several permissions in a namespace: each must allow the part', async (t) => {
   const routes = config('routes', { routes: [{ to: '198.18.0.0/24', table: 100, dev: 'eth0' }] });
   t.same(wanted(pod(), [routes], [permission('a', { allow: ['routes'] }), permission('b', { allow: ['routes', 'rules'] })]).problems, []);

@@ -42,7 +42,7 @@ t.test('a table secures its ports only when whole: every chain of the ruleset th
   // Its one base chain, as nft lists its hook.
   const hooks = new Map([['prerouting', 'filter prerouting -300 accept']]);
   const names = new Map([['ports', new Set(['pnva'])]]);
-  const whole = { rules, names, hooks, flagged: false };
+  const whole = { rules, names, hooks, flagged: false, comments: [] };
   t.same(securedPortsOf(whole), new Set(['pnva']), 'whole: its ports');
   t.same(securedPortsOf({ ...whole, names: new Map() }), new Set(), 'whole, no port yet');
   t.equal(securedPortsOf(undefined), undefined, 'no table');

@@ -101,6 +101,8 @@ export interface ObservedTable {
    * release name, or JSON cut short), so any flags at all count.
    */
   flagged: boolean;
+  /** Its rules' comments, in order (podnet's marking table holds a fingerprint of its entries in its first rule's: model/marking.ts). */
+  comments: readonly string[];
 }
 
 /**

@@ -68,5 +68,6 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
     ...(spec.mtu ? { mtu: spec.mtu } : {}),
     addresses: allocations.map((a) => a.address),
     ...(want.bandwidth ? { bandwidth: want.bandwidth } : {}),
+    ...(want.dscp !== undefined ? { dscp: want.dscp } : {}),
   };
 }

@@ -68,6 +68,8 @@ export interface Observed {
   securedPorts?: ReadonlySet<string>;
   /** Why the table cannot secure a port now, when a pass tried to put it: its read or put failed (no nft), or it does not read whole. */
   portSecurityUnavailable?: string;
+  /** The fingerprint podnet's marking table in the pod carries (model/marking.ts); undefined when it is not there, or was not read (nothing marked, none wanted). */
+  marking?: string;
 }
 
 /** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */
@@ -88,6 +90,8 @@ export interface ResolvedAttachment {
   mtu?: number;
   addresses: string[];
   bandwidth?: Bandwidth;
+  /** The DSCP marked on what the pod sends out of it (model/marking.ts). */
+  dscp?: number;
 }
 
 export interface ResolvedTuning {
@@ -182,6 +186,8 @@ export interface AppliedState {
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
   sysctls: AppliedSysctl[];
+  /** The DSCP podnet marks on what the pod sends out of each interface (model/marking.ts); absent in a file of an older podnet, or when none. */
+  marking?: { interface: string; dscp: number }[];
   /** The PodNetworkConfigs the sandbox has whole, each as it last had it (model/desired.ts desiredWhole). */
   configs?: AppliedConfig[];
 }
@@ -191,5 +197,5 @@ export function emptyApplied(containerId: string, netns: string): AppliedState {
 }
 
 export function isEmptyApplied(state: AppliedState): boolean {
-  return state.attachments.length + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length === 0;
+  return state.attachments.length + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length + (state.marking?.length ?? 0) === 0;
 }

@@ -7,6 +7,7 @@ import { releasePortLine, securePortLine } from './port-security.ts';
 import type { LinkSettingName, LinkSettings, ResolvedRoute, ResolvedRule } from './state.ts';
 import type { Command } from './step.ts';
 import type { UndoAction } from '../protocol/validate.ts';
+import { markingLine } from './marking.ts';
 
 export type { UndoAction } from '../protocol/validate.ts';
 
@@ -103,5 +104,7 @@ export function renderUndo(action: UndoAction): Command {
       return { where: action.where, tool: 'nft', line: releasePortLine(action.port, action.secured) };
     case 'port-secure':
       return { where: action.where, tool: 'nft', line: securePortLine(action.port, action.secured) };
+    case 'marking':
+      return { where: action.where, tool: 'nft', line: markingLine(action.entries) };
   }
 }

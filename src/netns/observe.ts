@@ -3,6 +3,7 @@
 import { PodnetError } from '../errors.ts';
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import { host, type Where } from '../model/step.ts';
+import { markingTable } from '../model/marking.ts';
 import { portSecurityTable, securedPortsOf } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import type { NetnsRunner, ReadAfter } from './runner.ts';
@@ -157,6 +158,8 @@ export interface NetnsObserver {
   sysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
   /** The host ports in podnet's port security table (model/port-security.ts); undefined when the table is not there or not whole. */
   securedPorts(): Promise<Set<string> | undefined>;
+  /** The fingerprint of podnet's marking table in a netns (model/marking.ts); undefined when it is not there. */
+  marking(where: Where): Promise<string | undefined>;
 }
 
 /** The kernel as `run`'s ip, tc and /proc/sys show it. */
@@ -167,5 +170,6 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
     securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
+    marking: async (where) => (await run.readNftTable(where, markingTable))?.comments[0],
   };
 }

@@ -75,7 +75,8 @@ t.test('a table as nft -j lists it: each chain\'s rules counted, each set\'s sin
   t.same(table.names.get('addr4'), new Set(), 'an empty set has no elem');
   t.same(table.hooks, new Map([['prerouting', 'filter prerouting -300 accept']]), 'the base chain\'s hook; a chain rules jump to has none');
   t.equal(table.flagged, false);
-  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map(), hooks: new Map(), flagged: false }, 'a table with nothing in it');
+  t.same(nftTableOf('{"nftables": [{"metainfo": {}}, {"table": {"family": "bridge", "name": "podnet"}}]}'), { rules: new Map(), names: new Map(), hooks: new Map(), flagged: false, comments: [] }, 'a table with nothing in it');
+  t.same(nftTableOf('{"nftables": [{"table": {"family": "inet", "name": "podnet_marking"}}, {"chain": {"name": "postrouting"}}, {"rule": {"chain": "postrouting", "comment": "podnet.0123456789abcdef"}}, {"rule": {"chain": "postrouting"}}]}').comments, ['podnet.0123456789abcdef'], "its rules' comments, in order");
   // As a later nft prints dormant, and as nft 1.0.6 may (from freed memory: seen "bridge", "ifname", its release name).
   for (const flags of ['dormant', ['dormant'], 'bridge', 'Lester Gooch #5']) {
     t.equal(nftTableOf(JSON.stringify({ nftables: [{ table: { family: 'bridge', name: 'podnet', flags } }] })).flagged, true, `flags ${JSON.stringify(flags)}: flagged`);
@@ -185,7 +186,7 @@ t.test('the reads: ip and tc -json with the commands on stdin, grep of /proc/sys
   t.same(await netnsRunner.query(where, 'ip', ['-4'], ['route show table all', 'rule show']), [[], []], 'one answer a command');
   t.same(await netnsRunner.query('host', 'tc', [], ['qdisc show']), [[]]);
   t.same(await netnsRunner.readSysctls(where, ['net/ipv4/ip_forward']), new Map());
-  if (nftHere) t.same(await netnsRunner.readNftTable('host', 'bridge podnet'), { rules: new Map(), names: new Map(), hooks: new Map(), flagged: false });
+  if (nftHere) t.same(await netnsRunner.readNftTable('host', 'bridge podnet'), { rules: new Map(), names: new Map(), hooks: new Map(), flagged: false, comments: [] });
   // Inside a netns the tool goes by its path (nsenter would search PATH for it): its basename here.
   const run = tools.fed().map((s) => {
     const [file, args] = asRun(t, s);

@@ -186,12 +186,13 @@ export function nftTableOf(json: string): ObservedTable {
     table?: { flags?: unknown };
     set?: { name?: unknown; elem?: unknown[] };
     chain?: { name?: unknown; type?: unknown; hook?: unknown; prio?: unknown; policy?: unknown };
-    rule?: { chain?: unknown };
+    rule?: { chain?: unknown; comment?: unknown };
   };
   const rules = new Map<string, number>();
   const names = new Map<string, Set<string>>();
   const hooks = new Map<string, string>();
   let flagged = false;
+  const comments: string[] = [];
   for (const e of (JSON.parse(json) as { nftables?: Entry[] }).nftables ?? []) {
     // Whatever they say (ObservedTable.flagged).
     if (e.table && 'flags' in e.table) flagged = true;
@@ -201,14 +202,15 @@ export function nftTableOf(json: string): ObservedTable {
       if (chain.hook !== undefined) hooks.set(chain.name, [chain.type, chain.hook, chain.prio, chain.policy].join(' '));
     }
     if (typeof e.rule?.chain === 'string') rules.set(e.rule.chain, (rules.get(e.rule.chain) ?? 0) + 1);
+    if (typeof e.rule?.comment === 'string') comments.push(e.rule.comment);
     if (typeof e.set?.name === 'string') names.set(e.set.name, new Set((e.set.elem ?? []).filter((n): n is string => typeof n === 'string')));
   }
-  return { rules, names, hooks, flagged };
+  return { rules, names, hooks, flagged, comments };
 }
 
 /** What podnet says when nft is not on the node: what it is for, and the two ways out. */
 function nftMissing(): PodnetError {
-  return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security needs it; install it, or set spec.bridge.portSecurity: false on the Network');
+  return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security and DSCP marking need it; install it, or set spec.bridge.portSecurity: false on the Network and ask no dscp');
 }
 
 /** Looked for once found: every secured port's change asks (bench/resync: 0.3 s of a pass at 500 pods); until then, at each ask, so installing nft heals a node. */

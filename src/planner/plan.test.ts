@@ -1,5 +1,6 @@
 import t from 'tap';
 import { hostInterfaceName } from '../model/host-links.ts';
+import { markingFingerprint, markingLine } from '../model/marking.ts';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { renderUndo } from '../model/undo.ts';
@@ -232,6 +233,29 @@ t.test('a gre link is made on the host under its pnt name, marked, and moved int
   const noV6 = plan(input({ attachments: [v6] }, { observed: underlay(['198.18.100.1/24']) }));
   t.same(noV6.steps, [], 'nothing made without one');
   t.match(noV6.problems, [{ document: 'Network blue', field: 'spec.gre', reason: "the host's interface eth0 has no IPv6 address for the local end of a gre tunnel to 2001:db8:100::2" }]);
+});
+
+t.test("a DSCP is marked by podnet's table in the pod: written whole when its fingerprint is not the wanted one, deleted when none is wanted", async (t) => {
+  const marked = { ...blue, dscp: 46 };
+  const there = observed({ pod: new Map([link('eth0'), link('net1', { up: true, addresses: ['198.18.80.2/24'] })]) });
+  const applied = { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'bridge' as const, bridge: 'pn-blue', hostIf: blue.hostIf, addresses: ['198.18.80.2/24'] }] };
+  const wanted = [{ interface: 'net1', dscp: 46 }];
+  const nftOf = (p: Plan) => p.steps.filter((s) => s.tool === 'nft').map((s) => [s.where === 'host' ? 'host' : 'pod', s.line, s.undo]);
+  const made = plan(input({ attachments: [marked] }, { observed: there, applied }));
+  t.same(nftOf(made), [['pod', markingLine(wanted), { where: { netns }, action: 'marking', entries: [] }]], 'no table yet: written; undone, deleted');
+  t.same(made.next.marking, wanted);
+
+  const kept = plan(input({ attachments: [marked] }, { observed: { ...there, marking: markingFingerprint(wanted) }, applied: made.next }));
+  t.same(nftOf(kept), [], 'the table holds what is wanted: nothing to do');
+  const drifted = plan(input({ attachments: [marked] }, { observed: { ...there, marking: 'podnet.0000000000000000' }, applied: made.next }));
+  t.same(nftOf(drifted), [['pod', markingLine(wanted), { where: { netns }, action: 'marking', entries: wanted }]], 'someone changed it: written again whole');
+  const changed = plan(input({ attachments: [{ ...blue, dscp: 10 }] }, { observed: { ...there, marking: markingFingerprint(wanted) }, applied: made.next }));
+  t.same(nftOf(changed), [['pod', markingLine([{ interface: 'net1', dscp: 10 }]), { where: { netns }, action: 'marking', entries: wanted }]], 'changed in place; undone, back to 46');
+
+  const gone = plan(input({ attachments: [blue] }, { observed: { ...there, marking: markingFingerprint(wanted) }, applied: made.next }));
+  t.same(nftOf(gone), [['pod', markingLine([]), { where: { netns }, action: 'marking', entries: wanted }]], 'none wanted: the table deleted');
+  t.equal(gone.next.marking, undefined);
+  t.same(nftOf(plan(input({ attachments: [blue] }, { observed: there, applied: made.next }))), [], 'no table there: nothing to delete');
 });
 
 t.test('a parent the host does not have is a problem, not a failing step', async (t) => {

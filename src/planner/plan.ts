@@ -2,11 +2,13 @@
 // runs a command or reads a file; the executor runs the steps, `podnet diff` prints them.
 // Order: take back what is no longer wanted, most dependent first (rules, routes, sysctls,
 // tuning, then links, which frees names and addresses); then apply in the reverse order: links,
-// tuning, sysctls, routes (which may leave by a link made just before), rules.
+// tuning, sysctls, routes (which may leave by a link made just before), rules. DSCP marking, by
+// interface name, goes first when taken back and last when applied.
 import type { Problem } from '../model/desired.ts';
 import { emptyApplied, type AppliedState, type Observed, type Resolved } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import { planLinks } from './links.ts';
+import { planMarking } from './marking.ts';
 import type { Part, PlanContext, PlanRefusal } from './part.ts';
 import { planRoutes, planRules } from './routes.ts';
 import { planSysctls } from './sysctls.ts';
@@ -51,7 +53,8 @@ export function plan(input: PlanInput): Plan {
   const sysctls = planSysctls(ctx);
   const routes = planRoutes(ctx);
   const rules = planRules(ctx);
-  const parts: Part<unknown>[] = [links, tuning, sysctls, routes, rules];
+  const marking = planMarking(ctx);
+  const parts: Part<unknown>[] = [links, tuning, sysctls, routes, rules, marking];
   return {
     steps: [...[...parts].reverse().flatMap((p) => p.takeBack), ...parts.flatMap((p) => p.apply)],
     deferred: parts.some((p) => p.deferred),
@@ -66,6 +69,7 @@ export function plan(input: PlanInput): Plan {
       routes: routes.next,
       rules: rules.next,
       sysctls: sysctls.next,
+      ...(marking.next.length > 0 ? { marking: marking.next } : {}),
     },
   };
 }

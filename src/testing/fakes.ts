@@ -144,6 +144,13 @@ export class FakeObserver implements NetnsObserver {
     return new Map();
   }
 
+  /** The fingerprint of podnet's marking table, by netns path; absent: no table. */
+  readonly markings = new Map<string, string>();
+
+  async marking(where: Where): Promise<string | undefined> {
+    return where === 'host' ? undefined : this.markings.get(where.netns);
+  }
+
   /** The ports in podnet's port security table; undefined: no table. */
   securedPortNames: Set<string> | undefined;
   /** Why the table cannot be read (no nft on the node), when a test says so. */

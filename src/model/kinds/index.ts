@@ -83,9 +83,9 @@ export function hostBridgeOf(link: LinkSpec): HostBridge | undefined {
 export function attachmentRefusal(network: Network, asked: AttachmentAsks): AttachmentRefusal | undefined {
   const kind = kindOf(network);
   const refused = kind.refusedAsks(network);
-  for (const field of ['bandwidth', 'ips', 'mac'] as const) {
+  for (const field of ['bandwidth', 'ips', 'mac', 'dscp'] as const) {
     const reason = refused[field];
-    if (asked[field] && reason !== undefined) return { field, reason };
+    if (asked[field] !== undefined && reason !== undefined) return { field, reason };
   }
   if (asked.ips && kind.attachedBy === 'podnet' && !network.spec.ipam && network.spec.staticAddresses !== true) {
     return { field: 'ips', reason: `Network ${network.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` };

@@ -19,11 +19,12 @@ export interface SpecProblem {
   reason: string;
 }
 
-/** What an attachment asks of its Network beyond a link: its own addresses, rate limits, a MAC. */
+/** What an attachment asks of its Network beyond a link: its own addresses, rate limits, a MAC, a DSCP. */
 export interface AttachmentAsks {
   ips?: readonly string[];
   bandwidth?: Bandwidth;
   mac?: string;
+  dscp?: number;
 }
 
 /** What an attachment may not ask on a kind, whatever its Network allows, each with why (the problem's reason). */

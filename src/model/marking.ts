@@ -1,0 +1,38 @@
+// DSCP marking (an attachment's dscp): one nftables table of podnet's in the pod's netns,
+// `inet podnet_marking`, whose postrouting chain sets the DSCP of what leaves each marked
+// interface, IPv4 and IPv6. The pod cannot change it without NET_ADMIN, and nothing on the host
+// is touched. The table is always written whole, in one nft transaction, and carries a
+// fingerprint of its entries as the comment of its first rule (a counter; nft 1.0.6 lists no
+// table's or chain's comment as JSON): a pass compares that to what it wants, and a table someone
+// deleted or replaced is written again. Pure.
+import { createHash } from 'node:crypto';
+import type { AppliedState } from './state.ts';
+
+export type MarkingEntry = NonNullable<AppliedState['marking']>[number];
+
+/** podnet's table in a pod, as nft names it (family and name). */
+export const markingTable = 'inet podnet_marking';
+
+/** The entries in a fixed order (by interface): one table whatever the order they were asked in. */
+export function sortedMarking(entries: readonly MarkingEntry[]): MarkingEntry[] {
+  return [...entries].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
+}
+
+/** The fingerprint of these entries: a word nft reads unquoted, that changes when they do. */
+export function markingFingerprint(entries: readonly MarkingEntry[]): string {
+  const text = sortedMarking(entries).map((e) => `${e.interface}=${e.dscp}`).join(',');
+  return `podnet.${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * The nft line that leaves the pod with exactly these entries, one transaction of three commands:
+ * the table made if missing, deleted, and made again whole (no entries: only deleted). The
+ * interface names are the schema's (letters, digits, _ . -), which nft reads unquoted: the line
+ * holds no quote.
+ */
+export function markingLine(entries: readonly MarkingEntry[]): string {
+  const reset = `table ${markingTable}; delete table ${markingTable}`;
+  if (entries.length === 0) return reset;
+  const rules = sortedMarking(entries).flatMap((e) => [`oifname ${e.interface} ip dscp set ${e.dscp}`, `oifname ${e.interface} ip6 dscp set ${e.dscp}`]);
+  return `${reset}; table ${markingTable} { chain postrouting { type filter hook postrouting priority mangle; policy accept; counter comment ${markingFingerprint(entries)}; ${rules.join('; ')}; }; }`;
+}
