@@ -6,7 +6,7 @@ import t from 'tap';
 import { execa } from 'execa';
 import { fileURLToPath } from 'node:url';
 import { daemonSandbox } from './lib/daemon.ts';
-import { linkOf, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
+import { linkOf, networkDocument, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
 import { missingPrerequisite } from './lib/env.ts';
 import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 import { markingTable } from '../src/model/marking.ts';
@@ -34,15 +34,7 @@ t.test("an attachment's DSCP on the wire, IPv4 and IPv6: set, changed in place, 
   removeLinkAtTeardown(t, bridge);
   const pods = [await startPod(t, daemon, 'mark-a'), await startPod(t, daemon, 'mark-b')];
   const cli = podnetCli(daemon);
-  await cli.apply('net.yaml', `apiVersion: podnetwork.opdev.io/v1alpha1
-kind: Network
-metadata: { name: marked }
-spec:
-  type: bridge
-  bridge: { name: ${bridge}, portSecurity: false }
-  ipam: { ranges: [{ subnet: 198.18.90.0/24 }, { subnet: "2001:db8:90::/64" }] }
-  namespaceSelector: {}
-`);
+  await cli.apply('net.yaml', networkDocument('marked', `  type: bridge\n  bridge: { name: ${bridge}, portSecurity: false }\n  ipam: { ranges: [{ subnet: 198.18.90.0/24 }, { subnet: "2001:db8:90::/64" }] }`));
   const config = (dscp?: number) => `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
 metadata: { name: attach, namespace: default }

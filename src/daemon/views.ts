@@ -9,7 +9,7 @@ import type { NetnsObserver } from '../netns/observe.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
 
 /** What a pass sees inside one sandbox's netns. */
-export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking'>;
+export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking' | 'markingUnavailable'>;
 
 /** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls, podnet's marking table. */
 export interface PodNeeds {
@@ -154,7 +154,13 @@ export async function readPod(observe: NetnsObserver, netns: string, records: st
     observe.links(where),
     Promise.all([...needs.families].map((family) => observe.routing(where, family))),
     observe.sysctls(where, [...needs.paths]),
-    needs.marking ? observe.marking(where) : undefined,
+    // A table that cannot be read (no nft) fails the marking alone, saying why, as port security does.
+    needs.marking
+      ? observe.marking(where).then(
+          (fingerprint) => (fingerprint !== undefined ? { marking: fingerprint } : {}),
+          (err: unknown) => ({ markingUnavailable: toPodnetError(err).message }),
+        )
+      : {},
   ]);
-  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...(marking !== undefined ? { marking } : {}) } };
+  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...marking } };
 }

@@ -6,6 +6,7 @@
 // table's or chain's comment as JSON): a pass compares that to what it wants, and a table someone
 // deleted or replaced is written again. Pure.
 import { createHash } from 'node:crypto';
+import type { ObservedTable } from './port-security.ts';
 import type { AppliedState } from './state.ts';
 
 export type MarkingEntry = NonNullable<AppliedState['marking']>[number];
@@ -18,6 +19,16 @@ export function sortedMarking(entries: readonly MarkingEntry[]): MarkingEntry[] 
   return [...entries].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
 }
 
+/**
+ * The fingerprint a table as nft lists it carries: its first rule's comment, when it is whole as
+ * podnet writes it (no flags, its postrouting chain hooked as made); undefined otherwise, which a
+ * pass takes as a table to write again.
+ */
+export function markingFingerprintOf(table: ObservedTable | undefined): string | undefined {
+  if (!table || table.flagged || table.hooks.get('postrouting') !== 'filter postrouting -150 accept' || table.hooks.size !== 1) return undefined;
+  return table.comments[0];
+}
+
 /** The fingerprint of these entries: a word nft reads unquoted, that changes when they do. */
 export function markingFingerprint(entries: readonly MarkingEntry[]): string {
   const text = sortedMarking(entries).map((e) => `${e.interface}=${e.dscp}`).join(',');
@@ -26,13 +37,14 @@ export function markingFingerprint(entries: readonly MarkingEntry[]): string {
 
 /**
  * The nft line that leaves the pod with exactly these entries, one transaction of three commands:
- * the table made if missing, deleted, and made again whole (no entries: only deleted). The
- * interface names are the schema's (letters, digits, _ . -), which nft reads unquoted: the line
- * holds no quote.
+ * the table made if missing, deleted, and made again whole (no entries: only deleted). Interface
+ * names are quoted: unquoted, nft reads 0x1 as a number and counter as a keyword. They are the
+ * schema's (letters, digits, _ . -), and a quoted word of those is the one quote the runner lets
+ * through (netns/runner.ts).
  */
 export function markingLine(entries: readonly MarkingEntry[]): string {
   const reset = `table ${markingTable}; delete table ${markingTable}`;
   if (entries.length === 0) return reset;
-  const rules = sortedMarking(entries).flatMap((e) => [`oifname ${e.interface} ip dscp set ${e.dscp}`, `oifname ${e.interface} ip6 dscp set ${e.dscp}`]);
+  const rules = sortedMarking(entries).flatMap((e) => [`oifname "${e.interface}" ip dscp set ${e.dscp}`, `oifname "${e.interface}" ip6 dscp set ${e.dscp}`]);
   return `${reset}; table ${markingTable} { chain postrouting { type filter hook postrouting priority mangle; policy accept; counter comment ${markingFingerprint(entries)}; ${rules.join('; ')}; }; }`;
 }

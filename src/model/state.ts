@@ -70,6 +70,8 @@ export interface Observed {
   portSecurityUnavailable?: string;
   /** The fingerprint podnet's marking table in the pod carries (model/marking.ts); undefined when it is not there, or was not read (nothing marked, none wanted). */
   marking?: string;
+  /** Why the marking table could not be read (no nft on the node): nothing of it is changed then, and the sandbox fails saying so. */
+  markingUnavailable?: string;
 }
 
 /** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */

@@ -3,7 +3,7 @@
 import { PodnetError } from '../errors.ts';
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import { host, type Where } from '../model/step.ts';
-import { markingTable } from '../model/marking.ts';
+import { markingFingerprintOf, markingTable } from '../model/marking.ts';
 import { portSecurityTable, securedPortsOf } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import type { NetnsRunner, ReadAfter } from './runner.ts';
@@ -170,6 +170,6 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
     securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
-    marking: async (where) => (await run.readNftTable(where, markingTable))?.comments[0],
+    marking: async (where) => markingFingerprintOf(await run.readNftTable(where, markingTable)),
   };
 }

@@ -49,6 +49,13 @@ t.test('a batch line holding a character ip reads specially is refused before an
     t.equal(result.done, 0);
     t.match(result.error, { code: 'INVALID_REQUEST', message: /would read specially/ }, JSON.stringify(line));
   }
+  // nft reads an interface name safely only quoted: a quoted word of a name's characters, and nothing else quoted.
+  for (const line of ['add rule inet t c oifname "net1" ip dscp set 46 comment "x y"', 'add rule inet t c oifname "a;b" accept', 'add rule inet t c oifname "net1', "add rule inet t c oifname 'net1' accept", 'add rule inet t c oifname "net1" # x']) {
+    const result = await netnsRunner.batch({ netns: '/run/netns/none' }, 'nft', [line]);
+    t.match(result.error, { code: 'INVALID_REQUEST', message: /would read specially/ }, `nft: ${JSON.stringify(line)}`);
+  }
+  const quoted = await netnsRunner.batch({ netns: '/run/netns/none' }, 'ip', ['link set dev "net1" up']);
+  t.match(quoted.error, { code: 'INVALID_REQUEST' }, 'ip takes no quoted name');
 });
 
 t.test('a table as nft -j lists it: each chain\'s rules counted, each set\'s single names, a set of several keys without them', async (t) => {

@@ -306,7 +306,10 @@ async function runSysctls(where: Where, lines: readonly string[]): Promise<Batch
  * the last check, so that no document can ever change what a line means.
  */
 function refusal(tool: Tool, lines: readonly string[]): BatchResult | undefined {
-  const bad = lines.find((l) => /["'\\#\n\r\0]/.test(l));
+  // nft reads an interface name safely only quoted ("0x1" unquoted is the number 1, "counter" a
+  // keyword): a quoted word of an interface name's characters is the one quote nft lines may hold.
+  const bare = (line: string) => (tool === 'nft' ? line.replace(/"[A-Za-z0-9_.-]{1,15}"/g, '') : line);
+  const bad = lines.find((l) => /["'\\#\n\r\0]/.test(bare(l)));
   if (bad === undefined) return undefined;
   return { done: 0, error: new PodnetError('INVALID_REQUEST', `refused to run ${tool} ${JSON.stringify(bad)}: it holds a character ${tool} would read specially`) };
 }

@@ -256,6 +256,17 @@ t.test("a DSCP is marked by podnet's table in the pod: written whole when its fi
   t.same(nftOf(gone), [['pod', markingLine([]), { where: { netns }, action: 'marking', entries: wanted }]], 'none wanted: the table deleted');
   t.equal(gone.next.marking, undefined);
   t.same(nftOf(plan(input({ attachments: [blue] }, { observed: there, applied: made.next }))), [], 'no table there: nothing to delete');
+
+  // Never an interface podnet does not hold: one the pod has that podnet did not make.
+  const foreign = plan(input({ attachments: [marked] }, { observed: there }));
+  t.same(nftOf(foreign), [], 'net1 is not podnet\'s: not marked');
+  t.equal(foreign.next.marking, undefined);
+  // nft not there: nothing changes, told on the interface, and what was marked stays recorded.
+  const unreadable = plan(input({ attachments: [{ ...blue, dscp: 10 }] }, { observed: { ...there, markingUnavailable: 'nft is not installed' }, applied: made.next }));
+  t.same(nftOf(unreadable), []);
+  t.same(unreadable.next.marking, wanted);
+  t.equal(unreadable.unavailable, "DSCP marking needs nft in the pod's network namespace: nft is not installed");
+  t.match(unreadable.problems.filter((p) => p.field === 'dscp'), [{ document: 'pod interface net1', reason: /nft is not installed/ }], 'told on the interface');
 });
 
 t.test('a parent the host does not have is a problem, not a failing step', async (t) => {

@@ -53,12 +53,12 @@ export function plan(input: PlanInput): Plan {
   const sysctls = planSysctls(ctx);
   const routes = planRoutes(ctx);
   const rules = planRules(ctx);
-  const marking = planMarking(ctx);
+  const marking = planMarking(ctx, new Set(links.next.map((a) => a.interface)));
   const parts: Part<unknown>[] = [links, tuning, sysctls, routes, rules, marking];
   return {
     steps: [...[...parts].reverse().flatMap((p) => p.takeBack), ...parts.flatMap((p) => p.apply)],
     deferred: parts.some((p) => p.deferred),
-    ...(links.unavailable !== undefined ? { unavailable: links.unavailable } : {}),
+    ...((links.unavailable ?? marking.unavailable) !== undefined ? { unavailable: links.unavailable ?? marking.unavailable } : {}),
     problems: parts.flatMap((p) => p.problems),
     refused: parts.flatMap((p) => p.refused),
     next: {
