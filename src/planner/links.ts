@@ -2,7 +2,8 @@
 // kind's (bridge) host end goes on its host bridge (made before, see bridges.ts), with port
 // security and rate limits. Any other kind's link is created from the host, where its parent or
 // underlay is, directly inside the pod (ip's `netns PATH`), so there is never a moment it exists
-// on the host under the pod's name.
+// on the host under the pod's name; except an ip tunnel's (gre), which routes in the netns it is
+// made in: made on the host under a pnt name of podnet's and moved in (docs/adr/0034).
 import { originKey } from '../model/desired.ts';
 import { makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
 import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
