@@ -5,7 +5,7 @@ import t from 'tap';
 import { readdirSync } from 'node:fs';
 import { testInVm, vmPrerequisite } from './vm/vm.ts';
 
-const perFileMs = 300_000;
+const perFileMs = 600_000;
 const files = readdirSync(new URL('./kernel/', import.meta.url)).filter((f) => f.endsWith('.vm.ts')).sort();
 t.setTimeout(files.length * (perFileMs + 90_000));
 const skip = await vmPrerequisite();
