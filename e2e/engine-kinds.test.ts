@@ -30,13 +30,6 @@ t.test('macvlan: two pods on one parent reach each other; undo leaves the parent
   }
   t.equal(await pingFrom(pods[0]!.ns.name, addresses[1]!), 0, 'mv-a reaches mv-b over the macvlan');
 
-  // The admin changes the Network's mode: each pod's link is made again in the new one, its address kept.
-  await cli.apply('mv.yaml', networkDocument('mv', `  type: macvlan\n  macvlan: { parent: ${parent}, mode: private }\n  mtu: 1400\n  ipam: { ranges: [{ subnet: 198.18.84.0/24 }] }`));
-  for (const [i, pod] of pods.entries()) {
-    await until(`${pod.name} in private mode`, async () => ((await linkOf(pod.ns.name, 'net1'))?.linkinfo?.info_data?.['mode'] === 'private' ? true : undefined), 30_000);
-    t.equal(await net1Address(pod.ns.name, '198.18.84.'), addresses[i], `${pod.name}: net1 made again in private mode, with its address`);
-  }
-
   await cli.delete('attach.yaml');
   for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) ? undefined : true));
   t.match(await linkOf(undefined, parent), { ifname: parent }, 'the parent is left in place');

@@ -10,7 +10,6 @@ testTunnel(t, {
   info: { info_kind: 'gre', info_data: { remote: /198\.18\.102\./, ikey: '0.0.0.7' } },
   explained: /net1 on Network tun: gre to 198\.18\.102\.2 key 7 over underlay/,
   subnet: '198.18.103',
-  rekeyed: (remote) => `  type: gre\n  gre: { remote: 198.18.102.${remote}, device: underlay, key: 8 }\n  mtu: 1400`,
 });
 testTunnel(t, {
   name: 'gre over IPv6',

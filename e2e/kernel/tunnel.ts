@@ -1,8 +1,8 @@
 // What the tunnel tests of the VM share (gre.vm.ts, geneve.vm.ts): two nodes, each a netns with its
 // own daemon, joined by an underlay veth with IPv4 and IPv6 addresses, and one test of a tunnel
 // Network between them: a pod on each reaches the other through it; podnet explain shows it; a
-// second pod on a node is refused it; a changed key makes it again (when the tunnel has one); a
-// link deleted in the pod is made again at resync; undo leaves no tunnel in the pods or on the nodes.
+// second pod on a node is refused it; a link deleted in the pod is made again at resync; undo
+// leaves no tunnel in the pods or on the nodes.
 import type { Test } from 'tap';
 import { execa } from 'execa';
 import { daemonSandbox, type DaemonSandbox } from '../lib/daemon.ts';
@@ -20,8 +20,6 @@ export interface Tunnel {
   info: { info_kind: string; info_data: Record<string, unknown> };
   explained: RegExp;
   subnet: string;
-  /** The spec with its key changed to 8, for a tunnel with a key. */
-  rekeyed?: (remote: number) => string;
 }
 
 /** Two node netns joined by `underlay`, node i at 198.18.102.(i+1) and 2001:db8:102::(i+1). */
@@ -77,14 +75,6 @@ export function testTunnel(tap: Test, tunnel: Tunnel): void {
     t.match(refused, new RegExp(`Network tun is a ${tunnel.kind === 'ip6gre' ? 'gre' : tunnel.kind} tunnel, and a node has one attachment to it`), 'a second pod on the node is refused the tunnel, naming why');
     t.notOk(await linkOf(second.ns.name, 'net1'), 'and gets no link');
     t.match(await linkOf(pods[0]!.pod.ns.name, 'net1'), { linkinfo: tunnel.info }, 'the first keeps its tunnel');
-
-    if (tunnel.rekeyed) {
-      // The admin changes the tunnel's key on both nodes: each pod's tunnel is made again with it.
-      for (const [i, { cli }] of pods.entries()) await cli.apply('tun.yaml', networkDocument('tun', `${tunnel.rekeyed(2 - i)}\n  staticAddresses: true`));
-      for (const { pod } of pods) await until(`${pod.name}'s tunnel with key 8`, async () => ((await linkOf(pod.ns.name, 'net1'))?.linkinfo?.info_data?.['ikey'] === '0.0.0.8' ? true : undefined), 30_000);
-      await until(`net1's address after the remake`, () => net1Address(pods[0]!.pod.ns.name, `${tunnel.subnet}.`), 30_000);
-      t.equal(await pingFrom(pods[0]!.pod.ns.name, `${tunnel.subnet}.2`), 0, 'a changed key: both tunnels made again, and they carry traffic');
-    }
 
     await execa('ip', ['-n', pods[0]!.pod.ns.name, 'link', 'del', 'net1']);
     await until('net1 made again', () => net1Address(pods[0]!.pod.ns.name, `${tunnel.subnet}.`), 30_000);

@@ -1800,10 +1800,6 @@ export interface AppliedAttachment {
    * Absent in a file of an older podnet, whose attachments were all bridge ones.
    */
   kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'gre' | 'geneve';
-  /**
-   * A link made from the host (every kind but bridge): a digest of the command that made it, so that a change of its Network's link (a parent, a mode, a remote, a key, the MTU) makes it again. Absent in a file of an older podnet.
-   */
-  made?: string;
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;

@@ -152,8 +152,6 @@ export interface AppliedAttachment {
   interface: string;
   network: string;
   kind: LinkType;
-  /** A link made from the host (every kind but bridge): a digest of the command that made it (planner/links.ts madeDigest). */
-  made?: string;
   /** Bridge kind: the bridge, the host end of the veth, and the ifb when egress is shaped. */
   bridge?: string;
   hostIf?: string;

@@ -4,7 +4,6 @@
 // underlay is, directly inside the pod (ip's `netns PATH`), so there is never a moment it exists
 // on the host under the pod's name; except an ip tunnel's (gre), which routes in the netns it is
 // made in: made on the host under a pnt name of podnet's and moved in (docs/adr/0034).
-import { createHash } from 'node:crypto';
 import { originKey } from '../model/desired.ts';
 import { makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
 import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
@@ -55,7 +54,6 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         continue;
       }
       let fresh: boolean;
-      let made: string | undefined;
       let mac: string | undefined;
       let portSecurity: SecuredPort | undefined;
       if ('veth' in making) {
@@ -99,19 +97,17 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // address from the MAC the link has when it comes up.
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
-        const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
-        const digest = madeDigest(line);
-        fresh = !existing || remade(mine, digest, part, ctx);
-        // A link an older podnet made keeps no digest: what made it is not known.
-        made = fresh || mine?.made !== undefined ? digest : undefined;
-        if (fresh) part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
+        fresh = !existing;
+        if (fresh) {
+          const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
+          part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
+        }
       } else {
-        const result = hostMadeSteps(ctx, want, making, mine, existing !== undefined, part);
-        if (!result) {
+        fresh = !existing;
+        if (!hostMadeSteps(ctx, want, making, fresh, part)) {
           if (mine) part.next.push(mine);
           continue;
         }
-        ({ fresh, made } = result);
       }
       if (fresh) part.creates.add(want.interface);
       // Up, unless the request tunes it down (the tuning part owns that setting then).
@@ -134,7 +130,6 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         interface: want.interface,
         network: want.network,
         kind: want.link.kind,
-        ...(made !== undefined ? { made } : {}),
         ...('veth' in making ? { bridge: making.veth.name, hostIf: want.hostIf } : {}),
         ...(bandwidth.egressRate !== undefined ? { ifb: want.ifb } : {}),
         ...(mac ? { mac } : {}),
@@ -151,68 +146,36 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
 }
 
 /**
- * A digest of the command that makes a link from the host, kept with the attachment: a Network
- * whose link changed (a parent, a mode, a remote, a key, the MTU) asks another command.
+ * When `fresh`: a link made on the host under its pnt name, marked, and moved into the pod under
+ * the pod's name in one `ip link set`; false, with the problem told, when a link of that name on
+ * the host is someone else's, or the host lacks what the kind needs of its underlay. One an
+ * interrupted pass left there (it bears this attachment's mark, or none) is deleted, also when
+ * the pod has its link already. Taken back before the move, the host link goes (its delete checks
+ * the mark); after, the pod's.
  */
-export function madeDigest(line: string): string {
-  return createHash('sha256').update(line).digest('hex').slice(0, 16);
-}
-
-/**
- * Whether the pod's link, podnet's, was made by another command than the one its Network asks now:
- * then it is deleted, to be made again in this pass. A link an older podnet made (no digest) is kept.
- */
-function remade(mine: AppliedAttachment | undefined, made: string, part: Part<AppliedAttachment>, ctx: PlanContext): boolean {
-  if (mine?.made === undefined || mine.made === made || !ctx.observed.pod.has(mine.interface)) return false;
-  part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(mine.interface) });
-  return true;
-}
-
-/**
- * A link made on the host under its pnt name, marked, and moved into the pod under the pod's name
- * in one `ip link set`, when the pod has none or has one made by another command; undefined, with
- * the problem told, when a link of that name on the host is someone else's, or the host lacks what
- * the kind needs of its underlay (a link the pod has is then kept). One an interrupted pass left
- * there (it bears this attachment's mark, or none) is deleted, also when the pod has its link
- * already. Taken back before the move, the host link goes (its delete checks the mark); after,
- * the pod's.
- */
-function hostMadeSteps(
-  ctx: PlanContext,
-  want: ResolvedAttachment,
-  making: Extract<LinkMaking, { createOnHost: unknown }>,
-  mine: AppliedAttachment | undefined,
-  existing: boolean,
-  part: Part<AppliedAttachment>,
-): { fresh: boolean; made?: string } | undefined {
+function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, fresh: boolean, part: Part<AppliedAttachment>): boolean {
   const name = hostInterfaceName(ctx.applied.containerId, want.interface, 'pnt');
   const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const left = ctx.observed.host.get(name);
-  const ours = left !== undefined && bearsMark(left, mark);
+  if (!fresh) {
+    if (left && bearsMark(left, mark)) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+    return true;
+  }
+  if (left && !bearsMark(left, mark)) {
+    cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${name}, which podnet did not make for this attachment; it is left alone`));
+    return false;
+  }
   const underlay = making.hostInterface === undefined ? undefined : ctx.observed.hostLinks.get(making.hostInterface);
   const line = making.createOnHost({ name, ...(want.mtu ? { mtu: want.mtu } : {}), underlayAddresses: underlay?.addresses ?? [] });
-  if (typeof line !== 'string' && existing) {
-    if (ours) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
-    return { fresh: false, ...(mine?.made ? { made: mine.made } : {}) };
-  }
-  if (left && !ours) {
-    if (existing) return { fresh: false, ...(typeof line === 'string' ? { made: madeDigest(line) } : {}) };
-    cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `the host already has an interface ${name}, which podnet did not make for this attachment; it is left alone`));
-    return undefined;
-  }
   if (typeof line !== 'string') {
     cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`Network ${want.network}`, `spec.${want.link.kind}`, line.problem));
-    return undefined;
+    return false;
   }
-  const made = madeDigest(line);
-  if (ours) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
-  const fresh = !existing || remade(mine, made, part, ctx);
-  if (fresh) {
-    part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
-    part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
-    part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
-  }
-  return { fresh, ...(fresh || mine?.made !== undefined ? { made } : {}) };
+  if (left) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+  part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
+  part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
+  part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
+  return true;
 }
 
 /**

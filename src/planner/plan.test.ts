@@ -1,6 +1,5 @@
 import t from 'tap';
 import { hostInterfaceName } from '../model/host-links.ts';
-import { madeDigest } from './links.ts';
 import { markingFingerprint, markingLine } from '../model/marking.ts';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
@@ -190,7 +189,7 @@ t.test('macvlan, ipvlan, vlan and vxlan links are made from the host straight in
       ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
     ]);
     t.same(p.steps[0]!.undo, { where: { netns }, action: 'link-del', dev: 'net1' });
-    t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, made: madeDigest(line), addresses: ['198.18.80.2/24'] }]);
+    t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'] }]);
     const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
     t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], `${spec.kind}: undo deletes it in the pod`);
   }
@@ -209,7 +208,7 @@ t.test('a gre link is made on the host under its pnt name, marked, and moved int
   const p = plan(input({ attachments: [gre] }));
   t.same(lines(p), made);
   t.same(p.steps.slice(0, 3).map((s) => s.undo), [{ where: 'host', action: 'link-del', dev: tmp, mark: 'podnet:c1/net1' }, undefined, { where: { netns }, action: 'link-del', dev: 'net1' }], 'taken back: the host link while it is there and bears the mark, the pod\'s after the move');
-  t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: 'gre', made: madeDigest(made[0]![2]!), addresses: ['198.18.80.2/24'] }]);
+  t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: 'gre', addresses: ['198.18.80.2/24'] }]);
 
   const left = (alias?: string) => observed({ host: new Map([link('eth0'), link(tmp, { kind: 'gre', ...(alias ? { alias } : {}) })]) });
   for (const alias of [undefined, 'podnet:c1/net1']) {
@@ -268,38 +267,6 @@ t.test("a DSCP is marked by podnet's table in the pod: written whole when its fi
   t.same(unreadable.next.marking, wanted);
   t.equal(unreadable.unavailable, "DSCP marking needs nft in the pod's network namespace: nft is not installed");
   t.match(unreadable.problems.filter((p) => p.field === 'dscp'), [{ document: 'pod interface net1', reason: /nft is not installed/ }], 'told on the interface');
-});
-
-t.test("a link made from the host is made again when its Network's link changes; one an older podnet made is kept", async (t) => {
-  const inPod = observed({ pod: new Map([link('eth0'), link('net1', { up: true, addresses: ['198.18.80.2/24'] })]) });
-  const bridged = { ...blue, link: { kind: 'macvlan', parent: 'eth0', mode: 'bridge' } as const };
-  const first = plan(input({ attachments: [bridged] }));
-  const made = first.next.attachments[0]!.made!;
-  t.match(made, /^[0-9a-f]{16}$/);
-  t.same(lines(plan(input({ attachments: [bridged] }, { observed: inPod, applied: first.next }))), [], 'the same link: nothing to do');
-  const vepa = { ...bridged, link: { ...bridged.link, mode: 'vepa' } };
-  t.same(lines(plan(input({ attachments: [vepa] }, { observed: inPod, applied: first.next }))), [
-    ['pod', 'ip', 'link del dev net1'],
-    ['host', 'ip', `link add link eth0 name net1 netns ${netns} mtu 1400 type macvlan mode vepa`],
-    ['pod', 'ip', 'link set dev net1 up'],
-    ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
-  ], 'mode bridge to vepa: deleted and made again');
-  const older = { ...first.next, attachments: first.next.attachments.map(({ made: _made, ...a }) => a) };
-  const kept = plan(input({ attachments: [vepa] }, { observed: inPod, applied: older }));
-  t.same(lines(kept), [], 'an older podnet\'s link: what made it is not known, it is kept');
-  t.equal(kept.next.attachments[0]!.made, undefined, 'and no digest is made up for it');
-
-  const gre = { ...blue, link: { kind: 'gre', remote: '198.18.100.2', key: 7 } as const };
-  const tunnel = plan(input({ attachments: [gre] }));
-  const rekeyed = plan(input({ attachments: [{ ...gre, link: { ...gre.link, key: 8 } }] }, { observed: inPod, applied: tunnel.next }));
-  const tmp = hostInterfaceName('c1', 'net1', 'pnt');
-  t.same(lines(rekeyed).slice(0, 4), [
-    ['pod', 'ip', 'link del dev net1'],
-    ['host', 'ip', `link add name ${tmp} mtu 1400 type gre remote 198.18.100.2 key 8`],
-    ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
-    ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
-  ], 'a gre key changed: the tunnel made again');
-  t.not(rekeyed.next.attachments[0]!.made, tunnel.next.attachments[0]!.made);
 });
 
 t.test('a parent the host does not have is a problem, not a failing step', async (t) => {
