@@ -17,8 +17,8 @@ function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
   return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
 }
 
-export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string>; unavailable?: string } {
-  const part: Part<AppliedAttachment> & { creates: Set<string>; unavailable?: string } = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
+export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string> } {
+  const part: Part<AppliedAttachment> & { creates: Set<string> } = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
   const { observed, applied, desired, pod } = ctx;
 
   // Take back attachments no longer wanted: deleting one end of a veth deletes both. A host link

@@ -29,6 +29,8 @@ export interface Part<T> {
   refused: PlanRefusal[];
   /** Part of the desired state waits for a next pass (it needs an interface this pass makes). */
   deferred: boolean;
+  /** What the node lacks for this part (nft for port security or marking): the rest is applied, and the sandbox fails with this and is retried. */
+  unavailable?: string;
 }
 
 /** A desired thing the plan cannot make, and who asked it ("PodNetworkConfig ns/x spec.routes[0]", several joined by ", "). */

@@ -28,7 +28,7 @@ export interface Plan {
   steps: Step[];
   /** Part of the desired state waits for a next pass (it needs an interface this pass makes). */
   deferred: boolean;
-  /** What the node lacks for part of the desired state (port security): the rest is applied, and the sandbox fails with this and is retried. */
+  /** What the node lacks for part of the desired state (nft for port security or marking): the first part that says so; the rest is applied, and the sandbox fails with this and is retried. */
   unavailable?: string;
   /** What podnet will have applied once every step succeeded. */
   next: AppliedState;
@@ -55,10 +55,11 @@ export function plan(input: PlanInput): Plan {
   const rules = planRules(ctx);
   const marking = planMarking(ctx, new Set(links.next.map((a) => a.interface)));
   const parts: Part<unknown>[] = [links, tuning, sysctls, routes, rules, marking];
+  const unavailable = parts.find((p) => p.unavailable !== undefined)?.unavailable;
   return {
     steps: [...[...parts].reverse().flatMap((p) => p.takeBack), ...parts.flatMap((p) => p.apply)],
     deferred: parts.some((p) => p.deferred),
-    ...((links.unavailable ?? marking.unavailable) !== undefined ? { unavailable: links.unavailable ?? marking.unavailable } : {}),
+    ...(unavailable !== undefined ? { unavailable } : {}),
     problems: parts.flatMap((p) => p.problems),
     refused: parts.flatMap((p) => p.refused),
     next: {
