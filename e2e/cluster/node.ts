@@ -21,6 +21,7 @@ import type { Server } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
+import { stopBeforeCleanup } from '../lib/netns.ts';
 import { relay } from '../lib/relay.ts';
 import { cachedClusterBinaries, cachedNodeBinaries, ensureNodeBinaries, type NodeBinaries } from './binaries.ts';
 import { coldBuildTimeoutMs, freePort, launch, nodeName, ownedTempFolders, secondNodeName, tail, terminate, waitReady, type Cluster, type ClusterUser, type Owner, type Supervised } from './cluster.ts';
@@ -147,7 +148,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   /** The second node's way to the apiserver: a Unix socket this process relays to it (e2e/lib/relay.ts). */
   let apiserverSocket: Server | undefined;
 
-  t.teardown(async () => {
+  const stopNode = async () => {
     if (!t.passing()) await describeNode(kubectl, name);
     // The pods first, while the kubelet still runs them: their CNI DEL takes their host links off.
     await deletePodsOf(core, name).catch((error: unknown) => process.stderr.write(`node teardown: pods not deleted through the API: ${String(error)}\n`));
@@ -159,7 +160,13 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
     if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
     await rm(root, { recursive: true, force: true });
-  });
+  };
+  // Once, at t's teardown or before: a link or netns of the test's that the node's podnet acts on
+  // (a Network's bridge) is removed only after the node stopped, else podnet would make it again.
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= stopNode());
+  t.teardown(stop);
+  stopBeforeCleanup(t, stop);
 
   // The node's own mount namespace, held open by a process that only sleeps.
   holder = launch('node namespaces', '/usr/bin/unshare', ['--mount', ...(second ? ['--net'] : []), '--propagation', 'private', '--', '/bin/sleep', 'infinity'], join(root, 'holder.log'));

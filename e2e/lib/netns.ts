@@ -7,8 +7,8 @@ export function uniqueName(prefix: string): string {
   return `${prefix}${randomBytes(3).toString('hex')}`;
 }
 
-/** What acts on a test's links and netns (a daemon, its plugins), stopped before any of them is removed. */
-const actors = new WeakMap<Test, (() => Promise<void>)[]>();
+/** What acts on a test's links and netns (a daemon, its plugins, a node), stopped before any of them is removed. */
+const actors = new WeakMap<object, (() => Promise<void>)[]>();
 
 /**
  * Registers how to stop something that acts on the test's links and netns. tap runs teardowns
@@ -16,7 +16,7 @@ const actors = new WeakMap<Test, (() => Promise<void>)[]>();
  * go, and could make one again after (a bridge plugin's ADD makes its bridge): each removal
  * below stops them first, whatever the order, pass or fail.
  */
-export function stopBeforeCleanup(t: Test, stop: () => Promise<void>): void {
+export function stopBeforeCleanup(t: object, stop: () => Promise<void>): void {
   actors.set(t, [...(actors.get(t) ?? []), stop]);
 }
 
