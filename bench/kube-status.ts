@@ -41,7 +41,7 @@ function podFacts(node: number, pod: number): SandboxFacts {
     record: { containerId: `c${node}x${pod}`, ifname: 'eth0', network: 'primary', netns: `/run/netns/${name}`, cniVersion: '1.0.0', createdAt: '2026-11-24T00:00:00.000Z', pod: { namespace, name } },
     namespace,
     name,
-    wanted: { configs: [configName], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
+    wanted: { configs: [configName], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
     applied: emptyApplied(`c${node}x${pod}`, `/run/netns/${name}`),
     problems: failing ? [{ document: configName, field: 'spec.attachments[0]', reason: 'network blue: range 198.18.5.0/24 has no free address' }] : [],
   };

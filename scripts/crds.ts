@@ -176,6 +176,11 @@ function structural(node: Schema, defs: Record<string, Schema>, path: string): S
         }
         break;
       case 'not': {
+        const excluded = (value as Schema)['enum'] as unknown[] | undefined;
+        if (excluded && Object.keys(value as Schema).length === 1) {
+          rules.push({ rule: `!(self in [${excluded.map(quoted).join(', ')}])`, message: `must not be ${excluded.join(', ')}` });
+          break;
+        }
         const both = (value as Schema)['required'] as string[] | undefined;
         if (!both) throw untranslatable(path, 'this "not"');
         rules.push({ rule: `!(${requiredAll(both)})`, message: `${both.join(' and ')} exclude each other` });

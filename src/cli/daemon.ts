@@ -25,12 +25,13 @@ export function daemonCommand(): Command {
     .option('--max-attachments-per-pod <n>', 'interfaces podnet attaches to one pod at most; the ones asked beyond it are refused, told on the pod and its config', String(defaultLimits.attachmentsPerPod))
     .option('--max-addresses-per-pod <n>', "addresses podnet gives one pod at most, across its attachments (from Networks' ranges, or its own); the attachments beyond it are refused, told on the pod and its config", String(defaultLimits.addressesPerPod))
     .option('--allow-primary-mac', "let PodNetworkConfigs change the MAC of a pod's primary interface (off: on the primary network a pod could take another's traffic)")
+    .option('--allow-primary-vrf', "let PodNetworkConfigs place a pod's primary interface in a VRF (off: the kernel then drops the primary's routes from the pod's main table)")
     .option('--metrics-address <host:port>', 'serve Prometheus metrics (GET /metrics) here, such as 127.0.0.1:9109; not served without it')
     .option('--plugin-timeout-seconds <n>', "how long a cni Network's plugin may take before it is killed (and DEL run)", String(defaultPluginTimeoutMs / 1000))
     .option('--standard-network-status', "with --node-name: also write pods' k8s.v1.cni.cncf.io/network-status (the Network Plumbing WG's, which Multus writes), for tools that read it; refused when the node's primary CNI config is Multus's")
     .option('--dra', "with --node-name: be podnet's DRA driver on this node: offer the Networks it serves to the scheduler as devices (ResourceSlices), prepare the claims on them (Kubernetes 1.34 or later)")
     .option('--kubelet-dir <dir>', "with --dra: the kubelet's root folder, where its plugins_registry and plugins folders are", '/var/lib/kubelet')
-    .action(async (options: { dra?: boolean; kubeletDir: string; socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; criSocket?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; metricsAddress?: string; standardNetworkStatus?: boolean }) => {
+    .action(async (options: { dra?: boolean; kubeletDir: string; socket: string; stateDir: string; configDir?: string; nodeName?: string; kubeconfig?: string; resyncSeconds: string; cniConfDir?: string; cniCacheDir?: string; criSocket?: string; cniBinDir: string; pluginTimeoutSeconds: string; maxAttachmentsPerPod: string; maxAddressesPerPod: string; allowPrimaryMac?: boolean; allowPrimaryVrf?: boolean; metricsAddress?: string; standardNetworkStatus?: boolean }) => {
       const log = jsonLogger();
       if (options.kubeconfig && !options.nodeName) throw new Error('--kubeconfig needs --node-name: the daemon follows the pods of its own node');
       if (options.standardNetworkStatus && !options.nodeName) throw new Error('--standard-network-status needs --node-name: it is an annotation of Kubernetes pods');
@@ -48,7 +49,7 @@ export function daemonCommand(): Command {
         version: podnetVersion,
         log,
         resyncMs,
-        limits: { attachmentsPerPod, addressesPerPod, primaryMac: options.allowPrimaryMac === true },
+        limits: { attachmentsPerPod, addressesPerPod, primaryMac: options.allowPrimaryMac === true, primaryVrf: options.allowPrimaryVrf === true },
         plugins: { binDirs: options.cniBinDir.split(':').filter((d) => d !== ''), timeoutMs },
         ...(options.configDir ? { configDir: options.configDir } : {}),
         ...(options.nodeName ? { kube: { nodeName: options.nodeName, ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}), ...(options.standardNetworkStatus ? { standardNetworkStatus: true } : {}), ...(options.dra ? { dra: true, kubeletDir: options.kubeletDir } : {}) } } : {}),

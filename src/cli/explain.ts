@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { PodnetError } from '../errors.ts';
 import { routes } from '../protocol/paths.ts';
 import type { SandboxList } from '../protocol/validate.ts';
-import type { AppliedState, Resolved, ResolvedRoute, ResolvedRule } from '../model/state.ts';
+import type { AppliedState, Resolved, ResolvedRoute, ResolvedRule, ResolvedVrf } from '../model/state.ts';
 import { getDocument, outputOption, socketOption } from './query.ts';
 import { resultFor } from '../model/cni-config.ts';
 import { describeLink, networkKinds } from '../model/kinds/index.ts';
@@ -29,7 +29,8 @@ export function explainCommand(): Command {
 }
 
 function settingsText(settings: object): string {
-  return Object.entries(settings).map(([k, v]) => `${k} ${String(v)}`).join(', ');
+  // A VRF of "" is none: the interface was in no VRF.
+  return Object.entries(settings).map(([k, v]) => `${k} ${v === '' ? 'none' : String(v)}`).join(', ');
 }
 
 function routeText(r: ResolvedRoute): string {
@@ -38,6 +39,10 @@ function routeText(r: ResolvedRoute): string {
 
 function ruleText(r: ResolvedRule): string {
   return `rule IPv${r.family} priority ${r.priority}${r.from ? ` from ${r.from}` : ''}${r.to ? ` to ${r.to}` : ''}${r.fwmark !== undefined ? ` fwmark ${r.fwmark}` : ''} table ${r.table}`;
+}
+
+function vrfText(v: ResolvedVrf): string {
+  return `vrf ${v.name}, table ${v.table}`;
 }
 
 export function explainText(report: Report): string {
@@ -54,6 +59,7 @@ export function explainText(report: Report): string {
   }
   // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
   for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);
+  for (const v of desired.vrfs ?? []) lines.push(`  ${vrfText(v)}`);
   for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
   for (const r of desired.routes) lines.push(`  ${routeText(r)}`);
   for (const r of desired.rules) lines.push(`  ${ruleText(r)}`);
@@ -69,7 +75,11 @@ export function explainText(report: Report): string {
     const given = resultFor(d.result, d.interface);
     lines.push(`  ${d.interface} on Network ${d.network} (${networkKinds.cni.describe(d.config)}): ${given.ips.join(', ') || 'no address'}${given.mac ? `, mac ${given.mac}` : ''}`);
   }
-  for (const t of applied?.tuning ?? []) lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}`);
+  for (const v of applied?.vrfs ?? []) lines.push(`  ${vrfText(v)}`);
+  for (const t of applied?.tuning ?? []) {
+    const dropped = t.dropped?.length ? `; ${t.dropped.length} route(s) of the main table to put back as it leaves its VRF` : '';
+    lines.push(`  ${t.interface}: tuned; originally ${settingsText(t.original)}${dropped}`);
+  }
   for (const r of applied?.routes ?? []) lines.push(`  ${routeText(r)}`);
   for (const r of applied?.rules ?? []) lines.push(`  ${ruleText(r)}`);
   for (const s of applied?.sysctls ?? []) lines.push(`  sysctl ${s.path.replaceAll('/', '.')} = ${s.value}; originally ${s.original}`);

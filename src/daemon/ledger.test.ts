@@ -9,7 +9,7 @@ import { fakeClock } from '../testing/fakes.ts';
 import { SandboxLedger, type SandboxOutcome } from './ledger.ts';
 
 const blue: Network = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name: 'blue' }, spec: { type: 'bridge' } };
-const nothing: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
+const nothing: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [] };
 
 function outcome(containerId: string, more: Partial<SandboxOutcome> = {}): SandboxOutcome {
   return {
@@ -23,7 +23,7 @@ function outcome(containerId: string, more: Partial<SandboxOutcome> = {}): Sandb
     problems: [],
     lastSteps: [],
     delegated: [],
-    wanted: { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
+    wanted: { configs: [], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
     known: true,
     ...more,
   };

@@ -21,8 +21,8 @@ import { hostViewOf, recordsKey } from './views.ts';
 
 const netns = '/run/netns/pod-a';
 const record: AttachmentRecord = { containerId: 'c1', ifname: 'eth0', network: 'k8s', netns, cniVersion: '1.0.0', createdAt: '2026-01-01T00:00:00Z', pod: { namespace: 'default', name: 'pod-a' } };
-const wanted: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
-const mtu1400: Resolved = { attachments: [], delegated: [], tuning: [{ interface: 'eth0', settings: { mtu: 1400 } }], routes: [], rules: [], sysctls: [] };
+const wanted: DesiredSandbox = { configs: [], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
+const mtu1400: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [{ interface: 'eth0', settings: { mtu: 1400 } }], routes: [], rules: [], sysctls: [] };
 const work: SandboxWork = { record, identity: identityOf(record), desired: mtu1400, desiredJson: JSON.stringify(mtu1400), problems: [], wanted, known: true, records: recordsKey([record]) };
 const host = () => Promise.resolve(hostViewOf(new Map(), new Map(), { shaped: false, secured: false }));
 
@@ -120,7 +120,7 @@ t.test("a pass's plugin time spent with ADDs left: the plan and the config's rec
   const b = { name: 'PodNetworkConfig default/b', spec: { podSelector: {}, attachments: [] } };
   const route = { family: 4 as const, to: '198.18.163.0/24', table: 100, dev: 'net3' };
   const interfaces = ['net1', 'net2', 'net3'];
-  const desired: Resolved = { attachments: [], delegated: interfaces.map((i) => ({ interface: i, network: 'slow', config })), tuning: [], routes: [route], rules: [], sysctls: [] };
+  const desired: Resolved = { attachments: [], delegated: interfaces.map((i) => ({ interface: i, network: 'slow', config })), vrfs: [], tuning: [], routes: [route], rules: [], sysctls: [] };
   const network = { apiVersion: 'podnetwork.opdev.io/v1alpha1' as const, kind: 'Network' as const, metadata: { name: 'slow' }, spec: { type: 'cni' as const, cni: { config } } };
   const asked: DesiredSandbox = {
     ...wanted,
@@ -128,7 +128,7 @@ t.test("a pass's plugin time spent with ADDs left: the plan and the config's rec
     origins: new Map([[routeKey(route), `${b.name} spec.routes[0]`]]),
     attachments: interfaces.map((i, n) => ({ network, interface: i, from: b.name, field: `spec.attachments[${n}]` })),
   };
-  const none: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
+  const none: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [] };
   const rewant: NonNullable<SandboxWork['rewant']> = (refused) => {
     const told = refused.map((r) => r.problem);
     return { wanted: { ...wanted, whole: [], problems: told }, desired: none, problems: told, desiredJson: JSON.stringify(none) };

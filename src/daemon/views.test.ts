@@ -4,7 +4,7 @@ import { PodnetError } from '../errors.ts';
 import { FakeObserver } from '../testing/fakes.ts';
 import { asksThePlanner, covers, hostViewOf, podNeeds, readHost, type PodSight } from './views.ts';
 
-const nothing: Resolved = { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [] };
+const nothing: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [] };
 const link = (name: string): ObservedLink => ({ name, mtu: 1500, up: true, addresses: [] });
 const sight = (families: ('4' | '6')[], paths: string[], marking = false): PodSight => ({
   families: new Set(families.map((f) => Number(f) as 4 | 6)),

@@ -30,10 +30,12 @@ export function recordsKey(records: readonly AttachmentRecord[]): string {
   return records.map((r) => `${r.netns} ${r.ifname} ${r.createdAt}`).join('\n');
 }
 
-/** Routes, rules, sysctls and the marking table are read only where the desired or the applied state has some. */
+/** Routes, rules, sysctls and the marking table are read only where the desired or the applied state has some (routes of both families where an interface is placed in a VRF). */
 export function podNeeds(desired: Resolved, applied: AppliedState | undefined): PodNeeds {
   const families = new Set<Family>();
   for (const r of [...desired.routes, ...desired.rules, ...(applied?.routes ?? []), ...(applied?.rules ?? [])]) families.add(r.family);
+  // An interface moving into a VRF leaves the main table's routes by it, of either family: podnet keeps them to put back.
+  if (desired.tuning.some((t) => t.settings.vrf !== undefined) || (applied?.tuning ?? []).some((t) => t.original.vrf !== undefined)) families.add(4).add(6);
   return {
     families,
     paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]),
@@ -43,7 +45,7 @@ export function podNeeds(desired: Resolved, applied: AppliedState | undefined): 
 
 /** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
 export function asksThePlanner(desired: Resolved, applied: AppliedState | undefined): boolean {
-  const wanted = desired.attachments.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
+  const wanted = desired.attachments.length + desired.vrfs.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
   return wanted > 0 || (applied !== undefined && !isEmptyApplied(applied));
 }
 

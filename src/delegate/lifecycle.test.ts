@@ -27,6 +27,7 @@ function sandbox(configs: DelegatedConfig[], more: Partial<DelegatedSandbox> = {
   const wanted: DesiredSandbox = {
     configs: ['PodNetworkConfig tenant-a/cfg'],
     attachments: desired.map((d, i) => ({ network: cniNetwork(d.network), interface: d.interface, from: 'PodNetworkConfig tenant-a/cfg', field: `spec.attachments[${i}]` })),
+    vrfs: [],
     tuning: [],
     routes: [],
     rules: [],

@@ -540,12 +540,76 @@ export type StaticAddresses = Cidr[];
  */
 export type Dscp = number;
 /**
+ * A route in the pod, in table or in the table of vrf (one of them). dev: the pod interface it leaves by (needed without via, and for seg6); seg6: SRv6 encapsulation through the given segments.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Route".
+ */
+export type Route = {
+  to: Cidr;
+  via?: Ip;
+  dev?: PodInterfaceName;
+  table?: RouteTable;
+  /**
+   * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
+   */
+  vrf?: string;
+  /**
+   * The route's metric (its preference among routes to the same destination).
+   */
+  metric?: number;
+  src?: Ip;
+  /**
+   * SRv6: encapsulate (encap) or insert (inline) a segment routing header with these segments.
+   */
+  seg6?: {
+    /**
+     * encap: a new outer IPv6 header; inline: the header inserted into the packet.
+     */
+    mode?: 'encap' | 'inline';
+    /**
+     * IPv6 segments, in order.
+     *
+     * @minItems 1
+     * @maxItems 8
+     */
+    segments: Ip[];
+  };
+};
+/**
  * A routing table: a number of the request's own (1 to 4294967295, not 253, 254 or 255, which are the kernel's default, main and local), or "main", which a request must say outright to touch the pod's main table.
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "RouteTable".
  */
 export type RouteTable = number | 'main';
+/**
+ * A policy rule selecting a table: table, or the table of vrf (one of them). priority identifies the rule (one per priority and address family); from, to and fwmark select the traffic.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "Rule".
+ */
+export type Rule = {
+  /**
+   * The rule's priority, 1 to 32765: one rule per priority and address family.
+   */
+  priority: number;
+  table?: RouteTable;
+  /**
+   * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
+   */
+  vrf?: string;
+  from?: Cidr;
+  to?: Cidr;
+  /**
+   * Select packets with this firewall mark.
+   */
+  fwmark?: number;
+  /**
+   * Needed only when neither from nor to says it.
+   */
+  family?: 'ipv4' | 'ipv6';
+};
 /**
  * One integer, or several separated by spaces or tabs (as /proc/sys takes them), e.g. 1 or 4096 87380 6291456.
  *
@@ -560,12 +624,13 @@ export type SysctlValue = string;
  */
 export type Conditions1 = Condition[];
 /**
- * A part of what a namespace's PodNetworkConfigs and pod annotations may ask: attachments (spec.attachments and the annotation's entries, their addresses and MACs included), bandwidth (an attachment's rate limits), marking (an attachment's DSCP), interfaces (spec.interfaces: settings of eth0 and of attached interfaces), routes (spec.routes), rules (spec.rules), sysctls (spec.sysctls).
+ * A part of what a namespace's PodNetworkConfigs and pod annotations may ask: attachments (spec.attachments and the annotation's entries, their addresses and MACs included), bandwidth (an attachment's rate limits), marking (an attachment's DSCP), interfaces (spec.interfaces: settings of eth0 and of attached interfaces), routes (spec.routes), rules (spec.rules), sysctls (spec.sysctls), vrfs (spec.vrfs, and an interface placed in one).
  *
  * This interface was referenced by `Api`'s JSON-Schema
  * via the `definition` "PermittedPart".
  */
-export type PermittedPart = 'attachments' | 'bandwidth' | 'marking' | 'interfaces' | 'routes' | 'rules' | 'sysctls';
+export type PermittedPart =
+  'attachments' | 'bandwidth' | 'marking' | 'interfaces' | 'routes' | 'rules' | 'sysctls' | 'vrfs';
 /**
  * The value of the podnetwork.opdev.io/networks pod annotation in its JSON form.
  *
@@ -1035,6 +1100,10 @@ export interface InterfaceTuning {
    * Whether the interface is in promiscuous mode.
    */
   promisc?: boolean;
+  /**
+   * An interface name inside a pod: 1 to 15 characters (the kernel's IFNAMSIZ), letters, digits, '_', '.', '-', starting with a letter or digit. Narrower than the kernel allows on purpose: no character iproute2's batch reader treats specially (# " ' \), no % (the kernel's name template), no = (sysctl's separator).
+   */
+  vrf?: string;
 }
 /**
  * This interface was referenced by `Api`'s JSON-Schema
@@ -1042,6 +1111,12 @@ export interface InterfaceTuning {
  */
 export interface PodNetworkConfigSpec {
   podSelector: LabelSelector;
+  /**
+   * VRF devices podnet makes in the selected pods, each with its table; taken back with the config.
+   *
+   * @maxItems 8
+   */
+  vrfs?: Vrf[];
   /**
    * Interfaces podnet attaches to the selected pods, each on a Network the namespace may use.
    *
@@ -1074,60 +1149,17 @@ export interface PodNetworkConfigSpec {
   sysctls?: Sysctl[];
 }
 /**
- * A route in the pod. dev: the pod interface it leaves by (needed without via, and for seg6); seg6: SRv6 encapsulation through the given segments.
+ * A VRF device in the pod (Linux's l3mdev): the interfaces placed in it (spec.interfaces[].vrf) route by its table alone, and routes and rules may name it instead of its table. Its name is an interface name of the pod's; its table, a number no other VRF of the pod has.
  *
  * This interface was referenced by `Api`'s JSON-Schema
- * via the `definition` "Route".
+ * via the `definition` "Vrf".
  */
-export interface Route {
-  to: Cidr;
-  via?: Ip;
-  dev?: PodInterfaceName;
-  table: RouteTable;
+export interface Vrf {
+  name: PodInterfaceName;
   /**
-   * The route's metric (its preference among routes to the same destination).
+   * The VRF's routing table: 1 to 4294967295, not 253, 254 or 255 (the kernel's default, main and local).
    */
-  metric?: number;
-  src?: Ip;
-  /**
-   * SRv6: encapsulate (encap) or insert (inline) a segment routing header with these segments.
-   */
-  seg6?: {
-    /**
-     * encap: a new outer IPv6 header; inline: the header inserted into the packet.
-     */
-    mode?: 'encap' | 'inline';
-    /**
-     * IPv6 segments, in order.
-     *
-     * @minItems 1
-     * @maxItems 8
-     */
-    segments: Ip[];
-  };
-}
-/**
- * A policy rule selecting a table. priority identifies the rule (one per priority and address family); from, to and fwmark select the traffic.
- *
- * This interface was referenced by `Api`'s JSON-Schema
- * via the `definition` "Rule".
- */
-export interface Rule {
-  /**
-   * The rule's priority, 1 to 32765: one rule per priority and address family.
-   */
-  priority: number;
-  table: RouteTable;
-  from?: Cidr;
-  to?: Cidr;
-  /**
-   * Select packets with this firewall mark.
-   */
-  fwmark?: number;
-  /**
-   * Needed only when neither from nor to says it.
-   */
-  family?: 'ipv4' | 'ipv6';
+  table: number;
 }
 /**
  * A net.* sysctl of the pod's network namespace; the key must be on podnet's allowlist, and a per-interface key must name eth0, all, default or an interface the same request attaches.
@@ -1166,6 +1198,12 @@ export interface PodNetworkConfig {
  */
 export interface PodNetworkConfigSpec1 {
   podSelector: LabelSelector;
+  /**
+   * VRF devices podnet makes in the selected pods, each with its table; taken back with the config.
+   *
+   * @maxItems 8
+   */
+  vrfs?: Vrf[];
   /**
    * Interfaces podnet attaches to the selected pods, each on a Network the namespace may use.
    *
@@ -1276,7 +1314,7 @@ export interface PodNetworkPermissionSpec {
   /**
    * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
    *
-   * @maxItems 7
+   * @maxItems 8
    */
   allow: PermittedPart[];
   mtu?: MtuBounds;
@@ -1306,7 +1344,7 @@ export interface PodNetworkPermissionSpec1 {
   /**
    * The parts the namespace may ask; a part not listed is refused, naming this permission and the field that asks it. Empty: nothing of podnet's.
    *
-   * @maxItems 7
+   * @maxItems 8
    */
   allow: PermittedPart[];
   mtu?: MtuBounds;
@@ -1517,6 +1555,13 @@ export type RouteTableNumber = number;
  */
 export type LinkCount = number;
 /**
+ * The VRF an interface is in, by name, or "" for none.
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "VrfMembership".
+ */
+export type VrfMembership = PodInterfaceName | '';
+/**
  * The alias podnet gives a host link it makes (src/model/host-links.ts): podnet: and the link's owner (a sandbox's interface, or bridge for a Network's bridge). Read back before the link is changed or deleted, so a link that merely has a podnet name is never taken for podnet's.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1533,8 +1578,8 @@ export type LinkSetUndo = {
   where: PodWhere;
   action: 'link-set';
   dev: PodInterfaceName;
-  setting: 'mtu' | 'txqueuelen' | 'mac' | 'up' | 'promisc';
-  value: LinkCount | Mac | boolean;
+  setting: 'mtu' | 'txqueuelen' | 'mac' | 'up' | 'promisc' | 'vrf';
+  value: LinkCount | Mac | boolean | VrfMembership;
 };
 /**
  * What takes one step back, as an action and its operands, never as a command line: the executor renders it (src/model/undo.ts), so a journal can ask for nothing but these.
@@ -1650,6 +1695,7 @@ export interface LinkSettings {
   mac?: Mac;
   up?: boolean;
   promisc?: boolean;
+  vrf?: VrfMembership;
 }
 /**
  * ip link del: a link podnet made. On the host only a link podnet names (pn...), and, when it carries mark, only while the link's alias is that mark or none (it was made and the pass died before marking it): a link of the name that someone else marked is not podnet's to delete.
@@ -1837,11 +1883,23 @@ export interface AppliedState {
    */
   attachments?: AppliedAttachment[];
   /**
+   * The VRF devices podnet made in the pod.
+   *
+   * @maxItems 8
+   */
+  vrfs?: Vrf[];
+  /**
    * @maxItems 64
    */
   tuning?: {
     interface: PodInterfaceName;
     original: LinkSettings;
+    /**
+     * Routes of the main table by the interface that the kernel dropped when podnet placed it in a VRF (those podnet did not add): put back when it leaves the VRF.
+     *
+     * @maxItems 64
+     */
+    dropped?: ResolvedRoute[];
   }[];
   /**
    * @maxItems 1024

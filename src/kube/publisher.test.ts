@@ -24,7 +24,7 @@ const facts: SandboxFacts = {
   record: { containerId: 'c1', ifname: 'eth0', network: 'primary', netns: '/run/netns/app', cniVersion: '1.0.0', createdAt: '2026-11-24T00:00:00.000Z', pod: { namespace: 'tenant', name: 'app' } },
   namespace: 'tenant',
   name: 'app',
-  wanted: { configs: ['PodNetworkConfig tenant/fleet'], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
+  wanted: { configs: ['PodNetworkConfig tenant/fleet'], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] },
   applied: emptyApplied('c1', '/run/netns/app'),
   problems: [],
 };

@@ -56,7 +56,7 @@ const reasons = (a: ReturnType<typeof admit>, i: number) => a.wanted[i]!.problem
 
 t.test('a sandbox whose pod the source does not know wants nothing, whatever selects its name', async (t) => {
   const a = admit([sandbox('c1', undefined)], facts([bridge('blue', { ipam })], [config('cfg', 'web', { attachments: [{ network: 'blue', interface: 'net1' }] })]));
-  t.same(a.wanted[0], { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] });
+  t.same(a.wanted[0], { configs: [], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] });
   t.equal(a.unsettled, undefined);
 });
 
@@ -147,7 +147,7 @@ t.test("an annotation's static MAC the node refuses is taken out of the tuning a
   t.same(interfaces(a, 0), ['blue/net1'], 'the attachment stands');
   const refused = a.macs.get('c1');
   t.match(refused, [{ interface: 'net1', problem: { field: /\[0\]\.mac$/, reason: /the MAC of one of the node's own interfaces/ } }]);
-  const desired: Resolved = { attachments: [], delegated: [], tuning: [{ interface: 'net1', settings: { mac: '0a:58:00:00:00:01', mtu: 1400 } }, { interface: 'net2', settings: { mac: '02:00:00:00:00:09' } }], routes: [], rules: [], sysctls: [] };
+  const desired: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [{ interface: 'net1', settings: { mac: '0a:58:00:00:00:01', mtu: 1400 } }, { interface: 'net2', settings: { mac: '02:00:00:00:00:09' } }], routes: [], rules: [], sysctls: [] };
   const out = withoutRefusedMacs(desired, [], refused);
   t.same(out.desired.tuning, [{ interface: 'net1', settings: { mtu: 1400 } }, { interface: 'net2', settings: { mac: '02:00:00:00:00:09' } }]);
   t.equal(out.problems.length, 1);

@@ -177,7 +177,7 @@ function earlierOf(sandbox: AdmissionSandbox): EarlierAttachment[] {
 
 /** What a sandbox whose pod the source does not know should have: nothing of podnet's. */
 function nothingWanted(): DesiredSandbox {
-  return { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
+  return { configs: [], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
 }
 
 /** An address without its prefix length, in one spelling. */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { Network, PodNetworkConfig } from '../protocol/validate.ts';
+import type { Network, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
 import { parseNetworksAnnotation } from './annotation.ts';
 import { defaultLimits, desiredFor, type DesiredSandbox } from './desired.ts';
 import { identityOf, podNameLabel, requiredAttachments } from './identity.ts';
@@ -564,4 +564,57 @@ t.test('a pass refuses only new generations its problems name; who a cause names
   t.equal(refused[0]!.generation, generationOf(spec(1300)));
   t.same(newGenerationsRefused(whole, undefined, problems).length, 2, 'a pod that has none of them: both are new');
   t.same(causeProblems('garbled', 'x'), [], 'a cause that names no document and field names none');
+});
+
+t.test('VRFs: a config makes one with its table; interfaces are placed in it, and routes and rules name it for its table, across configs', async (t) => {
+  const d = desiredFor(pod, shared, [
+    config('a-vrf', { podSelector: all, vrfs: [{ name: 'red', table: 100 }], attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'net1', vrf: 'red' }] }),
+    config('b-routes', { podSelector: all, routes: [{ to: '198.18.99.0/24', via: '198.18.80.1', vrf: 'red' }], rules: [{ priority: 100, from: '198.18.80.0/24', vrf: 'red' }] }),
+  ]);
+  t.same(d.problems, []);
+  t.same(d.vrfs, [{ name: 'red', table: 100, from: 'PodNetworkConfig tenant-a/a-vrf', field: 'spec.vrfs[0]' }]);
+  t.same(d.tuning.map((x) => [x.interface, x.settings]), [['net1', { vrf: 'red' }]]);
+  t.same(d.routes.map((r) => [r.to, r.table]), [['198.18.99.0/24', 100]], "the route is in the VRF's table");
+  t.same(d.rules.map((r) => [r.priority, r.table]), [[100, 100]], "the rule looks up the VRF's table");
+  t.equal(d.origins?.get('vrf red'), 'PodNetworkConfig tenant-a/a-vrf spec.vrfs[0]');
+});
+
+t.test('VRFs: one name with two tables, or one table under two names, is a conflict told on both; what names the VRF is refused', async (t) => {
+  const byName = desiredFor(pod, shared, [
+    config('one', { podSelector: all, vrfs: [{ name: 'red', table: 100 }] }),
+    config('two', { podSelector: all, vrfs: [{ name: 'red', table: 200 }], routes: [{ to: '198.18.99.0/24', via: '198.18.80.1', vrf: 'red' }] }),
+  ]);
+  t.same(byName.vrfs, [], 'neither applies');
+  t.match(byName.problems, [
+    { document: 'PodNetworkConfig tenant-a/two', field: 'spec.vrfs[0]', reason: /VRF red is also set, differently, by PodNetworkConfig tenant-a\/one \(spec.vrfs\[0\]\); neither applies/ },
+    { document: 'PodNetworkConfig tenant-a/one', field: 'spec.vrfs[0]', reason: /neither applies/ },
+    { document: 'PodNetworkConfig tenant-a/two', field: 'spec.routes[0].vrf', reason: /the pod gets no VRF named red/ },
+  ]);
+  const byTable = desiredFor(pod, shared, [
+    config('one', { podSelector: all, vrfs: [{ name: 'red', table: 100 }] }),
+    config('two', { podSelector: all, vrfs: [{ name: 'blue', table: 100 }] }),
+  ]);
+  t.same(byTable.vrfs, [], 'two VRFs on one table: neither');
+  t.match(byTable.problems, [{ document: 'PodNetworkConfig tenant-a/two', field: 'spec.vrfs[0].table', reason: /table 100 as a VRF's is also set, differently, by PodNetworkConfig tenant-a\/one/ }, { document: 'PodNetworkConfig tenant-a/one' }]);
+  const same = desiredFor(pod, shared, [config('one', { podSelector: all, vrfs: [{ name: 'red', table: 100 }] }), config('two', { podSelector: all, vrfs: [{ name: 'red', table: 100 }] })]);
+  t.same([same.vrfs.length, same.problems], [1, []], 'the same VRF asked twice is one');
+});
+
+t.test("VRFs: the primary interface goes in one only where the node's admin allows it; a VRF takes no attachment's or the primary's name; the namespace must be allowed vrfs", async (t) => {
+  const c = config('vrf', { podSelector: all, vrfs: [{ name: 'red', table: 100 }, { name: 'eth0', table: 101 }, { name: 'net1', table: 102 }], attachments: [{ network: 'blue', interface: 'net1' }], interfaces: [{ name: 'eth0', vrf: 'red', mtu: 1400 }] });
+  const d = desiredFor(pod, shared, [c]);
+  t.same(d.tuning.map((x) => [x.interface, x.settings]), [['eth0', { mtu: 1400 }]], 'eth0 keeps its other settings');
+  t.match(d.problems, [
+    { field: 'spec.vrfs[1].name', reason: /eth0 is the pod's primary interface/ },
+    { field: 'spec.interfaces[0].vrf', reason: /placing the pod's primary interface eth0 in a VRF is off on this node/ },
+    { field: 'spec.vrfs[2].name', reason: /net1 is an interface PodNetworkConfig tenant-a\/vrf \(spec.attachments\[0\]\) attaches/ },
+  ]);
+  t.same(d.vrfs.map((v) => v.name), ['red']);
+  const allowed = desiredFor(pod, shared, [c], [], { ...defaultLimits, primaryVrf: true });
+  t.same(allowed.tuning[0]?.settings, { vrf: 'red', mtu: 1400 });
+
+  const permission: PodNetworkPermission = { apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'PodNetworkPermission', metadata: { name: 'p', namespace: 'tenant-a' }, spec: { allow: ['attachments', 'interfaces', 'routes'] } };
+  const held = desiredFor({ ...pod, permissions: [permission] }, shared, [config('vrf', { podSelector: all, vrfs: [{ name: 'red', table: 100 }], interfaces: [{ name: 'eth0', vrf: 'red', mtu: 1400 }] })], [], { ...defaultLimits, primaryVrf: true });
+  t.same([held.vrfs, held.tuning.map((x) => x.settings)], [[], [{ mtu: 1400 }]]);
+  t.match(held.problems, [{ field: 'spec.vrfs[0]', reason: /PodNetworkPermission tenant-a\/p does not let namespace tenant-a ask vrfs/ }, { field: 'spec.interfaces[0].vrf', reason: /ask vrfs/ }]);
 });

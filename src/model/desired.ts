@@ -12,7 +12,7 @@ import type { AskedMac } from './macs.ts';
 import { resolveRoute, resolveRule, routeKey, ruleKey } from './routing.ts';
 import { mtuRefusal, partRefusal, type PermittedPart } from './permissions.ts';
 import { selects } from './selector.ts';
-import { linkSettingNames, type Bandwidth, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
+import { linkSettingNames, type ResolvedVrf, type Bandwidth, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
 import { sysctlKnob, sysctlPath } from './sysctl.ts';
 
 /** Why part of a desired state is not applied: the document ("PodNetworkConfig tenant-a/fast"), the field ("spec.attachments[0].network") and the reason. */
@@ -38,10 +38,17 @@ export interface DesiredTuning {
   from: Partial<Record<LinkSettingName, string>>;
 }
 
+/** A VRF device a config asks in the pod. */
+export interface DesiredVrf extends ResolvedVrf {
+  from: string;
+  field: string;
+}
+
 export interface DesiredSandbox {
   /** The PodNetworkConfigs that select the sandbox (documentName), in merge order. */
   configs: string[];
   attachments: DesiredAttachment[];
+  vrfs: DesiredVrf[];
   tuning: DesiredTuning[];
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
@@ -71,9 +78,15 @@ export interface NodeLimits {
    * on: on the primary network, a pod taking another's MAC takes its traffic.
    */
   primaryMac: boolean;
+  /**
+   * Whether a config may place a pod's primary interface in a VRF. Off unless the admin turns it
+   * on: the kernel then drops the primary's routes from the main table (podnet puts them back when
+   * it leaves), which takes the pod off its cluster network unless its VRF routes it.
+   */
+  primaryVrf: boolean;
 }
 
-export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, addressesPerPod: 64, primaryMac: false };
+export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, addressesPerPod: 64, primaryMac: false, primaryVrf: false };
 
 /** An attachment podnet made earlier: an annotation's selection without an interface keeps the name it got. */
 export interface EarlierAttachment {
@@ -102,6 +115,8 @@ export function desiredFor(
   }
   merge.annotation();
   merge.claims();
+  // Every config's VRFs first: a route or an interface of one config may name another's VRF.
+  merge.vrfs(selecting.slice(0, maxConfigsPerPod));
   for (const config of selecting.slice(0, maxConfigsPerPod)) merge.config(config, limits);
   return merge.result(earlier, limits);
 }
@@ -138,7 +153,7 @@ class Merge {
   private readonly identity: SandboxIdentity;
   private readonly networks: ReadonlyMap<string, Network>;
   private readonly had: ReadonlySet<string>;
-  private readonly out: DesiredSandbox = { configs: [], attachments: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
+  private readonly out: DesiredSandbox = { configs: [], attachments: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], macs: [], problems: [] };
   /** The problems that are conflicts between documents, not a document's own. */
   private readonly conflicts = new Set<Problem>();
   /** What two documents asked differently and neither gets: "attach:net1", "tune:eth0:mtu". */
@@ -148,6 +163,8 @@ class Merge {
   private readonly routes: KeyedOnce<ResolvedRoute>;
   private readonly rules: KeyedOnce<ResolvedRule>;
   private readonly sysctls: KeyedOnce<{ name: string; value: string }>;
+  /** The VRFs no conflict took, by name: what routes, rules and interfaces may name. */
+  private readonly vrfTables = new Map<string, DesiredVrf>();
   /** Attachments that name no interface: named once every named one is known (nameUnnamed). */
   private readonly unnamed: UnnamedSelection[] = [];
   /** The MACs the annotation's entries ask: set only on an interface the entry did attach (a conflict refuses both). */
@@ -224,6 +241,29 @@ class Merge {
     if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });
   }
 
+  /**
+   * The VRFs of the configs that select the pod: one name, one table. A name asked with two tables,
+   * or a table asked under two names (the kernel would let two VRFs share a table, and their
+   * routes would mix), is a conflict; a VRF named as the primary interface is refused.
+   */
+  vrfs(configs: readonly PodNetworkConfig[]): void {
+    const byName = new KeyedOnce<ResolvedVrf>((...p) => this.tellConflict(...p), (a, b) => this.keeper(a, b));
+    for (const config of configs) {
+      const from = documentName(config);
+      (config.spec.vrfs ?? []).forEach((vrf, i) => {
+        const field = `spec.vrfs[${i}]`;
+        if (!this.permitted('vrfs', from, field)) return;
+        if (vrf.name === this.identity.primaryInterface) return this.problem({ document: from, field: `${field}.name`, reason: `${vrf.name} is the pod's primary interface, made by its primary CNI plugin; name the VRF otherwise` });
+        byName.keep(vrf.name, { name: vrf.name, table: vrf.table }, from, field, `VRF ${vrf.name}`);
+      });
+    }
+    const byTable = new KeyedOnce<string>((...p) => this.tellConflict(...p), (a, b) => this.keeper(a, b));
+    const kept = byName.kept();
+    for (const { value, from, field } of kept) byTable.keep(String(value.table), value.name, from, `${field}.table`, `table ${value.table} as a VRF's`);
+    const tableHeld = new Set(byTable.kept().map((e) => e.value));
+    for (const { value, from, field } of kept) if (tableHeld.has(value.name)) this.vrfTables.set(value.name, { ...value, from, field });
+  }
+
   /** One config that selects the pod: its attachments, interfaces, routes, rules and sysctls. */
   config(config: PodNetworkConfig, limits: NodeLimits): void {
     const from = documentName(config);
@@ -239,22 +279,30 @@ class Merge {
       let settings: LinkSettings = tuning;
       if (tuning.mac !== undefined && tuning.name === this.identity.primaryInterface && !limits.primaryMac) {
         this.problem({ document: from, field: `spec.interfaces[${i}].mac`, reason: `changing the MAC of the pod's primary interface ${tuning.name} is off on this node: on the primary network it could take another pod's traffic` });
-        const { mac: _refused, ...rest } = tuning;
+        const { mac: _refused, ...rest } = settings;
         settings = rest;
+      }
+      if (tuning.vrf !== undefined) {
+        const refused = this.vrfRefusal(tuning.name, tuning.vrf, from, `spec.interfaces[${i}].vrf`, limits);
+        if (refused) {
+          this.problem(refused);
+          const { vrf: _refused, ...rest } = settings;
+          settings = rest;
+        }
       }
       this.tune(tuning.name, settings, from, (setting) => `spec.interfaces[${i}].${setting}`);
     });
     (config.spec.routes ?? []).forEach((r, i) => {
       const field = `spec.routes[${i}]`;
       if (!this.permitted('routes', from, field)) return;
-      const route = resolveRoute(r);
+      const route = resolveRoute(r, this.tableOfVrf);
       if ('reason' in route) return this.problem({ document: from, field: `${field}.${route.field}`, reason: route.reason });
       this.routes.keep(routeKey(route), route, from, field, `the route to ${route.to} in table ${route.table}`);
     });
     (config.spec.rules ?? []).forEach((r, i) => {
       const field = `spec.rules[${i}]`;
       if (!this.permitted('rules', from, field)) return;
-      const rule = resolveRule(r);
+      const rule = resolveRule(r, this.tableOfVrf);
       if ('reason' in rule) return this.problem({ document: from, field: `${field}.${rule.field}`, reason: rule.reason });
       this.rules.keep(ruleKey(rule), rule, from, field, `the IPv${rule.family} rule at priority ${rule.priority}`);
     });
@@ -277,10 +325,36 @@ class Merge {
       if (this.attachmentBy.has(name) && !this.conflicted.has(`attach:${name}`)) this.tune(name, { mac }, from, () => field);
     }
     this.attachmentsWithin(limits);
+    this.vrfsKept();
     this.tuningKept();
     this.routingKept();
     this.sysctlsKept();
     return { ...this.out, origins: this.origins, conflicts: this.conflicts };
+  }
+
+  private readonly tableOfVrf = (name: string): number | undefined => this.vrfTables.get(name)?.table;
+
+  /** Why an interface may not be placed in the VRF: the namespace may not ask it, the pod gets no such VRF, or it is the primary interface and the node does not allow that. */
+  private vrfRefusal(name: string, vrf: string, from: string, field: string, limits: NodeLimits): Problem | undefined {
+    const refused = partRefusal(this.identity.permissions ?? [], 'vrfs', from, field);
+    if (refused) return refused;
+    if (!this.vrfTables.has(vrf)) return { document: from, field, reason: `the pod gets no VRF named ${vrf}: none of the configs that select it has it in spec.vrfs, or a conflict took it` };
+    if (name === this.identity.primaryInterface && !limits.primaryVrf) {
+      return { document: from, field, reason: `placing the pod's primary interface ${name} in a VRF is off on this node: it takes the pod's cluster routes out of its main table` };
+    }
+    return undefined;
+  }
+
+  /** The VRFs the pod gets: those no conflict took, whose names no attachment of the pod takes. */
+  private vrfsKept(): void {
+    for (const vrf of this.vrfTables.values()) {
+      const at = this.out.attachments.find((a) => a.interface === vrf.name);
+      if (at) this.problem({ document: vrf.from, field: `${vrf.field}.name`, reason: `${vrf.name} is an interface ${at.from} (${at.field}) attaches; name the VRF otherwise` });
+      else {
+        this.out.vrfs.push(vrf);
+        this.origin(originKey.vrf(vrf.name), vrf.from, vrf.field);
+      }
+    }
   }
 
   private tellConflict(...problems: Problem[]): void {
@@ -488,6 +562,7 @@ export const maxConfigsPerPod = 64;
 export const originKey = {
   attachment: (podInterface: string) => `attach ${podInterface}`,
   tuning: (podInterface: string) => `tune ${podInterface}`,
+  vrf: (name: string) => `vrf ${name}`,
   sysctl: (path: string) => `sysctl ${path}`,
 };
 

@@ -49,7 +49,7 @@ export function resolveSandbox(
     }
   }
   const tuning = wanted.tuning.map((t) => ({ interface: t.interface, settings: t.settings }));
-  return { desired: { attachments, delegated, tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
+  return { desired: { attachments, delegated, vrfs: wanted.vrfs.map(({ name, table }) => ({ name, table })), tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
 }
 
 function resolveAttachment(containerId: string, want: DesiredAttachment, kind: AnyLinkKind, networks: ReadonlyMap<string, Network>, allocate: AddressAllocator): ResolvedAttachment {

@@ -39,10 +39,21 @@ function canonicalIp(text: string, family: Family, field: string): string | Refu
   return formatIp(ip);
 }
 
-export function resolveRoute(r: Route): ResolvedRoute | Refused {
+/** The table of a VRF the pod's configs make, by name; undefined when none of that name. */
+export type VrfTables = (name: string) => number | undefined;
+
+/** The table a route or rule names: its own, main, or its VRF's (the schema lets it name one of table and vrf). */
+function tableOf(r: Route | Rule, vrfTables: VrfTables): number | Refused {
+  if (r.vrf === undefined) return r.table === 'main' || r.table === undefined ? mainTable : r.table;
+  return vrfTables(r.vrf) ?? { field: 'vrf', reason: `the pod gets no VRF named ${r.vrf}: none of the configs that select it has it in spec.vrfs, or a conflict took it` };
+}
+
+export function resolveRoute(r: Route, vrfTables: VrfTables): ResolvedRoute | Refused {
   const to = canonicalSubnet(r.to, 'to');
   if ('reason' in to) return to;
-  const route: ResolvedRoute = { family: to.family, to: to.cidr, table: r.table === 'main' ? mainTable : r.table };
+  const table = tableOf(r, vrfTables);
+  if (typeof table !== 'number') return table;
+  const route: ResolvedRoute = { family: to.family, to: to.cidr, table };
   if (r.metric !== undefined) route.metric = r.metric;
   if (r.via !== undefined) {
     const via = canonicalIp(r.via, to.family, 'via');
@@ -70,9 +81,11 @@ export function resolveRoute(r: Route): ResolvedRoute | Refused {
   return route;
 }
 
-export function resolveRule(r: Rule): ResolvedRule | Refused {
+export function resolveRule(r: Rule, vrfTables: VrfTables): ResolvedRule | Refused {
   const families = new Set<Family>();
-  const rule: Partial<ResolvedRule> = { priority: r.priority, table: r.table === 'main' ? mainTable : r.table };
+  const table = tableOf(r, vrfTables);
+  if (typeof table !== 'number') return table;
+  const rule: Partial<ResolvedRule> = { priority: r.priority, table };
   for (const side of ['from', 'to'] as const) {
     const text = r[side];
     if (text === undefined) continue;

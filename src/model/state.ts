@@ -11,9 +11,11 @@ export interface LinkSettings {
   mac?: string;
   up?: boolean;
   promisc?: boolean;
+  /** The VRF the interface is in (its master), "" for none: moving it in or out drops routes and IPv6 addresses (planner/tuning.ts). */
+  vrf?: string;
 }
 
-export const linkSettingNames = ['mtu', 'txqueuelen', 'mac', 'up', 'promisc'] as const;
+export const linkSettingNames = ['mtu', 'txqueuelen', 'mac', 'up', 'promisc', 'vrf'] as const;
 export type LinkSettingName = (typeof linkSettingNames)[number];
 
 export type Family = 4 | 6;
@@ -27,6 +29,8 @@ export interface ObservedLink {
   promisc?: boolean;
   kind?: string;
   master?: string;
+  /** A VRF's table. */
+  vrfTable?: number;
   /** Its alias: on a host link podnet made, its owner mark (model/host-links.ts). */
   alias?: string;
   /** "198.18.5.2/24", as ip shows local/prefixlen. */
@@ -46,6 +50,8 @@ export interface ObservedRoute {
   /** SRv6: the mode and the segments a request gave (inline's trailing :: slot left out). */
   seg6Mode?: 'encap' | 'inline';
   segments?: string[];
+  /** The kernel made it (proto kernel): an address's connected route, which follows its interface into and out of a VRF. */
+  kernel?: boolean;
 }
 
 /** A rule as the kernel shows it has exactly what a request can ask of one. */
@@ -96,6 +102,12 @@ export interface ResolvedAttachment {
   dscp?: number;
 }
 
+/** A VRF device in the pod: its name and table. */
+export interface ResolvedVrf {
+  name: string;
+  table: number;
+}
+
 export interface ResolvedTuning {
   interface: string;
   settings: LinkSettings;
@@ -142,6 +154,7 @@ export interface Resolved {
   attachments: ResolvedAttachment[];
   /** Not the planner's: the plugins' ADD and DEL run before it plans. */
   delegated: ResolvedDelegated[];
+  vrfs: ResolvedVrf[];
   tuning: ResolvedTuning[];
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
@@ -168,6 +181,8 @@ export interface AppliedTuning {
   interface: string;
   /** What the interface had before podnet changed it, for each setting podnet changed. */
   original: LinkSettings;
+  /** Routes of the main table by the interface, not podnet's, that the kernel dropped when podnet placed it in a VRF: put back when it leaves. */
+  dropped?: ResolvedRoute[];
 }
 
 export interface AppliedSysctl {
@@ -184,6 +199,8 @@ export interface AppliedState {
   pass?: string;
   netns: string;
   attachments: AppliedAttachment[];
+  /** The VRF devices podnet made in the pod; absent in a file of an older podnet, or when none. */
+  vrfs?: ResolvedVrf[];
   tuning: AppliedTuning[];
   routes: ResolvedRoute[];
   rules: ResolvedRule[];
@@ -199,5 +216,5 @@ export function emptyApplied(containerId: string, netns: string): AppliedState {
 }
 
 export function isEmptyApplied(state: AppliedState): boolean {
-  return state.attachments.length + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length + (state.marking?.length ?? 0) === 0;
+  return state.attachments.length + (state.vrfs?.length ?? 0) + state.tuning.length + state.routes.length + state.rules.length + state.sysctls.length + (state.marking?.length ?? 0) === 0;
 }

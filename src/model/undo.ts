@@ -15,16 +15,21 @@ export function linkDelLine(dev: string): string {
   return `link del dev ${dev}`;
 }
 
+/** The ip line that makes a VRF device in the pod, up, with its table. */
+export function vrfAddLine(name: string, table: number): string {
+  return `link add name ${name} up type vrf table ${table}`;
+}
+
 /** The ip line that gives a host link podnet made its owner mark (model/host-links.ts). */
 export function markLine(dev: string, mark: string): string {
   return `link set dev ${dev} alias ${mark}`;
 }
 
-export function addrLine(verb: 'add' | 'del', address: string, dev: string): string {
+export function addrLine(verb: 'add' | 'replace' | 'del', address: string, dev: string): string {
   return `addr ${verb} ${address} dev ${dev}`;
 }
 
-/** The ip line that sets one setting; every value passed the schema (numbers, a MAC, booleans). */
+/** The ip line that sets one setting; every value passed the schema (numbers, a MAC, booleans, an interface name). */
 export function settingLine(dev: string, setting: LinkSettingName, value: LinkSettings[LinkSettingName]): string {
   switch (setting) {
     case 'mtu':
@@ -37,6 +42,8 @@ export function settingLine(dev: string, setting: LinkSettingName, value: LinkSe
       return `link set dev ${dev} ${value ? 'up' : 'down'}`;
     case 'promisc':
       return `link set dev ${dev} promisc ${value ? 'on' : 'off'}`;
+    case 'vrf':
+      return value ? `link set dev ${dev} master ${value}` : `link set dev ${dev} nomaster`;
   }
 }
 

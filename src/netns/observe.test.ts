@@ -159,7 +159,7 @@ t.test('links of the kinds this kernel cannot make, as iproute2 prints them', as
   const up = { up: true, promisc: false, txqueuelen: 1000 };
   t.strictSame(links.get('eth0.10'), { name: 'eth0.10', mtu: 1500, ...up, mac: '02:00:00:00:00:05', kind: 'vlan', addresses: ['10.10.0.2/24'] }, 'a vlan: its parent\'s MAC');
   t.strictSame(links.get('ipvl0'), { name: 'ipvl0', mtu: 1500, ...up, mac: '02:00:00:00:00:05', kind: 'ipvlan', addresses: ['10.20.0.2/24'] }, 'an ipvlan');
-  t.strictSame(links.get('vrf-blue'), { name: 'vrf-blue', mtu: 65575, ...up, mac: '02:00:00:00:00:21', kind: 'vrf', addresses: [] }, 'a vrf');
+  t.strictSame(links.get('vrf-blue'), { name: 'vrf-blue', mtu: 65575, ...up, mac: '02:00:00:00:00:21', kind: 'vrf', vrfTable: 10, addresses: [] }, 'a vrf, with its table');
   t.strictSame(links.get('dummy0'), { name: 'dummy0', mtu: 1500, ...up, mac: '02:00:00:00:00:22', kind: 'dummy', master: 'vrf-blue', addresses: ['10.30.0.1/32'] }, "a dummy, the vrf's port");
   t.strictSame(links.get('gre1'), { name: 'gre1', mtu: 1476, ...up, kind: 'gre', addresses: ['10.55.0.1/30'] }, 'a gre tunnel: its local IP is not its MAC');
   t.strictSame(links.get('gnv0'), { name: 'gnv0', mtu: 1450, up: false, promisc: false, txqueuelen: 1000, mac: '02:00:00:00:00:23', kind: 'geneve', addresses: [] }, 'a geneve');
@@ -177,12 +177,12 @@ t.test("a pod's IPv4 routes (unicast, every table) and rules, read with ip -json
   t.strictSame(routes, [
     { family: 4, to: '10.200.0.0/16', table: 100, metric: 5, via: '10.88.0.1', dev: 'eth0' },
     { family: 4, to: '0.0.0.0/0', table: 254, metric: 0, via: '10.88.0.1', dev: 'eth0' },
-    { family: 4, to: '10.77.0.0/24', table: 254, metric: 0, dev: 'vx0', src: '10.77.0.2' },
-    { family: 4, to: '10.88.0.0/24', table: 254, metric: 0, dev: 'eth0', src: '10.88.0.5' },
+    { family: 4, to: '10.77.0.0/24', table: 254, metric: 0, dev: 'vx0', src: '10.77.0.2', kernel: true },
+    { family: 4, to: '10.88.0.0/24', table: 254, metric: 0, dev: 'eth0', src: '10.88.0.5', kernel: true },
     { family: 4, to: '10.201.0.1/32', table: 254, metric: 0, dev: 'eth0', src: '10.88.0.5' },
     // Multipath: ip puts its gateways under nexthops, so it names no single one.
     { family: 4, to: '10.210.0.0/16', table: 254, metric: 0 },
-  ], 'the default route as 0.0.0.0/0, a host route with its /32; blackhole, unreachable, local and broadcast left out');
+  ], 'the default route as 0.0.0.0/0, a host route with its /32, an address\'s connected route marked the kernel\'s; blackhole, unreachable, local and broadcast left out');
   t.strictSame(rules, [
     { family: 4, priority: 0, table: 255 },
     { family: 4, priority: 100, table: 100, from: '10.88.0.5/32' },
@@ -201,12 +201,12 @@ t.test("a pod's IPv6 routes and rules, SRv6 included, read with ip -json -6", as
   const { routes, rules } = await observer.routing(pod, 6);
   t.strictSame(routes, [
     { family: 6, to: '2001:db8:200::/48', table: 100, metric: 5, via: '2001:db8:88::1', dev: 'eth0' },
-    { family: 6, to: '2001:db8:77::/64', table: 254, metric: 256, dev: 'vx0' },
-    { family: 6, to: '2001:db8:88::/64', table: 254, metric: 256, dev: 'eth0' },
+    { family: 6, to: '2001:db8:77::/64', table: 254, metric: 256, dev: 'vx0', kernel: true },
+    { family: 6, to: '2001:db8:88::/64', table: 254, metric: 256, dev: 'eth0', kernel: true },
     { family: 6, to: '2001:db8:300::/48', table: 254, metric: 1024, dev: 'eth0', seg6Mode: 'encap', segments: ['2001:db8::1', '2001:db8::2'] },
     { family: 6, to: '2001:db8:301::/48', table: 254, metric: 1024, dev: 'eth0', seg6Mode: 'inline', segments: ['2001:db8::1'] },
-    { family: 6, to: 'fe80::/64', table: 254, metric: 256, dev: 'eth0' },
-    { family: 6, to: 'fe80::/64', table: 254, metric: 256, dev: 'vx0' },
+    { family: 6, to: 'fe80::/64', table: 254, metric: 256, dev: 'eth0', kernel: true },
+    { family: 6, to: 'fe80::/64', table: 254, metric: 256, dev: 'vx0', kernel: true },
     { family: 6, to: '::/0', table: 254, metric: 1024, via: '2001:db8:88::1', dev: 'eth0' },
   ], "inline SRv6 without the kernel's trailing :: slot; unreachable, local and multicast left out");
   t.strictSame(rules, [

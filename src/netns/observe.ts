@@ -17,7 +17,7 @@ interface IpAddrEntry {
   flags?: string[];
   master?: string;
   ifalias?: string;
-  linkinfo?: { info_kind?: string };
+  linkinfo?: { info_kind?: string; info_data?: { table?: number } };
   addr_info?: { local: string; prefixlen: number; scope?: string }[];
 }
 
@@ -32,6 +32,7 @@ interface IpRouteEntry {
   mode?: string;
   segs?: string[];
   type?: string;
+  protocol?: string;
 }
 
 interface IpRuleEntry {
@@ -62,6 +63,7 @@ function toLink(e: IpAddrEntry): ObservedLink {
     ...(e.address && e.link_type === 'ether' ? { mac: e.address } : {}),
     ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
     ...(e.master ? { master: e.master } : {}),
+    ...(e.linkinfo?.info_kind === 'vrf' && e.linkinfo.info_data?.table !== undefined ? { vrfTable: e.linkinfo.info_data.table } : {}),
     ...(e.ifalias ? { alias: e.ifalias } : {}),
     // Link-local IPv6 addresses are the kernel's, not a request's.
     addresses: (e.addr_info ?? []).filter((a) => a.scope !== 'link').map((a) => `${a.local}/${a.prefixlen}`),
@@ -121,6 +123,7 @@ export async function observeRouting(run: NetnsRunner, where: Where, family: Fam
         ...(r.dev ? { dev: r.dev } : {}),
         ...(r.prefsrc ? { src: r.prefsrc } : {}),
         ...(r.encap === 'seg6' && r.segs ? seg6Of(r.mode, r.segs) : {}),
+        ...(r.protocol === 'kernel' ? { kernel: true } : {}),
       })),
     rules: rules.map((r) => ({
       family,

@@ -15,6 +15,10 @@ export interface PlanContext {
   applied: AppliedState;
   /** Pod interfaces the links part makes in this pass: what tuning and sysctls may wait for. */
   creating: ReadonlySet<string>;
+  /** The VRFs the pod has once the vrfs part's steps ran (held), and those it makes in this pass (made): a VRF made again has let its interfaces go. */
+  vrfs: { held: ReadonlySet<string>; made: ReadonlySet<string> };
+  /** Interfaces tuning moves into or out of a VRF in this pass: the kernel drops their routes (but the connected ones), which the routes part then adds again. */
+  moving: ReadonlySet<string>;
   /** Who asked a desired thing, by its origin key (model/desired.ts originKey, routeKey, ruleKey). */
   causeOf: (key: string) => string | undefined;
 }

@@ -42,7 +42,7 @@ function input(desired: Partial<Resolved>, extra: Partial<PlanInput> = {}): Plan
   return {
     containerId: 'c1',
     netns,
-    desired: { attachments: [], delegated: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
+    desired: { attachments: [], delegated: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [], ...desired },
     observed: observed(),
     applied: undefined,
     ...extra,
@@ -562,4 +562,87 @@ t.test('each step names the document and field that asked for it, when the desir
   t.equal(causeOf(/^link set dev eth0 mtu 1400/), 'PodNetworkConfig ns/t spec.interfaces[0]');
   t.equal(causeOf(/^route add 198\.18\.9\.0\/24/), 'PodNetworkConfig ns/r spec.routes[0]');
   t.equal(causeOf(/^net\/ipv4\/conf\/all\/forwarding=1/), 'PodNetworkConfig ns/s spec.sysctls[0]');
+});
+
+t.test('VRFs: made up with their table; an interface placed in one gets its IPv6 addresses back, and podnet\'s routes by it are added again', async (t) => {
+  const dual = { ...blue, addresses: ['198.18.80.2/24', '2001:db8:80::2/64'] };
+  const seen = observed({
+    pod: new Map([link('eth0'), link('net1', { mtu: 1400, mac: podMac, addresses: ['198.18.80.2/24', '2001:db8:80::2/64'] })]),
+    host: attachedObserved.host,
+    routes: [
+      { family: 4, to: '198.18.80.0/24', table: 254, metric: 0, dev: 'net1', kernel: true },
+      { family: 4, to: '198.18.99.0/24', table: 254, metric: 0, via: '198.18.80.1', dev: 'net1' },
+    ],
+  });
+  const route = { family: 4 as const, to: '198.18.99.0/24', table: 254, via: '198.18.80.1' };
+  const before = plan(input({ attachments: [dual], routes: [route] }, { observed: seen }));
+  const p = plan(input({ attachments: [dual], vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'net1', settings: { vrf: 'red' } }], routes: [route] }, { observed: seen, applied: before.next }));
+  t.same(lines(p), [
+    ['pod', 'ip', 'link add name red up type vrf table 100'],
+    ['pod', 'ip', 'link set dev net1 master red'],
+    ['pod', 'ip', 'addr replace 2001:db8:80::2/64 dev net1'],
+    ['pod', 'ip', 'route add 198.18.99.0/24 via 198.18.80.1 table 254'],
+  ]);
+  t.same(p.steps.map(undoLine), ['link del dev red', 'link set dev net1 nomaster', undefined, 'route del 198.18.99.0/24 table 254']);
+  t.same(p.next.vrfs, [{ name: 'red', table: 100 }]);
+  t.same(p.next.tuning, [{ interface: 'net1', original: { vrf: '' } }], 'net1 was in no VRF, and dropped no route of anyone else');
+
+  // Made in the same pass as net1: placed after it is, its IPv6 address from its Network given again.
+  const fresh = plan(input({ attachments: [dual], vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'net1', settings: { vrf: 'red' } }] }, { observed: attachedObserved }));
+  t.ok(lines(fresh).findIndex((l) => l[2] === 'link set dev net1 master red') > lines(fresh).findIndex((l) => l[2] === 'addr add 2001:db8:80::2/64 dev net1'), 'placed after its addresses are added');
+  t.ok(lines(fresh).some((l) => l[2] === 'addr replace 2001:db8:80::2/64 dev net1'), 'and its IPv6 address put back');
+});
+
+t.test("VRFs: eth0 leaves the main table's routes of its primary behind; they are kept and put back as it leaves, before the VRF goes", async (t) => {
+  const eth0Routes = [
+    { family: 4 as const, to: '0.0.0.0/0', table: 254, metric: 0, via: '169.254.1.1', dev: 'eth0' },
+    { family: 4 as const, to: '169.254.1.1/32', table: 254, metric: 0, dev: 'eth0' },
+    { family: 4 as const, to: '10.88.0.0/24', table: 254, metric: 0, dev: 'eth0', kernel: true },
+    { family: 6 as const, to: '::/0', table: 254, metric: 1024, via: 'fe80::1', dev: 'eth0' },
+  ];
+  const inMain = observed({ pod: new Map([link('eth0', { addresses: ['10.88.0.5/24', '2001:db8:88::5/64'] })]), routes: eth0Routes });
+  const placed = plan(input({ vrfs: [{ name: 'mgmt', table: 10 }], tuning: [{ interface: 'eth0', settings: { vrf: 'mgmt' } }] }, { observed: inMain }));
+  t.same(lines(placed), [
+    ['pod', 'ip', 'link add name mgmt up type vrf table 10'],
+    ['pod', 'ip', 'link set dev eth0 master mgmt'],
+    ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
+  ]);
+  t.same(placed.next.tuning, [{ interface: 'eth0', original: { vrf: '' }, dropped: [eth0Routes[0], eth0Routes[1], eth0Routes[3]] }], 'the routes that were not the kernel\'s are kept');
+
+  const inVrf = observed({ pod: new Map([link('eth0', { master: 'mgmt', addresses: ['10.88.0.5/24', '2001:db8:88::5/64'] }), link('mgmt', { kind: 'vrf', vrfTable: 10 })]) });
+  const again = plan(input({ vrfs: [{ name: 'mgmt', table: 10 }], tuning: [{ interface: 'eth0', settings: { vrf: 'mgmt' } }] }, { observed: inVrf, applied: placed.next }));
+  t.same([again.steps, again.next.tuning], [[], placed.next.tuning], 'in place: nothing to do, the routes still kept');
+
+  const taken = plan(input({}, { observed: inVrf, applied: placed.next }));
+  t.same(lines(taken), [
+    ['pod', 'ip', 'link set dev eth0 nomaster'],
+    ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
+    ['pod', 'ip', 'route replace 169.254.1.1/32 dev eth0 table 254 metric 0'],
+    ['pod', 'ip', 'route replace 0.0.0.0/0 via 169.254.1.1 dev eth0 table 254 metric 0'],
+    ['pod', 'ip', 'route replace ::/0 via fe80::1 dev eth0 table 254 metric 1024'],
+    ['pod', 'ip', 'link del dev mgmt'],
+  ], 'out of the VRF, its routes back (the gateway\'s own route first), then the VRF deleted');
+  t.same(taken.next.tuning, []);
+  t.equal(taken.next.vrfs, undefined);
+});
+
+t.test('VRFs: one deleted by hand is made again and its interfaces placed again; a new table makes it again; a name podnet did not make is refused', async (t) => {
+  const applied: AppliedState = { ...emptyApplied('c1', netns), vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'eth0', original: { vrf: '' } }] };
+  const want = { vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'eth0', settings: { vrf: 'red' } }] };
+  const gone = plan(input(want, { observed: observed(), applied }));
+  t.same(lines(gone), [['pod', 'ip', 'link add name red up type vrf table 100'], ['pod', 'ip', 'link set dev eth0 master red']]);
+
+  const inRed = observed({ pod: new Map([link('eth0', { master: 'red' }), link('red', { kind: 'vrf', vrfTable: 100 })]) });
+  const moved = plan(input({ ...want, vrfs: [{ name: 'red', table: 200 }] }, { observed: inRed, applied }));
+  t.same(lines(moved), [['pod', 'ip', 'link del dev red'], ['pod', 'ip', 'link add name red up type vrf table 200'], ['pod', 'ip', 'link set dev eth0 master red']], 'a VRF made again lets eth0 go: it is placed again');
+
+  const foreign = observed({ pod: new Map([link('eth0'), link('red', { kind: 'vrf', vrfTable: 100 })]) });
+  const refused = plan(input(want, { observed: foreign }));
+  t.same(lines(refused), []);
+  t.match(refused.problems, [
+    { document: 'VRF red', field: 'vrfs', reason: 'the pod has an interface red that podnet did not make' },
+    { document: 'pod interface eth0', field: 'interfaces.vrf', reason: 'the pod has no VRF red: podnet could not make it' },
+  ]);
+  const port = observed({ pod: new Map([link('eth0', { master: 'br0' }), link('br0', { kind: 'bridge' })]) });
+  t.match(plan(input(want, { observed: port })).problems, [{ reason: 'eth0 is a port of br0, which is not a VRF: podnet does not take it out' }]);
 });

@@ -1,8 +1,9 @@
 // The planner: a pure function of (desired, observed, applied) to ordered steps. Nothing here
 // runs a command or reads a file; the executor runs the steps, `podnet diff` prints them.
 // Order: take back what is no longer wanted, most dependent first (rules, routes, sysctls,
-// tuning, then links, which frees names and addresses); then apply in the reverse order: links,
-// tuning, sysctls, routes (which may leave by a link made just before), rules. DSCP marking, by
+// tuning, VRFs, then links, which frees names and addresses); then apply in the reverse order:
+// links, VRFs, tuning (which places interfaces in VRFs), sysctls, routes (which may leave by a
+// link made just before), rules. DSCP marking, by
 // interface name, goes first when taken back and last when applied.
 import type { Problem } from '../model/desired.ts';
 import { emptyApplied, type AppliedState, type Observed, type Resolved } from '../model/state.ts';
@@ -13,6 +14,7 @@ import type { Part, PlanContext, PlanRefusal } from './part.ts';
 import { planRoutes, planRules } from './routes.ts';
 import { planSysctls } from './sysctls.ts';
 import { planTuning } from './tuning.ts';
+import { planVrfs } from './vrfs.ts';
 
 export interface PlanInput {
   containerId: string;
@@ -45,16 +47,19 @@ export function plan(input: PlanInput): Plan {
     observed: input.observed,
     applied: input.applied ?? emptyApplied(input.containerId, input.netns),
     creating: new Set(),
+    vrfs: { held: new Set(), made: new Set() },
+    moving: new Set(),
     causeOf: (key) => input.origins?.get(key),
   };
   const links = planLinks(base);
-  const ctx: PlanContext = { ...base, creating: links.creates };
+  const vrfs = planVrfs(base);
+  const ctx: PlanContext = { ...base, creating: new Set([...links.creates, ...vrfs.made]), vrfs: { held: new Set(vrfs.next.map((v) => v.name)), made: vrfs.made } };
   const tuning = planTuning(ctx);
   const sysctls = planSysctls(ctx);
-  const routes = planRoutes(ctx);
+  const routes = planRoutes({ ...ctx, moving: tuning.moving });
   const rules = planRules(ctx);
   const marking = planMarking(ctx, new Set(links.next.map((a) => a.interface)));
-  const parts: Part<unknown>[] = [links, tuning, sysctls, routes, rules, marking];
+  const parts: Part<unknown>[] = [links, vrfs, tuning, sysctls, routes, rules, marking];
   const unavailable = parts.find((p) => p.unavailable !== undefined)?.unavailable;
   return {
     steps: [...[...parts].reverse().flatMap((p) => p.takeBack), ...parts.flatMap((p) => p.apply)],
@@ -66,6 +71,7 @@ export function plan(input: PlanInput): Plan {
       containerId: input.containerId,
       netns: input.netns,
       attachments: links.next,
+      ...(vrfs.next.length > 0 ? { vrfs: vrfs.next } : {}),
       tuning: tuning.next,
       routes: routes.next,
       rules: rules.next,

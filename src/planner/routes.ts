@@ -29,7 +29,8 @@ function ruleHolds(o: ObservedRule, r: ResolvedRule): boolean {
 export function planRoutes(ctx: PlanContext): Part<ResolvedRoute> {
   const part = emptyPart<ResolvedRoute>();
   const { observed, applied, desired, pod } = ctx;
-  const observedBy = new Map(observed.routes.map((o) => [routeKey(o), o]));
+  // An interface moved into or out of a VRF in this pass has lost its routes by then, but the connected ones.
+  const observedBy = new Map(observed.routes.filter((o) => o.kernel === true || o.dev === undefined || !ctx.moving.has(o.dev)).map((o) => [routeKey(o), o]));
   const appliedBy = new Map(applied.routes.map((r) => [routeKey(r), r]));
   const wanted = new Set(desired.routes.map(routeKey));
   const interfaces = new Set([...observed.pod.keys(), ...ctx.creating]);
