@@ -27,6 +27,9 @@ export interface LinkView {
   mtu: number;
   txqlen: number;
   flags: string[];
+  /** The link it is a port of: a bridge, a VRF. */
+  master?: string;
+  operstate?: string;
   linkinfo?: { info_kind?: string; info_data?: Record<string, unknown> };
 }
 

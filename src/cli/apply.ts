@@ -6,6 +6,7 @@ import { defaultConfigDir, routes } from '../protocol/paths.ts';
 import { ensurePrivateDir, writeFileAtomic } from '../registry/atomic-file.ts';
 import { documentName } from '../model/identity.ts';
 import { documentProblems } from '../model/document-problems.ts';
+import { defaultLimits } from '../model/desired.ts';
 import { configDirReader } from '../sources/config-dir.ts';
 import { withDocuments } from '../sources/source.ts';
 import { documentPath, readDocumentsFile } from './documents-file.ts';
@@ -23,9 +24,11 @@ export function applyCommand(): Command {
     const documents = readDocumentsFile(options.filename);
     ensurePrivateDir(options.configDir);
     // Judged as the daemon will judge them, beside the documents the folder holds already: a
-    // document the daemon would refuse whole is not written, and nothing of the file is.
+    // document the daemon would refuse whole is not written, and nothing of the file is. Whether
+    // eth0's MAC or VRF may change is the daemon's flag, which this does not know: it tells that.
     const names = new Set(documents.map(documentName));
-    const problems = documentProblems(withDocuments(configDirReader(options.configDir)(), documents)).filter((p) => names.has(p.document));
+    const limits = { ...defaultLimits, primaryMac: true, primaryVrf: true };
+    const problems = documentProblems(withDocuments(configDirReader(options.configDir)(), documents), undefined, limits).filter((p) => names.has(p.document));
     if (problems.length > 0) {
       const lines = problems.map((p) => `  ${p.document} ${p.field}: ${p.reason}`);
       throw new PodnetError('INVALID_REQUEST', `nothing applied; the daemon would refuse these in ${options.filename}:\n${lines.join('\n')}`);
