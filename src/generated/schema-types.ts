@@ -1590,6 +1590,7 @@ export type LinkSetUndo = {
 export type UndoAction =
   | LinkDelUndo
   | AddrDelUndo
+  | AddrAddUndo
   | LinkSetUndo
   | RouteUndo
   | RuleUndo
@@ -1718,6 +1719,18 @@ export interface LinkDelUndo {
 export interface AddrDelUndo {
   where: Where;
   action: 'addr-del';
+  dev: PodInterfaceName;
+  address: Cidr;
+}
+/**
+ * ip addr replace: an address of a pod's interface put back (the kernel flushes an interface's IPv6 addresses as it moves into or out of a VRF).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "AddrAddUndo".
+ */
+export interface AddrAddUndo {
+  where: PodWhere;
+  action: 'addr-add';
   dev: PodInterfaceName;
   address: Cidr;
 }

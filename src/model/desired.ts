@@ -9,7 +9,7 @@ import { annotationField } from './annotation.ts';
 import { documentName, namespaceNameLabel, podDocumentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
 import { addressesGiven, attachmentRefusal, type AttachmentAsks } from './kinds/index.ts';
 import type { AskedMac } from './macs.ts';
-import { resolveRoute, resolveRule, routeKey, ruleKey } from './routing.ts';
+import { noVrfReason, resolveRoute, resolveRule, routeKey, ruleKey } from './routing.ts';
 import { mtuRefusal, partRefusal, type PermittedPart } from './permissions.ts';
 import { selects } from './selector.ts';
 import { linkSettingNames, type ResolvedVrf, type Bandwidth, type LinkSettingName, type LinkSettings, type ResolvedRoute, type ResolvedRule, type ResolvedSysctl } from './state.ts';
@@ -261,7 +261,12 @@ class Merge {
     const kept = byName.kept();
     for (const { value, from, field } of kept) byTable.keep(String(value.table), value.name, from, `${field}.table`, `table ${value.table} as a VRF's`);
     const tableHeld = new Set(byTable.kept().map((e) => e.value));
-    for (const { value, from, field } of kept) if (tableHeld.has(value.name)) this.vrfTables.set(value.name, { ...value, from, field });
+    for (const { value, from, field } of kept) {
+      if (!tableHeld.has(value.name)) continue;
+      // Bounded: a pod's VRFs are kept in its applied state.
+      if (this.vrfTables.size >= maxVrfsPerPod) this.problem({ document: from, field, reason: `the pod would have more than ${maxVrfsPerPod} VRFs; podnet makes the first ${maxVrfsPerPod}` });
+      else this.vrfTables.set(value.name, { ...value, from, field });
+    }
   }
 
   /** One config that selects the pod: its attachments, interfaces, routes, rules and sysctls. */
@@ -338,7 +343,7 @@ class Merge {
   private vrfRefusal(name: string, vrf: string, from: string, field: string, limits: NodeLimits): Problem | undefined {
     const refused = partRefusal(this.identity.permissions ?? [], 'vrfs', from, field);
     if (refused) return refused;
-    if (!this.vrfTables.has(vrf)) return { document: from, field, reason: `the pod gets no VRF named ${vrf}: none of the configs that select it has it in spec.vrfs, or a conflict took it` };
+    if (!this.vrfTables.has(vrf)) return { document: from, field, reason: noVrfReason(vrf) };
     if (name === this.identity.primaryInterface && !limits.primaryVrf) {
       return { document: from, field, reason: `placing the pod's primary interface ${name} in a VRF is off on this node: it takes the pod's cluster routes out of its main table` };
     }
@@ -447,7 +452,7 @@ class Merge {
    */
   private nameUnnamed(earlier: readonly EarlierAttachment[]): void {
     const primary = this.identity.primaryInterface;
-    const claimed = new Set([...this.attachmentBy.keys(), ...(primary ? [primary] : [])]);
+    const claimed = new Set([...this.attachmentBy.keys(), ...this.vrfTables.keys(), ...(primary ? [primary] : [])]);
     const named: { selection: UnnamedSelection; name: string }[] = [];
     const pending: UnnamedSelection[] = [];
     for (const selection of this.unnamed) {
@@ -554,6 +559,9 @@ export function macRefusal(name: string, network: Network | undefined): string |
   if (network.spec.staticMacs !== true) return `Network ${network.metadata.name} does not let pods give their attachments a MAC of their own (its spec.staticMacs is not true)`;
   return undefined;
 }
+
+/** How many VRFs podnet makes in one pod: each is kept in its applied state. */
+export const maxVrfsPerPod = 8;
 
 /** How many PodNetworkConfigs podnet applies to one pod, the first by name: each is kept in its applied state. */
 export const maxConfigsPerPod = 64;

@@ -7,6 +7,7 @@ import { defaultLimits, desiredFor, type NodeLimits, type Problem } from './desi
 import { documentName, namespaceNameLabel, namespaceOf } from './identity.ts';
 import { kindOf } from './kinds/index.ts';
 import { permissionProblems, permissionsByNamespace } from './permissions.ts';
+import { noVrfReason } from './routing.ts';
 
 /** The documents in force, and those a source could not read (each a problem naming it). */
 export interface Documents {
@@ -42,12 +43,15 @@ export function configProblems(
   namespaceLabels: Record<string, string>,
   limits: NodeLimits = defaultLimits,
   permissions: readonly PodNetworkPermission[] = [],
+  siblings: readonly PodNetworkConfig[] = [],
 ): Problem[] {
   const namespace = namespaceOf(config.metadata.namespace);
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
+  // A VRF may be another config's: naming one that a config of the namespace has is no problem of this one alone.
+  const elsewhere = new Set(siblings.filter((c) => namespaceOf(c.metadata.namespace) === namespace).flatMap((c) => (c.spec.vrfs ?? []).map((v) => noVrfReason(v.name))));
   // A kubelet names every pod's primary interface eth0.
-  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, permissions, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name);
+  return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, permissions, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name && !elsewhere.has(p.reason));
 }
 
 /**
@@ -61,7 +65,7 @@ export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = ()
     ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
     ...docs.configs.flatMap((c) => {
       const namespace = namespaceOf(c.metadata.namespace);
-      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits, permissions.get(namespace));
+      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits, permissions.get(namespace), docs.configs);
     }),
     ...docs.permissions.flatMap(permissionProblems),
   ];

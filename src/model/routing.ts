@@ -39,13 +39,18 @@ function canonicalIp(text: string, family: Family, field: string): string | Refu
   return formatIp(ip);
 }
 
+/** Why a pod gets no VRF of the name a route, rule or interface names: the one wording, which a config judged alone (document-problems.ts) leaves out for a VRF another config of its namespace has. */
+export function noVrfReason(name: string): string {
+  return `the pod gets no VRF named ${name}: none of the configs that select it has it in spec.vrfs, or a conflict took it`;
+}
+
 /** The table of a VRF the pod's configs make, by name; undefined when none of that name. */
 export type VrfTables = (name: string) => number | undefined;
 
 /** The table a route or rule names: its own, main, or its VRF's (the schema lets it name one of table and vrf). */
 function tableOf(r: Route | Rule, vrfTables: VrfTables): number | Refused {
   if (r.vrf === undefined) return r.table === 'main' || r.table === undefined ? mainTable : r.table;
-  return vrfTables(r.vrf) ?? { field: 'vrf', reason: `the pod gets no VRF named ${r.vrf}: none of the configs that select it has it in spec.vrfs, or a conflict took it` };
+  return vrfTables(r.vrf) ?? { field: 'vrf', reason: noVrfReason(r.vrf) };
 }
 
 export function resolveRoute(r: Route, vrfTables: VrfTables): ResolvedRoute | Refused {

@@ -95,6 +95,8 @@ export function renderUndo(action: UndoAction): Command {
       return { where: action.where, tool: 'ip', line: linkDelLine(action.dev) };
     case 'addr-del':
       return { where: action.where, tool: 'ip', line: addrLine('del', action.address, action.dev) };
+    case 'addr-add':
+      return { where: action.where, tool: 'ip', line: addrLine('replace', action.address, action.dev) };
     case 'link-set':
       return { where: action.where, tool: 'ip', line: settingLine(action.dev, action.setting, action.value) };
     case 'route':

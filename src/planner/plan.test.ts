@@ -571,19 +571,22 @@ t.test('VRFs: made up with their table; an interface placed in one gets its IPv6
     host: attachedObserved.host,
     routes: [
       { family: 4, to: '198.18.80.0/24', table: 254, metric: 0, dev: 'net1', kernel: true },
-      { family: 4, to: '198.18.99.0/24', table: 254, metric: 0, via: '198.18.80.1', dev: 'net1' },
+      { family: 4, to: '198.18.99.0/24', table: 254, metric: 0, dev: 'net1' },
     ],
   });
-  const route = { family: 4 as const, to: '198.18.99.0/24', table: 254, via: '198.18.80.1' };
+  // A route of the main table by net1 alone (a gateway in the main table would not be reached by a VRF's port).
+  const route = { family: 4 as const, to: '198.18.99.0/24', table: 254, dev: 'net1' };
   const before = plan(input({ attachments: [dual], routes: [route] }, { observed: seen }));
   const p = plan(input({ attachments: [dual], vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'net1', settings: { vrf: 'red' } }], routes: [route] }, { observed: seen, applied: before.next }));
   t.same(lines(p), [
     ['pod', 'ip', 'link add name red up type vrf table 100'],
+    ['pod', 'ip', 'addr replace 2001:db8:80::2/64 dev net1'],
     ['pod', 'ip', 'link set dev net1 master red'],
     ['pod', 'ip', 'addr replace 2001:db8:80::2/64 dev net1'],
-    ['pod', 'ip', 'route add 198.18.99.0/24 via 198.18.80.1 table 254'],
+    ['pod', 'ip', 'route add 198.18.99.0/24 dev net1 table 254'],
   ]);
-  t.same(p.steps.map(undoLine), ['link del dev red', 'link set dev net1 nomaster', undefined, 'route del 198.18.99.0/24 table 254']);
+  // Undone, the move is taken back before the address it flushed is put back.
+  t.same(p.steps.map(undoLine), ['link del dev red', 'addr replace 2001:db8:80::2/64 dev net1', 'link set dev net1 nomaster', undefined, 'route del 198.18.99.0/24 table 254']);
   t.same(p.next.vrfs, [{ name: 'red', table: 100 }]);
   t.same(p.next.tuning, [{ interface: 'net1', original: { vrf: '' } }], 'net1 was in no VRF, and dropped no route of anyone else');
 
@@ -604,9 +607,15 @@ t.test("VRFs: eth0 leaves the main table's routes of its primary behind; they ar
   const placed = plan(input({ vrfs: [{ name: 'mgmt', table: 10 }], tuning: [{ interface: 'eth0', settings: { vrf: 'mgmt' } }] }, { observed: inMain }));
   t.same(lines(placed), [
     ['pod', 'ip', 'link add name mgmt up type vrf table 10'],
+    // Change nothing: their undo puts back what the move drops, should the pass be undone.
+    ['pod', 'ip', 'route replace 0.0.0.0/0 via 169.254.1.1 dev eth0 table 254 metric 0'],
+    ['pod', 'ip', 'route replace 169.254.1.1/32 dev eth0 table 254 metric 0'],
+    ['pod', 'ip', 'route replace ::/0 via fe80::1 dev eth0 table 254 metric 1024'],
+    ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
     ['pod', 'ip', 'link set dev eth0 master mgmt'],
     ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
   ]);
+  t.same(placed.steps.map(undoLine).slice(1, 6), [...lines(placed).slice(1, 5).map((l) => l[2]), 'link set dev eth0 nomaster'], 'undone, eth0 leaves the VRF and gets its routes and address back');
   t.same(placed.next.tuning, [{ interface: 'eth0', original: { vrf: '' }, dropped: [eth0Routes[0], eth0Routes[1], eth0Routes[3]] }], 'the routes that were not the kernel\'s are kept');
 
   const inVrf = observed({ pod: new Map([link('eth0', { master: 'mgmt', addresses: ['10.88.0.5/24', '2001:db8:88::5/64'] }), link('mgmt', { kind: 'vrf', vrfTable: 10 })]) });
@@ -615,6 +624,7 @@ t.test("VRFs: eth0 leaves the main table's routes of its primary behind; they ar
 
   const taken = plan(input({}, { observed: inVrf, applied: placed.next }));
   t.same(lines(taken), [
+    ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
     ['pod', 'ip', 'link set dev eth0 nomaster'],
     ['pod', 'ip', 'addr replace 2001:db8:88::5/64 dev eth0'],
     ['pod', 'ip', 'route replace 169.254.1.1/32 dev eth0 table 254 metric 0'],
@@ -624,6 +634,15 @@ t.test("VRFs: eth0 leaves the main table's routes of its primary behind; they ar
   ], 'out of the VRF, its routes back (the gateway\'s own route first), then the VRF deleted');
   t.same(taken.next.tuning, []);
   t.equal(taken.next.vrfs, undefined);
+
+  // Let go some other way (the VRF deleted by hand), then taken back: the routes still go back.
+  const released = observed({ pod: new Map([link('eth0', { addresses: ['10.88.0.5/24'] })]) });
+  const after = plan(input({}, { observed: released, applied: placed.next }));
+  t.same(lines(after).map((l) => l[2]), [
+    'route replace 169.254.1.1/32 dev eth0 table 254 metric 0',
+    'route replace 0.0.0.0/0 via 169.254.1.1 dev eth0 table 254 metric 0',
+    'route replace ::/0 via fe80::1 dev eth0 table 254 metric 1024',
+  ]);
 });
 
 t.test('VRFs: one deleted by hand is made again and its interfaces placed again; a new table makes it again; a name podnet did not make is refused', async (t) => {

@@ -15,6 +15,8 @@ import { podMacOf } from '../model/port-security.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 const mainTable = 254;
+/** Routes of the main table kept for one interface while it is in a VRF (the applied state's bound). */
+const maxDroppedRoutes = 64;
 
 export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Set<string> } {
   const part = { ...emptyPart<AppliedTuning>(), moving: new Set<string>() };
@@ -22,7 +24,8 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
   const tuned = new Set(desired.tuning.map((t) => t.interface));
   for (const was of applied.tuning) {
     const link = observed.pod.get(was.interface);
-    if (!tuned.has(was.interface) && link) part.takeBack.push(...restore(ctx, part, link, was, linkSettingNames).steps);
+    // Before the vrfs part's steps: the interface is still in the VRF the kernel shows.
+    if (!tuned.has(was.interface) && link) part.takeBack.push(...restore(ctx, part, link, was, linkSettingNames, false).steps);
   }
   for (const want of desired.tuning) {
     const mark = part.apply.length;
@@ -61,7 +64,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
       for (const setting of linkSettingNames) {
         const value = settings[setting];
         if (value === undefined) continue;
-        const current = currentOf(ctx, link, setting);
+        const current = currentOf(ctx, link, setting, true);
         (original as Record<string, unknown>)[setting] = before[setting] ?? current;
         if (current === value) continue;
         if (setting === 'vrf') {
@@ -71,7 +74,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
         } else part.apply.push(settingStep(pod, want.interface, setting, value, current));
       }
       // Settings asked for before but not now go back to their original.
-      const restored = restore(ctx, part, link, { interface: want.interface, original: before, dropped }, linkSettingNames.filter((s) => settings[s] === undefined));
+      const restored = restore(ctx, part, link, { interface: want.interface, original: before, dropped }, linkSettingNames.filter((s) => settings[s] === undefined), true);
       part.apply.push(...restored.steps);
       part.next.push({ interface: want.interface, original, ...(restored.dropped.length > 0 ? { dropped: restored.dropped } : {}) });
     } finally {
@@ -88,6 +91,9 @@ function vrfRefusal(ctx: PlanContext, name: string, vrf: string | undefined, lin
   if (!ctx.vrfs.held.has(vrf)) return `the pod has no VRF ${vrf}: podnet could not make it`;
   const master = link?.master !== undefined && !ctx.vrfs.made.has(link.master) ? ctx.observed.pod.get(link.master) : undefined;
   if (master !== undefined && master.kind !== 'vrf') return `${name} is a port of ${master.name}, which is not a VRF: podnet does not take it out`;
+  // Bounded: what the kernel drops is kept in the applied state until the interface leaves.
+  const was = ctx.applied.tuning.find((t) => t.interface === name)?.dropped ?? [];
+  if (link && was.length + routesLeaving(ctx, name, was).length > maxDroppedRoutes) return `${name} has more than ${maxDroppedRoutes} routes in the main table that podnet would keep to put back when it leaves the VRF`;
   return undefined;
 }
 
@@ -96,26 +102,35 @@ function withoutVrf(settings: LinkSettings): LinkSettings {
   return rest;
 }
 
-/** A setting as the pass finds it; the VRF is the link's master, none when the vrfs part makes that VRF again (which lets it go). */
-function currentOf(ctx: PlanContext, link: ObservedLink, setting: LinkSettingName): LinkSettings[LinkSettingName] {
+/**
+ * A setting as a step finds it; the VRF is the link's master. After the vrfs part's steps
+ * (`afterVrfs`), a VRF it made again or deleted has let the interface go.
+ */
+function currentOf(ctx: PlanContext, link: ObservedLink, setting: LinkSettingName, afterVrfs: boolean): LinkSettings[LinkSettingName] {
   if (setting !== 'vrf') return link[setting];
   const master = link.master ?? '';
-  return ctx.vrfs.made.has(master) ? '' : master;
+  const gone = ctx.vrfs.made.has(master) || (ctx.observed.pod.get(master)?.kind === 'vrf' && (ctx.applied.vrfs ?? []).some((v) => v.name === master) && !ctx.vrfs.held.has(master));
+  return afterVrfs && gone ? '' : master;
 }
 
 /** Steps that put the `settings` of `link` back to what `was` recorded, and the routes it still keeps to put back. */
-function restore(ctx: PlanContext, part: { moving: Set<string> }, link: ObservedLink, was: AppliedTuning, settings: readonly LinkSettingName[]): { steps: Step[]; dropped: ResolvedRoute[] } {
+function restore(ctx: PlanContext, part: { moving: Set<string> }, link: ObservedLink, was: AppliedTuning, settings: readonly LinkSettingName[], afterVrfs: boolean): { steps: Step[]; dropped: ResolvedRoute[] } {
   const steps: Step[] = [];
   let dropped = was.dropped ?? [];
   for (const setting of settings) {
     const value = was.original[setting];
-    const current = currentOf(ctx, link, setting);
-    if (value === undefined || value === current) continue;
-    if (setting !== 'vrf') steps.push(settingStep(ctx.pod, link.name, setting, value, current));
-    else {
+    const current = currentOf(ctx, link, setting, afterVrfs);
+    if (value === undefined) continue;
+    if (setting !== 'vrf') {
+      if (value !== current) steps.push(settingStep(ctx.pod, link.name, setting, value, current));
+    } else if (value !== current) {
       const moved = vrfMove(ctx, part, link.name, value as string, current as string, link, dropped);
       steps.push(...moved.steps);
       dropped = moved.dropped;
+    } else if (value === '' && dropped.length > 0) {
+      // Let go some other way (its VRF deleted, by hand or made again): what the kernel dropped goes back all the same.
+      steps.push(...putBack(ctx, part, link.name, link, dropped));
+      dropped = [];
     }
   }
   return { steps, dropped };
@@ -123,28 +138,50 @@ function restore(ctx: PlanContext, part: { moving: Set<string> }, link: Observed
 
 /**
  * Moves `dev` from VRF `from` to VRF `to` ("" is none), with what the kernel drops put back: its
- * IPv6 addresses (as seen, and those its attachment is given) at once; the main table's routes by
- * it that were not podnet's, recorded as it enters a VRF and put back as it leaves (routes by the
- * interface alone first: a gateway is reached by one). Hands back what stays recorded.
+ * IPv6 addresses at once; the main table's routes by it that were not podnet's, recorded as it
+ * enters a VRF and put back as it leaves. If the pass is undone, the journal takes the move back
+ * first, then puts back what it dropped (the steps before the move change nothing, their undo
+ * does). Hands back what stays recorded.
  */
 function vrfMove(ctx: PlanContext, part: { moving: Set<string> }, dev: string, to: string, from: string, link: ObservedLink | undefined, dropped: readonly ResolvedRoute[]): { steps: Step[]; dropped: ResolvedRoute[] } {
   const { pod } = ctx;
   part.moving.add(dev);
-  const steps: Step[] = [settingStep(pod, dev, 'vrf', to, link ? from : undefined)];
-  const attached = ctx.desired.attachments.find((a) => a.interface === dev)?.addresses ?? [];
-  for (const address of new Set([...(link?.addresses ?? []), ...attached].filter((a) => a.includes(':')))) steps.push({ where: pod, tool: 'ip', line: addrLine('replace', address, dev) });
-  let kept = [...dropped];
-  if (from === '' && to !== '') {
-    const podnets = new Set([...ctx.applied.routes, ...ctx.desired.routes].map(routeKey));
-    const recorded = new Set(kept.map(routeKey));
-    kept.push(...ctx.observed.routes.filter((r) => r.table === mainTable && r.dev === dev && !r.kernel && !podnets.has(routeKey(r)) && !recorded.has(routeKey(r))).map(resolvedOf));
+  const kept = [...dropped];
+  const steps: Step[] = [];
+  if (from === '' && to !== '' && link) {
+    const leaving = routesLeaving(ctx, dev, kept);
+    kept.push(...leaving);
+    for (const route of leaving) steps.push({ where: pod, tool: 'ip', line: routeLine('replace', route), undo: { where: pod, action: 'route', verb: 'replace', route } });
   }
-  if (to === '') {
-    const byDevFirst = [...kept].sort((a, b) => Number(a.via !== undefined) - Number(b.via !== undefined));
-    for (const route of byDevFirst) steps.push({ where: pod, tool: 'ip', line: routeLine('replace', route) });
-    kept = [];
-  }
-  return { steps, dropped: kept };
+  const addresses = ipv6Of(ctx, dev, link);
+  if (link) for (const address of addresses) steps.push({ where: pod, tool: 'ip', line: addrLine('replace', address, dev), undo: { where: pod, action: 'addr-add', dev, address } });
+  steps.push(settingStep(pod, dev, 'vrf', to, link ? from : undefined));
+  for (const address of addresses) steps.push({ where: pod, tool: 'ip', line: addrLine('replace', address, dev) });
+  if (to !== '') return { steps, dropped: kept };
+  steps.push(...putBack(ctx, part, dev, undefined, kept));
+  return { steps, dropped: [] };
+}
+
+/** The routes recorded for `dev` put back in the main table (routes by the interface alone first: a gateway is reached by one), but those podnet adds itself; with its IPv6 addresses when `link` was let go already. */
+function putBack(ctx: PlanContext, part: { moving: Set<string> }, dev: string, link: ObservedLink | undefined, routes: readonly ResolvedRoute[]): Step[] {
+  part.moving.add(dev);
+  const podnets = new Set(ctx.desired.routes.map(routeKey));
+  const steps: Step[] = link ? ipv6Of(ctx, dev, link).map((address) => ({ where: ctx.pod, tool: 'ip', line: addrLine('replace', address, dev) })) : [];
+  const byDevFirst = routes.filter((r) => !podnets.has(routeKey(r))).sort((a, b) => Number(a.via !== undefined) - Number(b.via !== undefined));
+  for (const route of byDevFirst) steps.push({ where: ctx.pod, tool: 'ip', line: routeLine('replace', route) });
+  return steps;
+}
+
+/** The main table's routes by `dev` the kernel drops as it enters a VRF: not the kernel's own, not podnet's, not recorded already. */
+function routesLeaving(ctx: PlanContext, dev: string, recorded: readonly ResolvedRoute[]): ResolvedRoute[] {
+  const known = new Set([...ctx.applied.routes, ...ctx.desired.routes, ...recorded].map(routeKey));
+  return ctx.observed.routes.filter((r) => r.table === mainTable && r.dev === dev && !r.kernel && !known.has(routeKey(r))).map(resolvedOf);
+}
+
+/** The IPv6 addresses a move flushes: an attachment's are those podnet gives it (one it takes away this pass is not put back); another interface's, those it has. */
+function ipv6Of(ctx: PlanContext, dev: string, link: ObservedLink | undefined): string[] {
+  const attached = ctx.desired.attachments.find((a) => a.interface === dev);
+  return (attached ? attached.addresses : (link?.addresses ?? [])).filter((a) => a.includes(':'));
 }
 
 /** A route as the kernel showed it, in the shape podnet adds one. */
