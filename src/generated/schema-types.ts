@@ -1569,7 +1569,7 @@ export type VrfMembership = PodInterfaceName | '';
  */
 export type OwnerMark = string;
 /**
- * ip link set: one setting of a pod's interface back to what it was.
+ * ip link set: one setting of a pod's interface back to what it was. The value is of the setting's own kind.
  *
  * This interface was referenced by `State`'s JSON-Schema
  * via the `definition` "LinkSetUndo".

@@ -608,8 +608,10 @@ t.test("VRFs: the primary interface goes in one only where the node's admin allo
   t.match(d.problems, [
     { field: 'spec.vrfs[1].name', reason: /eth0 is the pod's primary interface/ },
     { field: 'spec.interfaces[0].vrf', reason: /placing the pod's primary interface eth0 in a VRF is off on this node/ },
-    { field: 'spec.vrfs[2].name', reason: /net1 is an interface PodNetworkConfig tenant-a\/vrf \(spec.attachments\[0\]\) attaches/ },
+    { field: 'spec.vrfs[2].name', reason: /interface net1 is also set, differently, by PodNetworkConfig tenant-a\/vrf \(spec.attachments\[0\]\); neither applies/ },
+    { field: 'spec.attachments[0]', reason: /interface net1 is also set, differently, by PodNetworkConfig tenant-a\/vrf \(spec.vrfs\[2\].name\); neither applies/ },
   ]);
+  t.same(d.attachments, [], 'a VRF and an attachment of one name: neither');
   t.same(d.vrfs.map((v) => v.name), ['red']);
   const allowed = desiredFor(pod, shared, [c], [], { ...defaultLimits, primaryVrf: true });
   t.same(allowed.tuning[0]?.settings, { vrf: 'red', mtu: 1400 });

@@ -329,6 +329,7 @@ class Merge {
     for (const { interface: name, mac, from, field } of this.macs) {
       if (this.attachmentBy.has(name) && !this.conflicted.has(`attach:${name}`)) this.tune(name, { mac }, from, () => field);
     }
+    this.vrfsBesideAttachments();
     this.attachmentsWithin(limits);
     this.vrfsKept();
     this.tuningKept();
@@ -350,15 +351,32 @@ class Merge {
     return undefined;
   }
 
-  /** The VRFs the pod gets: those no conflict took, whose names no attachment of the pod takes. */
+  /**
+   * A VRF and an attachment of one name are a conflict like any other: the document the pod has
+   * keeps its own, else neither applies and both are told. What names a VRF that goes is refused
+   * where the pod's interfaces are kept (tuningKept).
+   */
+  private vrfsBesideAttachments(): void {
+    for (const vrf of [...this.vrfTables.values()]) {
+      const at = this.attachmentBy.get(vrf.name);
+      if (!at || this.conflicted.has(`attach:${vrf.name}`)) continue;
+      const what = `interface ${vrf.name}`;
+      const kept = this.keeper(vrf.from, at.from);
+      if (kept !== 'second') {
+        this.vrfTables.delete(vrf.name);
+        if (kept === undefined) this.conflicted.add(`attach:${vrf.name}`);
+      }
+      if (kept === 'first') this.tellConflict(refusedFor(at.from, at.field, vrf.from, `${vrf.field}.name`, what));
+      else if (kept === 'second') this.tellConflict(refusedFor(vrf.from, `${vrf.field}.name`, at.from, at.field, what));
+      else this.tellConflict(...conflict(vrf.from, `${vrf.field}.name`, at.from, at.field, what));
+    }
+  }
+
+  /** The VRFs the pod gets, each with who asked it. */
   private vrfsKept(): void {
     for (const vrf of this.vrfTables.values()) {
-      const at = this.out.attachments.find((a) => a.interface === vrf.name);
-      if (at) this.problem({ document: vrf.from, field: `${vrf.field}.name`, reason: `${vrf.name} is an interface ${at.from} (${at.field}) attaches; name the VRF otherwise` });
-      else {
-        this.out.vrfs.push(vrf);
-        this.origin(originKey.vrf(vrf.name), vrf.from, vrf.field);
-      }
+      this.out.vrfs.push(vrf);
+      this.origin(originKey.vrf(vrf.name), vrf.from, vrf.field);
     }
   }
 
@@ -511,6 +529,13 @@ class Merge {
       for (const setting of linkSettingNames) {
         if (settings[setting] !== undefined && !this.conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
       }
+      // A VRF that an attachment of its name took is not the pod's: nothing is placed in it.
+      if (kept.vrf !== undefined && !this.vrfTables.has(kept.vrf)) {
+        this.problem({ document: from.vrf!, field: fields.vrf!, reason: noVrfReason(kept.vrf) });
+        delete kept.vrf;
+        const { vrf: _refused, ...others } = from;
+        from = others;
+      }
       // The primary interface's MAC has its own switch (config).
       const network = attachedTo.get(name);
       const refused = kept.mac !== undefined && name !== this.identity.primaryInterface ? macRefusal(name, network) : undefined;
@@ -522,6 +547,7 @@ class Merge {
       }
       if (Object.keys(kept).length > 0) this.out.tuning.push({ interface: name, settings: kept, from });
       for (const setting of Object.keys(kept) as LinkSettingName[]) this.origin(originKey.tuning(name), from[setting]!, fields[setting]!);
+      if (kept.vrf !== undefined) this.origin(originKey.placement(name), from.vrf!, fields.vrf!);
       if (kept.mac !== undefined) this.out.macs.push({ interface: name, mac: kept.mac, from: from.mac!, field: fields.mac! });
     }
   }
@@ -571,6 +597,8 @@ export const originKey = {
   attachment: (podInterface: string) => `attach ${podInterface}`,
   tuning: (podInterface: string) => `tune ${podInterface}`,
   vrf: (name: string) => `vrf ${name}`,
+  /** The VRF an interface is placed in: a setting of its tuning, told apart so that a placement that fails names only who asked it. */
+  placement: (podInterface: string) => `vrf-of ${podInterface}`,
   sysctl: (path: string) => `sysctl ${path}`,
 };
 

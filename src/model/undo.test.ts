@@ -1,5 +1,6 @@
 import t from 'tap';
 import { renderUndo, type UndoAction } from './undo.ts';
+import { parseDocument } from '../protocol/validate.ts';
 
 const pod = { netns: '/run/netns/p' };
 
@@ -9,6 +10,9 @@ t.test('each undo action renders into one command, by its tool, where it says', 
     [{ where: pod, action: 'addr-del', dev: 'net1', address: '198.18.80.2/24' }, 'ip', 'addr del 198.18.80.2/24 dev net1'],
     [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'mtu', value: 1500 }, 'ip', 'link set dev eth0 mtu 1500'],
     [{ where: pod, action: 'link-set', dev: 'eth0', setting: 'up', value: false }, 'ip', 'link set dev eth0 down'],
+    [{ where: pod, action: 'link-set', dev: 'net1', setting: 'vrf', value: 'red' }, 'ip', 'link set dev net1 master red'],
+    [{ where: pod, action: 'link-set', dev: 'net1', setting: 'vrf', value: '' }, 'ip', 'link set dev net1 nomaster'],
+    [{ where: pod, action: 'addr-add', dev: 'net1', address: '2001:db8:80::2/64' }, 'ip', 'addr replace 2001:db8:80::2/64 dev net1'],
     [{ where: pod, action: 'route', verb: 'add', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1', metric: 5 } }, 'ip', 'route add 198.18.9.0/24 via 198.18.80.1 table 100 metric 5'],
     [{ where: pod, action: 'route', verb: 'del', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1' } }, 'ip', 'route del 198.18.9.0/24 table 100'],
     [{ where: pod, action: 'rule', verb: 'del', rule: { family: 6, priority: 100, table: 100 } }, 'ip6', 'rule del priority 100 table 100'],
@@ -18,4 +22,10 @@ t.test('each undo action renders into one command, by its tool, where it says', 
     [{ where: 'host', action: 'qdisc-del', dev: 'pnv0123456789', parent: 'root' }, 'tc', 'qdisc del dev pnv0123456789 root'],
   ];
   for (const [action, tool, line] of cases) t.same(renderUndo(action), { where: action.where, tool, line }, line);
+});
+
+t.test("a journal's link-set holds a value of its setting's kind: a VRF's name is no MAC, an MTU no VRF", async (t) => {
+  const journal = (setting: string, value: unknown) => () => parseDocument('Journal', { version: 1, pass: 'p', undo: [{ where: pod, action: 'link-set', dev: 'net1', setting, value }] }, 'a journal');
+  for (const [setting, value] of [['vrf', 'red'], ['vrf', ''], ['mac', '02:00:00:00:00:01'], ['mtu', 1400], ['up', true]] as const) t.doesNotThrow(journal(setting, value), `${setting} ${JSON.stringify(value)}`);
+  for (const [setting, value] of [['vrf', 1400], ['mac', 'red'], ['mtu', 'red'], ['promisc', 1]] as const) t.throws(journal(setting, value), `${setting} ${JSON.stringify(value)} refused`);
 });

@@ -230,3 +230,11 @@ t.test("the host's qdiscs, read with tc -json qdisc show: podnet's links only", 
     'the veth end shaped (tbf) with its ingress redirected, the ifb shaped; lo and uplink0 (tbf too) left out',
   );
 });
+
+t.test("the kernel's own VRF rule is no one's request: left out of a netns's rules", async (t) => {
+  // As Debian's 6.1 kernel and iproute2 6.1 print them once a VRF was made in the netns (the test VM's).
+  const rules = [{ priority: 0, src: 'all', table: 'local' }, { priority: 1000, src: 'all', l3mdev: null }, { priority: 32766, src: 'all', table: 'main' }];
+  const vrfNetns: NetnsRunner = { ...replaying, query: async () => [[], rules] };
+  const { rules: seen } = await netnsObserver(vrfNetns).routing(pod, 4);
+  t.same(seen, [{ family: 4, priority: 0, table: 255 }, { family: 4, priority: 32766, table: 254 }]);
+});

@@ -37,6 +37,8 @@ interface IpRouteEntry {
 
 interface IpRuleEntry {
   priority: number;
+  /** Present (null) on the kernel's VRF rule, `from all lookup [l3mdev-table]`. */
+  l3mdev?: null;
   src?: string;
   srclen?: number;
   dst?: string;
@@ -125,7 +127,9 @@ export async function observeRouting(run: NetnsRunner, where: Where, family: Fam
         ...(r.encap === 'seg6' && r.segs ? seg6Of(r.mode, r.segs) : {}),
         ...(r.protocol === 'kernel' ? { kernel: true } : {}),
       })),
-    rules: rules.map((r) => ({
+    // The kernel's own rule for VRFs (l3mdev, at 1000 once a netns had a VRF) is no one's request: a
+    // request's rule at its priority is not someone else's, and it stays when podnet's VRFs go.
+    rules: rules.filter((r) => r.l3mdev === undefined).map((r) => ({
       family,
       priority: r.priority,
       // A rule whose action is not a lookup (prohibit, unreachable, goto) shows no table: the kernel's 0, no request's.

@@ -665,3 +665,20 @@ t.test('VRFs: one deleted by hand is made again and its interfaces placed again;
   const port = observed({ pod: new Map([link('eth0', { master: 'br0' }), link('br0', { kind: 'bridge' })]) });
   t.match(plan(input(want, { observed: port })).problems, [{ reason: 'eth0 is a port of br0, which is not a VRF: podnet does not take it out' }]);
 });
+
+t.test("VRFs: a table a VRF of someone else's has is refused; a name an attachment frees in this pass waits for the next; a placement that fails names only who asked it", async (t) => {
+  const foreign = observed({ pod: new Map([link('eth0'), link('blue', { kind: 'vrf', vrfTable: 100 })]) });
+  const shared = plan(input({ vrfs: [{ name: 'red', table: 100 }] }, { observed: foreign }));
+  t.same(lines(shared), []);
+  t.match(shared.problems, [{ document: 'VRF red', reason: "the pod's VRF blue, which podnet did not make, has table 100" }]);
+
+  const renamed = plan(input({ vrfs: [{ name: 'net1', table: 100 }] }, { observed: attachedObserved, applied: attachedApplied }));
+  t.same([renamed.problems, renamed.deferred], [[], true], 'net1 is deleted in this pass; the VRF is made in the next');
+  t.notOk(lines(renamed).some((l) => String(l[2]).includes('type vrf')));
+
+  const origins = new Map([['tune eth0', 'PodNetworkConfig ns/mtu spec.interfaces[0], PodNetworkConfig ns/vrf spec.interfaces[0]'], ['vrf-of eth0', 'PodNetworkConfig ns/vrf spec.interfaces[0]']]);
+  const port = observed({ pod: new Map([link('eth0', { master: 'br0' }), link('br0', { kind: 'bridge' })]) });
+  const refused = plan(input({ vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'eth0', settings: { mtu: 1400, vrf: 'red' } }] }, { observed: port, origins }));
+  t.same(refused.refused.map((r) => r.cause), ['PodNetworkConfig ns/vrf spec.interfaces[0]'], 'the config that set the MTU is not refused for it');
+  t.ok(lines(refused).some((l) => l[2] === 'link set dev eth0 mtu 1400'), 'and its MTU is set');
+});

@@ -32,7 +32,7 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
     try {
       const link = observed.pod.get(want.interface);
       const refused = vrfRefusal(ctx, want.interface, want.settings.vrf, link);
-      if (refused !== undefined) cannotMake(part, ctx, originKey.tuning(want.interface), podProblem(`pod interface ${want.interface}`, 'interfaces.vrf', refused));
+      if (refused !== undefined) cannotMake(part, ctx, originKey.placement(want.interface), podProblem(`pod interface ${want.interface}`, 'interfaces.vrf', refused));
       const settings = refused !== undefined ? withoutVrf(want.settings) : want.settings;
       if (!link && ctx.creating.has(want.interface)) {
         // Made in this pass: tuned right after, in the same pass. What it had is what its Network

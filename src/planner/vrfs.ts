@@ -27,10 +27,22 @@ export function planVrfs(ctx: PlanContext): Part<ResolvedVrf> & { made: Set<stri
     const link = observed.pod.get(want.name);
     const was = appliedBy.get(want.name);
     if (link && !isMade(was, link)) {
+      // An attachment of the name that this pass takes back frees it: the next pass makes the VRF.
+      if (applied.attachments.some((a) => a.interface === want.name) && !desired.attachments.some((a) => a.interface === want.name)) {
+        part.deferred = true;
+        continue;
+      }
       cannotMake(part, ctx, originKey.vrf(want.name), podProblem(`VRF ${want.name}`, 'vrfs', `the pod has an interface ${want.name} that podnet did not make`));
       continue;
     }
-    if (!link || was!.table !== want.table) {
+    const making = !link || was!.table !== want.table;
+    // The kernel lets two VRFs share a table, and their routes would mix: one the pod has already keeps it.
+    const sharing = making ? [...observed.pod.values()].find((l) => l.kind === 'vrf' && l.vrfTable === want.table && l.name !== want.name && !appliedBy.has(l.name)) : undefined;
+    if (sharing) {
+      cannotMake(part, ctx, originKey.vrf(want.name), podProblem(`VRF ${want.name}`, 'vrfs', `the pod's VRF ${sharing.name}, which podnet did not make, has table ${want.table}`));
+      continue;
+    }
+    if (making) {
       part.apply.push({ where: pod, tool: 'ip', line: vrfAddLine(want.name, want.table), undo: { where: pod, action: 'link-del', dev: want.name } });
       part.made.add(want.name);
     } else if (!link.up) {

@@ -250,8 +250,13 @@ export function configPodProblem(config: PodNetworkConfig, facts: SandboxFacts):
   for (const tuning of facts.wanted.tuning) {
     if (!Object.values(tuning.from).includes(from)) continue;
     // The planner tells a tuning it cannot apply (no such interface) of the pod interface, not of the config.
-    const unapplied = facts.problems.find((p) => p.document === `pod interface ${tuning.interface}` && p.field === 'interfaces');
+    const unapplied = facts.problems.find((p) => p.document === `pod interface ${tuning.interface}` && (p.field === 'interfaces' || (p.field === 'interfaces.vrf' && tuning.from.vrf === from)));
     if (unapplied) problems.add(`${unapplied.document}: ${unapplied.reason}`);
+  }
+  // And a VRF it cannot make, of the VRF.
+  for (const vrf of facts.wanted.vrfs) {
+    const unmade = vrf.from === from ? facts.problems.find((p) => p.document === `VRF ${vrf.name}` && p.field === 'vrfs') : undefined;
+    if (unmade) problems.add(`${vrf.field}: ${unmade.reason}`);
   }
   for (const want of facts.wanted.attachments) {
     if (want.from !== from || isAttached(facts, want)) continue;
