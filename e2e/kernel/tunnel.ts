@@ -12,11 +12,16 @@ import { makeNetns } from '../lib/netns.ts';
 
 const skip = missingPrerequisite(['/bin/busybox']);
 
-/** A tunnel Network to test: its spec toward node `remote` (1 or 2), as ip shows its link, as explain shows it, the pods' subnet. */
+/**
+ * A tunnel Network to test: its spec toward node `remote` (1 or 2), the remote the pod's
+ * attachment chooses when its Network gives ranges, as ip shows its link, as explain shows it,
+ * the pods' subnet.
+ */
 export interface Tunnel {
   name: string;
   kind: string;
   spec: (remote: number) => string;
+  attachmentRemote?: (remote: number) => string;
   info: { info_kind: string; info_data: Record<string, unknown> };
   explained: RegExp;
   subnet: string;
@@ -55,7 +60,9 @@ export function testTunnel(tap: Test, tunnel: Tunnel): void {
       await daemon.start();
       const cli = podnetCli(daemon);
       t.equal((await cli.apply('tun.yaml', networkDocument('tun', `${tunnel.spec(2 - i)}\n  staticAddresses: true`))).exitCode, 0, `node ${i + 1}: the Network applies`);
-      await cli.apply('attach.yaml', attachConfig('tun', `${tunnel.subnet}.${i + 1}/24`));
+      const remote = tunnel.attachmentRemote ? `, remote: "${tunnel.attachmentRemote(2 - i)}"` : '';
+      const attach = attachConfig('tun', `${tunnel.subnet}.${i + 1}/24`).replace(' }]\n', `${remote} }]\n`);
+      t.equal((await cli.apply('attach.yaml', attach)).exitCode, 0, `node ${i + 1}: the attachment applies`);
       pods.push({ pod: await startPod(t, daemon, `tun-${i}`), cli, daemon });
     }
     for (const { pod } of pods) {

@@ -95,6 +95,7 @@ export function claimAttachments(claim: PreparedClaim): ClaimAttachments {
         ...(p?.mac ? { mac: p.mac } : {}),
         ...(p?.bandwidth ? { bandwidth: p.bandwidth } : {}),
         ...(p?.dscp !== undefined ? { dscp: p.dscp } : {}),
+        ...(p?.remote !== undefined ? { remote: p.remote } : {}),
       };
     }),
   };

@@ -834,13 +834,20 @@ export interface Network {
       id: number;
     };
     /**
-     * A GRE tunnel (layer 3: no MAC, no ARP) from each pod to a remote endpoint over the node's underlay; over IPv6 when remote is an IPv6 address (ip6gre).
+     * A GRE tunnel (layer 3: no MAC, no ARP) from each pod to a remote endpoint (the Network's remote, or one each attachment chooses within its remoteRanges) over the node's underlay; over IPv6 when remote is an IPv6 address (ip6gre).
      */
     gre?: {
       /**
        * An IPv4 or IPv6 address.
        */
-      remote: string;
+      remote?: string;
+      /**
+       * Instead of remote: the subnets a pod's attachment may choose its tunnel's remote in (the attachment's remote, required then).
+       *
+       * @minItems 1
+       * @maxItems 16
+       */
+      remoteRanges?: Cidr[];
       /**
        * An existing host interface an admin names (a macvlan, ipvlan or vlan parent, a vxlan or gre underlay); the same characters as a pod interface name.
        */
@@ -855,7 +862,7 @@ export interface Network {
       ttl?: number;
     };
     /**
-     * A Geneve tunnel (layer 2) from each pod to a remote endpoint over the node's underlay, reached through the node's routes.
+     * A Geneve tunnel (layer 2) from each pod to a remote endpoint (the Network's remote, or one each attachment chooses within its remoteRanges) over the node's underlay, reached through the node's routes.
      */
     geneve?: {
       /**
@@ -865,7 +872,14 @@ export interface Network {
       /**
        * An IPv4 or IPv6 address.
        */
-      remote: string;
+      remote?: string;
+      /**
+       * Instead of remote: the subnets a pod's attachment may choose its tunnel's remote in (the attachment's remote, required then).
+       *
+       * @minItems 1
+       * @maxItems 16
+       */
+      remoteRanges?: Cidr[];
       /**
        * The UDP port of the tunnel (default 6081).
        */
@@ -1020,6 +1034,10 @@ export interface Attachment {
   bandwidth?: Bandwidth;
   dscp?: Dscp;
   /**
+   * An IPv4 or IPv6 address.
+   */
+  remote?: string;
+  /**
    * When true, a pod this config selects at its creation is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
    */
   required?: boolean;
@@ -1074,6 +1092,10 @@ export interface ClaimParameters {
   mac?: string;
   bandwidth?: Bandwidth;
   dscp?: Dscp;
+  /**
+   * An IPv4 or IPv6 address.
+   */
+  remote?: string;
 }
 /**
  * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.

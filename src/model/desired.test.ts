@@ -6,6 +6,7 @@ import { identityOf, podNameLabel, requiredAttachments } from './identity.ts';
 import { desiredWhole, generationOf, newGenerationsRefused } from './whole-configs.ts';
 import { causeProblems } from './step.ts';
 import { configProblems } from './document-problems.ts';
+import { resolveSandbox } from './resolve.ts';
 import { selects } from './selector.ts';
 
 const network = (name: string, namespaces?: string[]): Network => ({
@@ -630,4 +631,16 @@ t.test("VRFs: a config judged alone may name another config's VRF; an unnamed at
   t.equal(problems.length, 1);
   const d = desiredFor(pod, shared, [vrf, config('c-attach', { podSelector: all, attachments: [{ network: 'blue' }] })]);
   t.same(d.attachments.map((a) => a.interface), ['net2'], 'net1 is the VRF\'s');
+});
+
+t.test("a tunnel's remote an attachment chooses within its Network's ranges reaches its link; one outside is refused naming the field", async (t) => {
+  const ranged: Network = { ...network('tun'), spec: { type: 'geneve', geneve: { vni: 5, remoteRanges: ['198.18.102.0/24'] }, namespaceSelector: {} } };
+  const nets = new Map([['tun', ranged]]);
+  const d = desiredFor(pod, nets, [config('tun', { podSelector: all, attachments: [{ network: 'tun', interface: 'net1', remote: '198.18.102.2' }] })]);
+  t.same([d.problems, d.attachments[0]?.remote], [[], '198.18.102.2']);
+  const { desired } = resolveSandbox('c1', d, nets, () => []);
+  t.match(desired.attachments[0]?.link, { kind: 'geneve', remote: '198.18.102.2' });
+  const outside = desiredFor(pod, nets, [config('tun', { podSelector: all, attachments: [{ network: 'tun', interface: 'net1', remote: '198.18.9.2' }] })]);
+  t.same(outside.attachments, []);
+  t.match(outside.problems, [{ document: 'PodNetworkConfig tenant-a/tun', field: 'spec.attachments[0].remote', reason: /198\.18\.9\.2 is outside Network tun's spec\.geneve\.remoteRanges/ }]);
 });

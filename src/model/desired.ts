@@ -25,6 +25,8 @@ export interface DesiredAttachment {
   bandwidth?: Bandwidth;
   /** The DSCP marked on what the pod sends out of it (model/marking.ts). */
   dscp?: number;
+  /** Its tunnel's remote, chosen within its Network's remoteRanges (model/kinds). */
+  remote?: string;
   /** The config that asked for it. */
   from: string;
   /** Where in `from` it was asked: "spec.attachments[0]". */
@@ -235,7 +237,7 @@ class Merge {
     if (asked.dscp !== undefined && !this.permitted('marking', from, `${field}.dscp`)) return;
     const network = this.reachable(networkName, from, networkField);
     if (!network || !this.attachable(network, asked, from, field)) return;
-    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}), ...(asked.dscp !== undefined ? { dscp: asked.dscp } : {}) };
+    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}), ...(asked.dscp !== undefined ? { dscp: asked.dscp } : {}), ...(asked.remote !== undefined ? { remote: asked.remote } : {}) };
     if (asked.interface === undefined) return void this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
     this.attach({ ...at, interface: asked.interface }, field);
     if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });

@@ -51,6 +51,7 @@ export interface ClaimAttachment {
   mac?: string;
   bandwidth?: Bandwidth;
   dscp?: number;
+  remote?: string;
 }
 
 /** How problems name a ResourceClaim. */

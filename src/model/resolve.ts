@@ -62,7 +62,7 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
   return {
     interface: want.interface,
     network: network.metadata.name,
-    link: kind.linkSpec(network, allocations),
+    link: kind.linkSpec(network, allocations, want.remote !== undefined ? { remote: want.remote } : {}),
     hostIf: hostInterfaceName(containerId, want.interface),
     ifb: hostInterfaceName(containerId, want.interface, 'pnb'),
     ...(spec.mtu ? { mtu: spec.mtu } : {}),

@@ -14,12 +14,13 @@ export const geneveKind: LinkKind<'geneve', GeneveLink> = {
   type: 'geneve',
   attachedBy: 'podnet',
   refusedAsks: () => ({ bandwidth: noHostEndToShape('geneve') }),
-  specProblems: (network) => tunnelRemoteProblems('geneve', network.spec.geneve?.remote),
+  specProblems: (network) => tunnelRemoteProblems('geneve', network.spec.geneve?.remote, network.spec.geneve?.remoteRanges),
   onePerNode: 'its tunnel endpoint (VNI, remote and port) is the node\'s',
-  linkSpec(network) {
-    // The schema requires spec.geneve on a geneve Network.
+  tunnelRemote: (network) => ({ ...(network.spec.geneve?.remote ? { remote: network.spec.geneve.remote } : {}), ...(network.spec.geneve?.remoteRanges ? { ranges: network.spec.geneve.remoteRanges } : {}), field: 'spec.geneve.remote' }),
+  linkSpec(network, _allocations, asked) {
+    // The schema requires spec.geneve on a geneve Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.geneve!;
-    return { kind: 'geneve', vni: g.vni, remote: g.remote, port: g.port ?? 6081, ...(g.ttl ? { ttl: g.ttl } : {}) };
+    return { kind: 'geneve', vni: g.vni, remote: (asked?.remote ?? g.remote)!, port: g.port ?? 6081, ...(g.ttl ? { ttl: g.ttl } : {}) };
   },
   making: (spec) => ({
     createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type geneve id ${spec.vni} remote ${spec.remote} dstport ${spec.port}${spec.ttl ? ` ttl ${spec.ttl}` : ''}`,

@@ -20,14 +20,16 @@ export const greKind: LinkKind<'gre', GreLink> = {
   onePerNode: 'its tunnel endpoint (remote and key) is the node\'s',
   specProblems: (network) => {
     const gre = network.spec.gre;
-    const remote = tunnelRemoteProblems('gre', gre?.remote);
-    if (remote.length > 0 || !gre || isIP(gre.remote) !== 6 || gre.device) return remote;
+    const remote = tunnelRemoteProblems('gre', gre?.remote, gre?.remoteRanges);
+    const overIpv6 = gre !== undefined && (isIP(gre.remote ?? '') === 6 || (gre.remoteRanges ?? []).some((r) => r.includes(':')));
+    if (remote.length > 0 || !overIpv6 || gre.device) return remote;
     return [{ field: 'spec.gre.device', reason: 'a gre tunnel over IPv6 needs its underlay named: its local end is that interface\'s IPv6 address (a tunnel moved into a pod has none of its own to choose)' }];
   },
-  linkSpec(network) {
-    // The schema requires spec.gre on a gre Network.
+  tunnelRemote: (network) => ({ ...(network.spec.gre?.remote ? { remote: network.spec.gre.remote } : {}), ...(network.spec.gre?.remoteRanges ? { ranges: network.spec.gre.remoteRanges } : {}), field: 'spec.gre.remote' }),
+  linkSpec(network, _allocations, asked) {
+    // The schema requires spec.gre on a gre Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.gre!;
-    return { kind: 'gre', remote: g.remote, ...(g.device ? { device: g.device } : {}), ...(g.key !== undefined ? { key: g.key } : {}), ...(g.ttl ? { ttl: g.ttl } : {}) };
+    return { kind: 'gre', remote: (asked?.remote ?? g.remote)!, ...(g.device ? { device: g.device } : {}), ...(g.key !== undefined ? { key: g.key } : {}), ...(g.ttl ? { ttl: g.ttl } : {}) };
   },
   making: (spec) => ({
     ...(spec.device ? { hostInterface: spec.device } : {}),

@@ -8,7 +8,7 @@ import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import { geneveKind } from './geneve.ts';
 import { greKind } from './gre.ts';
-import type { AttachmentAsks, AttachmentRefusal, DelegatedKind, HostBridge, LinkKind, LinkMaking, NetworkKind, NetworkType } from './kind.ts';
+import { remoteRefusal, withinRanges, type AttachmentAsks, type AttachmentRefusal, type DelegatedKind, type HostBridge, type LinkKind, type LinkMaking, type NetworkKind, type NetworkType } from './kind.ts';
 import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
 import { vlanKind } from './vlan.ts';
@@ -87,12 +87,32 @@ export function attachmentRefusal(network: Network, asked: AttachmentAsks): Atta
     const reason = refused[field];
     if (asked[field] !== undefined && reason !== undefined) return { field, reason };
   }
+  const remote = remoteAskRefusal(network, asked.remote);
+  if (remote) return { field: 'remote', reason: remote };
   if (asked.ips && kind.attachedBy === 'podnet' && !network.spec.ipam && network.spec.staticAddresses !== true) {
     return { field: 'ips', reason: `Network ${network.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` };
   }
   // An address the Network's ranges cannot give is this document's problem, not the pass's to find.
   const outside = asked.ips && kind.attachedBy === 'podnet' && network.spec.ipam ? staticAddressProblem(network.metadata.name, network.spec.ipam.ranges, asked.ips) : undefined;
   if (outside) return { field: `ips[${outside.index}]`, reason: outside.reason };
+  return undefined;
+}
+
+/**
+ * Why an attachment's tunnel remote (or none) cannot be: a Network of a kind with no remote, or
+ * one that fixes its remote, takes none; one whose remoteRanges let attachments choose needs one,
+ * unicast and inside them.
+ */
+function remoteAskRefusal(network: Network, remote: string | undefined): string | undefined {
+  const kind = kindOf(network);
+  const tunnel = kind.tunnelRemote?.(network);
+  const name = network.metadata.name;
+  if (remote === undefined) return tunnel?.ranges ? `Network ${name} lets each attachment choose its tunnel's remote within ${tunnel.field}Ranges (${tunnel.ranges.join(', ')}); this one gives none` : undefined;
+  if (!tunnel) return `a ${kind.type} link has no remote endpoint to choose`;
+  if (!tunnel.ranges) return `Network ${name} fixes its tunnel's remote (${tunnel.field}); an attachment chooses none`;
+  const wrong = remoteRefusal(kind.type, remote);
+  if (wrong) return wrong;
+  if (!withinRanges(remote, tunnel.ranges)) return `${remote} is outside Network ${name}'s ${tunnel.field}Ranges (${tunnel.ranges.join(', ')})`;
   return undefined;
 }
 

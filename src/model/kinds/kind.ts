@@ -1,6 +1,7 @@
 // What a Network kind is to podnet: everything that differs by a Network's spec.type, as data and
 // pure functions, so that each phase asks the kind (index.ts) instead of naming it.
 import { isIP } from 'node:net';
+import { contains, parseCidr, parseIp } from '../cidr.ts';
 import type { ConfigProblem, DelegatedConfig } from '../cni-config.ts';
 import type { Bandwidth, Network } from '../../protocol/validate.ts';
 
@@ -19,12 +20,20 @@ export interface SpecProblem {
   reason: string;
 }
 
-/** What an attachment asks of its Network beyond a link: its own addresses, rate limits, a MAC, a DSCP. */
+/** What an attachment asks of its Network beyond a link: its own addresses, rate limits, a MAC, a DSCP, its tunnel's remote. */
 export interface AttachmentAsks {
   ips?: readonly string[];
   bandwidth?: Bandwidth;
   mac?: string;
   dscp?: number;
+  remote?: string;
+}
+
+/** A point-to-point tunnel's remote as its Network gives it: its own (`remote`), or one each attachment chooses within `ranges`; `field` names where. */
+export interface TunnelRemote {
+  remote?: string;
+  ranges?: readonly string[];
+  field: string;
 }
 
 /** What an attachment may not ask on a kind, whatever its Network allows, each with why (the problem's reason). */
@@ -87,13 +96,15 @@ interface KindBase<T extends NetworkType> {
    * into, and the kernel refuses a second one alike.
    */
   readonly onePerNode?: string;
+  /** A point-to-point tunnel's remote, as its Network gives it: what an attachment's remote is checked against (kinds/index.ts). */
+  tunnelRemote?(network: Network): TunnelRemote;
 }
 
 /** A kind whose link podnet makes, and whose addresses podnet gives (spec.ipam, or brought where spec.staticAddresses allows). */
 export interface LinkKind<T extends NetworkType, S extends { kind: T }> extends KindBase<T> {
   readonly attachedBy: 'podnet';
-  /** The link an attachment gets (model/resolve.ts); `allocations` are its addresses, with their ranges' gateways. */
-  linkSpec(network: Network, allocations: readonly Allocation[]): S;
+  /** The link an attachment gets (model/resolve.ts); `allocations` are its addresses, with their ranges' gateways; `asked`, the tunnel remote it chose, checked already. */
+  linkSpec(network: Network, allocations: readonly Allocation[], asked?: Pick<AttachmentAsks, 'remote'>): S;
   /** How the planner makes the link in the pod (planner/links.ts), and what it needs on the host first. */
   making(spec: S): LinkMaking;
   /** The link as `podnet explain` shows it. */
@@ -126,15 +137,33 @@ export function mtuArgument(pod: PodLink): string {
 }
 
 /**
- * What is wrong with a tunnel's remote: the schema's pattern lets through what is no address
- * (198.18.0.999) or no unicast one, which `ip` would refuse at every pass.
+ * What is wrong with a tunnel's remote, or the ranges it is chosen in: the schema's pattern lets
+ * through what is no address (198.18.0.999) or no unicast one, which `ip` would refuse at every pass.
  */
-export function tunnelRemoteProblems(type: 'gre' | 'geneve', remote: string | undefined): SpecProblem[] {
-  if (remote === undefined) return [];
+export function tunnelRemoteProblems(type: 'gre' | 'geneve', remote: string | undefined, ranges: readonly string[] = []): SpecProblem[] {
   const field = `spec.${type}.remote`;
-  if (isIP(remote) === 0) return [{ field, reason: `${remote} is not an IPv4 or IPv6 address` }];
-  if (isMulticastOrUnspecified(remote)) return [{ field, reason: `${remote} is not a unicast address: a ${type} tunnel goes to one endpoint` }];
-  return [];
+  const wrong = remote === undefined ? undefined : remoteRefusal(type, remote);
+  const badRange = ranges.findIndex((r) => parseCidr(r) === undefined);
+  return [
+    ...(wrong ? [{ field, reason: wrong }] : []),
+    ...(badRange >= 0 ? [{ field: `spec.${type}.remoteRanges[${badRange}]`, reason: `${ranges[badRange]} is not an address with a prefix length` }] : []),
+  ];
+}
+
+/** Why a tunnel of `type` cannot go to `remote`: it is no address, or no unicast one. */
+export function remoteRefusal(type: string, remote: string): string | undefined {
+  if (isIP(remote) === 0) return `${remote} is not an IPv4 or IPv6 address`;
+  if (isMulticastOrUnspecified(remote)) return `${remote} is not a unicast address: a ${type} tunnel goes to one endpoint`;
+  return undefined;
+}
+
+/** Whether `remote` is inside one of `ranges`. */
+export function withinRanges(remote: string, ranges: readonly string[]): boolean {
+  const ip = parseIp(remote);
+  return ip !== undefined && ranges.some((r) => {
+    const cidr = parseCidr(r);
+    return cidr !== undefined && cidr.ip.family === ip.family && contains(cidr, ip);
+  });
 }
 
 function isMulticastOrUnspecified(ip: string): boolean {

@@ -187,3 +187,22 @@ t.test('podnet explain shows a link of a kind this build does not know (from a n
   t.same(describeLink({ kind: 'macvlan', parent: 'eth1', mode: 'bridge' }), { text: 'macvlan on eth1, mode bridge', hostEnd: false });
   t.same(describeLink({ kind: 'bareudp', port: 6635 } as unknown as LinkSpec), { text: 'bareudp', hostEnd: false });
 });
+
+t.test("a tunnel's remote chosen by the attachment: only within its Network's remoteRanges, and then required", async (t) => {
+  const ranged = network('ranged', { type: 'geneve', geneve: { vni: 5, remoteRanges: ['198.18.102.0/24', '2001:db8:102::/64'] } });
+  const fixed = network('fixed', { type: 'gre', gre: { remote: '198.18.100.2' } });
+  t.same(kindOf(ranged).specProblems(ranged, byName(ranged)), []);
+  t.equal(attachmentRefusal(ranged, { remote: '198.18.102.2' }), undefined, 'inside the IPv4 range');
+  t.equal(attachmentRefusal(ranged, { remote: '2001:db8:102::2' }), undefined, 'inside the IPv6 range');
+  t.same(attachmentRefusal(ranged, { remote: '198.18.103.2' }), { field: 'remote', reason: "198.18.103.2 is outside Network ranged's spec.geneve.remoteRanges (198.18.102.0/24, 2001:db8:102::/64)" });
+  t.same(attachmentRefusal(ranged, { remote: '198.18.102.255' }), undefined, 'a range is a subnet of endpoints, not of hosts');
+  t.same(attachmentRefusal(ranged, { remote: 'ff02::1' }), { field: 'remote', reason: 'ff02::1 is not a unicast address: a geneve tunnel goes to one endpoint' });
+  t.same(attachmentRefusal(ranged, {}), { field: 'remote', reason: "Network ranged lets each attachment choose its tunnel's remote within spec.geneve.remoteRanges (198.18.102.0/24, 2001:db8:102::/64); this one gives none" });
+  t.same(attachmentRefusal(fixed, { remote: '198.18.100.3' }), { field: 'remote', reason: "Network fixed fixes its tunnel's remote (spec.gre.remote); an attachment chooses none" });
+  t.same(attachmentRefusal(blue, { remote: '198.18.100.3' }), { field: 'remote', reason: 'a bridge link has no remote endpoint to choose' });
+  t.same(networkKinds.geneve.linkSpec(ranged, [], { remote: '198.18.102.2' }), { kind: 'geneve', vni: 5, remote: '198.18.102.2', port: 6081 }, "the link goes to the attachment's remote");
+  const v6ranges = network('v6r', { type: 'gre', gre: { remoteRanges: ['2001:db8:102::/64'] } });
+  t.match(kindOf(v6ranges).specProblems(v6ranges, byName(v6ranges)), [{ field: 'spec.gre.device' }], 'IPv6 ranges need the underlay named, as an IPv6 remote does');
+  const bad = network('bad', { type: 'gre', gre: { remoteRanges: ['198.18.0.999/24'] } });
+  t.same(kindOf(bad).specProblems(bad, byName(bad)), [{ field: 'spec.gre.remoteRanges[0]', reason: '198.18.0.999/24 is not an address with a prefix length' }]);
+});
