@@ -73,3 +73,44 @@ spec:
   t.not(mac.exitCode, 0, 'podnet apply refuses a MAC on an ipvlan attachment');
   t.match(mac.stderr, /PodNetworkConfig default\/mac spec\.interfaces\[0\]\.mac: an ipvlan link has its parent's MAC; it takes no MAC of its own/, 'naming the field and why');
 });
+
+t.test("a Network's mode changed: its pods' links are made again in the new mode, with their MTU and routes", { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const parent = uniqueName('pniv');
+  removeLinkAtTeardown(t, parent);
+  await execa('ip', ['link', 'add', parent, 'type', 'dummy']);
+  await execa('ip', ['link', 'set', parent, 'up']);
+  const pods = [await startPod(t, daemon, 'ivm-a'), await startPod(t, daemon, 'ivm-b')];
+  const cli = podnetCli(daemon);
+  const network = (mode: string) => networkDocument('ivm', `  type: ipvlan\n  ipvlan: { parent: ${parent}, mode: ${mode} }\n  ipam: { ranges: [{ subnet: 198.18.86.0/24 }] }`);
+  await cli.apply('ivm.yaml', network('l2'));
+  await cli.apply(
+    'attach.yaml',
+    `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: attach, namespace: default }
+spec:
+  podSelector: {}
+  attachments: [{ network: ivm, interface: net1 }]
+  interfaces: [{ name: net1, mtu: 1300 }]
+  routes: [{ to: 198.18.97.0/24, dev: net1, table: 100 }]
+`,
+  );
+  const peer = await until('net1 in ivm-b', () => net1Address(pods[1]!.ns.name, '198.18.86.'));
+  await until('ivm-a in l2', async () => ((await linkOf(pods[0]!.ns.name, 'net1'))?.linkinfo?.info_data?.['mode'] === 'l2' ? true : undefined), 30_000);
+
+  t.equal((await cli.apply('ivm.yaml', network('l3'))).exitCode, 0, 'podnet apply: the Network goes to l3');
+  for (const pod of pods) {
+    await until(`${pod.name}'s net1 made again in l3`, async () => ((await linkOf(pod.ns.name, 'net1'))?.linkinfo?.info_data?.['mode'] === 'l3' ? true : undefined), 30_000);
+    await until(`${pod.name}'s net1 tuned and routed again`, async () => {
+      const net1 = await linkOf(pod.ns.name, 'net1');
+      const routes = (await execa('ip', ['-n', pod.ns.name, 'route', 'show', 'table', '100'])).stdout;
+      return net1?.mtu === 1300 && routes.includes('198.18.97.0/24 dev net1') ? true : undefined;
+    }, 30_000);
+  }
+  t.pass('both pods have net1 in l3, with MTU 1300 and the route in table 100');
+  t.equal(await pingFrom(pods[0]!.ns.name, peer), 0, 'ivm-a reaches ivm-b over the new links');
+  await cli.delete('attach.yaml');
+  for (const pod of pods) await until(`net1 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'net1')) ? undefined : true));
+});

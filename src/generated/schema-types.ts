@@ -1891,6 +1891,10 @@ export interface AppliedAttachment {
    */
   addresses: Cidr[];
   bandwidth?: Bandwidth;
+  /**
+   * A link made from the host (any kind but bridge): the digest of the link spec it was made from (model/kinds linkDigest). A Network whose link spec changes (a parent, a mode, a remote, a key) makes its links again; absent in a file of an older podnet, whose links are taken as they are.
+   */
+  made?: string;
 }
 /**
  * A bridge port's entries in podnet's nftables table (bridge podnet): its MAC and addresses, without prefix lengths; the IPv6 link-local address of the MAC is implied.

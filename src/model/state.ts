@@ -175,6 +175,8 @@ export interface AppliedAttachment {
   portSecurity?: SecuredPort;
   addresses: string[];
   bandwidth?: Bandwidth;
+  /** A link made from the host (any kind but bridge): the digest of the spec it was made from (kinds/index.ts linkDigest); another makes it again. */
+  made?: string;
 }
 
 export interface AppliedTuning {

@@ -3,9 +3,12 @@
 // security and rate limits. Any other kind's link is created from the host, where its parent or
 // underlay is, directly inside the pod (ip's `netns PATH`), so there is never a moment it exists
 // on the host under the pod's name; except an ip tunnel's (gre), which routes in the netns it is
-// made in: made on the host under a pnt name of podnet's and moved in (docs/adr/0034).
+// made in: made on the host under a pnt name of podnet's and moved in (docs/adr/0034). A link
+// made from the host keeps the digest of its spec: when its Network changes the spec (a parent, a
+// mode, a remote, a key) it is made again, and what the pass tunes, routes or sets of it follows
+// (the parts see it in `creates`, its routes in `remade`); a new MTU is set in place.
 import { originKey } from '../model/desired.ts';
-import { makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
+import { linkDigest, makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
 import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
@@ -13,12 +16,21 @@ import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredP
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
+/**
+ * Whether the link podnet made for an attachment was made from another spec than its Network now
+ * gives (a parent, a mode, a remote, a key): it is made again. A record of an older podnet, with no
+ * digest, takes the link as it is.
+ */
+function remakes(mine: AppliedAttachment | undefined, want: ResolvedAttachment): boolean {
+  return mine?.made !== undefined && mine.made !== linkDigest(want.link);
+}
+
 function sameAttachment(a: AppliedAttachment, b: ResolvedAttachment): boolean {
   return a.interface === b.interface && a.network === b.network && a.kind === b.link.kind;
 }
 
-export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string> } {
-  const part: Part<AppliedAttachment> & { creates: Set<string> } = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>() };
+export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates: Set<string>; remade: Set<string> } {
+  const part: Part<AppliedAttachment> & { creates: Set<string>; remade: Set<string> } = { ...emptyPart<AppliedAttachment>(), creates: new Set<string>(), remade: new Set<string>() };
   const { observed, applied, desired, pod } = ctx;
 
   // Take back attachments no longer wanted: deleting one end of a veth deletes both. A host link
@@ -97,19 +109,26 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         // address from the MAC the link has when it comes up.
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
-        fresh = !existing;
+        fresh = !existing || remakes(mine, want);
         if (fresh) {
+          if (existing) part.apply.push({ where: pod, tool: 'ip', line: linkDelLine(want.interface) });
           const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
           part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
         }
       } else {
-        fresh = !existing;
-        if (!hostMadeSteps(ctx, want, making, fresh, part)) {
+        fresh = !existing || remakes(mine, want);
+        if (!hostMadeSteps(ctx, want, making, fresh, existing !== undefined, part)) {
           if (mine) part.next.push(mine);
           continue;
         }
       }
       if (fresh) part.creates.add(want.interface);
+      if (fresh && existing) part.remade.add(want.interface);
+      // The Network's MTU changed: in place, unless a config tunes it (the tuning part owns it then).
+      const tunedMtu = desired.tuning.some((t) => t.interface === want.interface && t.settings.mtu !== undefined) || applied.tuning.some((t) => t.interface === want.interface && t.original.mtu !== undefined);
+      if (!fresh && existing && want.mtu !== undefined && existing.mtu !== want.mtu && !tunedMtu) {
+        part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'mtu', want.mtu), undo: { where: pod, action: 'link-set', dev: want.interface, setting: 'mtu', value: existing.mtu } });
+      }
       // Up, unless the request tunes it down (the tuning part owns that setting then).
       const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
       // Its IPv6 link-local address from its MAC, the one its port admits, whatever the pod's default.
@@ -136,6 +155,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         ...(portSecurity ? { portSecurity } : {}),
         addresses: [...want.addresses],
         ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
+        ...('veth' in making ? {} : { made: linkDigest(want.link) }),
       });
     } finally {
       // What this one thing's planning added names who asked for it: a failure says so.
@@ -153,7 +173,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
  * the pod has its link already. Taken back before the move, the host link goes (its delete checks
  * the mark); after, the pod's.
  */
-function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, fresh: boolean, part: Part<AppliedAttachment>): boolean {
+function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createOnHost: unknown }>, fresh: boolean, inPod: boolean, part: Part<AppliedAttachment>): boolean {
   const name = hostInterfaceName(ctx.applied.containerId, want.interface, 'pnt');
   const mark = ownerMark({ containerId: ctx.applied.containerId, podInterface: want.interface });
   const left = ctx.observed.host.get(name);
@@ -172,6 +192,8 @@ function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extra
     return false;
   }
   if (left) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+  // Made again (its spec changed): the pod's link goes once the new one can be made.
+  if (inPod) part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
   part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
   part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
   part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });

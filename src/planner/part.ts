@@ -17,7 +17,7 @@ export interface PlanContext {
   creating: ReadonlySet<string>;
   /** The VRFs the pod has once the vrfs part's steps ran (held), and those it makes in this pass (made): a VRF made again has let its interfaces go. */
   vrfs: { held: ReadonlySet<string>; made: ReadonlySet<string> };
-  /** Interfaces tuning moves into or out of a VRF in this pass: the kernel drops their routes (but the connected ones), which the routes part then adds again. */
+  /** Interfaces whose routes (but the connected ones) are gone by the time routes are added: made again, or moved into or out of a VRF. The routes part adds them again. */
   moving: ReadonlySet<string>;
   /** Who asked a desired thing, by its origin key (model/desired.ts originKey, routeKey, ruleKey). */
   causeOf: (key: string) => string | undefined;

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { hostInterfaceName } from '../model/host-links.ts';
+import { linkDigest } from '../model/kinds/index.ts';
 import { markingFingerprint, markingLine } from '../model/marking.ts';
 import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type Resolved, type ResolvedAttachment } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
@@ -189,7 +190,7 @@ t.test('macvlan, ipvlan, vlan and vxlan links are made from the host straight in
       ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
     ]);
     t.same(p.steps[0]!.undo, { where: { netns }, action: 'link-del', dev: 'net1' });
-    t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'] }]);
+    t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: spec.kind, addresses: ['198.18.80.2/24'], made: linkDigest(spec) }], `${spec.kind}: recorded with the digest of its spec`);
     const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
     t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], `${spec.kind}: undo deletes it in the pod`);
   }
@@ -208,7 +209,7 @@ t.test('a gre link is made on the host under its pnt name, marked, and moved int
   const p = plan(input({ attachments: [gre] }));
   t.same(lines(p), made);
   t.same(p.steps.slice(0, 3).map((s) => s.undo), [{ where: 'host', action: 'link-del', dev: tmp, mark: 'podnet:c1/net1' }, undefined, { where: { netns }, action: 'link-del', dev: 'net1' }], 'taken back: the host link while it is there and bears the mark, the pod\'s after the move');
-  t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: 'gre', addresses: ['198.18.80.2/24'] }]);
+  t.same(p.next.attachments, [{ interface: 'net1', network: 'blue', kind: 'gre', addresses: ['198.18.80.2/24'], made: linkDigest(gre.link) }]);
 
   const left = (alias?: string) => observed({ host: new Map([link('eth0'), link(tmp, { kind: 'gre', ...(alias ? { alias } : {}) })]) });
   for (const alias of [undefined, 'podnet:c1/net1']) {
@@ -221,7 +222,7 @@ t.test('a gre link is made on the host under its pnt name, marked, and moved int
   const undo = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('net1')]) }), applied: p.next }));
   t.same(lines(undo), [['pod', 'ip', 'link del dev net1']], 'undo deletes it in the pod');
   // A pnt link an interrupted pass left on the host goes when the pod has its link, and when the attachment goes.
-  const leftBeside = observed({ pod: new Map([link('eth0'), link('net1', { up: true, addresses: ['198.18.80.2/24'] })]), host: new Map([link(tmp, { alias: 'podnet:c1/net1' })]) });
+  const leftBeside = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, up: true, addresses: ['198.18.80.2/24'] })]), host: new Map([link(tmp, { alias: 'podnet:c1/net1' })]) });
   t.same(lines(plan(input({ attachments: [gre] }, { observed: leftBeside, applied: p.next }))), [['host', 'ip', `link del dev ${tmp}`]], 'the pod has net1: only the leftover goes');
   t.same(lines(plan(input({}, { observed: leftBeside, applied: p.next }))), [['pod', 'ip', 'link del dev net1'], ['host', 'ip', `link del dev ${tmp}`]], 'taken back: the pod\'s link and the leftover');
   const theirs = observed({ ...leftBeside, host: new Map([link(tmp, { alias: 'uplink' })]) });
@@ -468,7 +469,7 @@ t.test('an attachment that cannot be done now stays recorded: its address is not
   const there = observed({ pod: new Map([link('eth0'), link('net1')]) });
   const mv = { ...blue, link: { kind: 'macvlan' as const, parent: 'eth0', mode: 'bridge' } };
   const limited = plan(input({ attachments: [{ ...mv, bandwidth: { ingressRate: 8000, ingressBurst: 12000 } }] }, { observed: there, applied: macvlanApplied }));
-  t.same(limited.next.attachments, macvlanApplied.attachments);
+  t.same(limited.next.attachments, [{ ...macvlanApplied.attachments[0], made: linkDigest(mv.link) }], "kept, its older podnet's record given the digest of the link as it is");
   const noParent = plan(input({ attachments: [{ ...mv, link: { ...mv.link, parent: 'ens9' } }] }, { observed: there, applied: macvlanApplied }));
   t.same(noParent.next.attachments, macvlanApplied.attachments);
   t.same(noParent.steps, []);
@@ -681,4 +682,45 @@ t.test("VRFs: a table a VRF of someone else's has is refused; a name an attachme
   const refused = plan(input({ vrfs: [{ name: 'red', table: 100 }], tuning: [{ interface: 'eth0', settings: { mtu: 1400, vrf: 'red' } }] }, { observed: port, origins }));
   t.same(refused.refused.map((r) => r.cause), ['PodNetworkConfig ns/vrf spec.interfaces[0]'], 'the config that set the MTU is not refused for it');
   t.ok(lines(refused).some((l) => l[2] === 'link set dev eth0 mtu 1400'), 'and its MTU is set');
+});
+
+t.test("a Network's changed link spec makes its pods' links again, with their tuning and routes; a new MTU is set in place", async (t) => {
+  const old = { kind: 'macvlan' as const, parent: 'eth0', mode: 'bridge' as const };
+  const mv = { ...blue, link: { ...old, mode: 'private' as const } };
+  const route = { family: 4 as const, to: '198.18.99.0/24', table: 100, dev: 'net1' };
+  const applied: AppliedState = {
+    ...emptyApplied('c1', netns),
+    attachments: [{ interface: 'net1', network: 'blue', kind: 'macvlan', addresses: ['198.18.80.2/24'], made: linkDigest(old) }],
+    tuning: [{ interface: 'net1', original: { mtu: 1400 } }],
+    routes: [route],
+  };
+  const seen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1300, addresses: ['198.18.80.2/24'] })]), routes: [{ ...route, metric: 0 }] });
+  const p = plan(input({ attachments: [mv], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }], routes: [route] }, { observed: seen, applied }));
+  t.same(lines(p), [
+    ['pod', 'ip', 'link del dev net1'],
+    ['host', 'ip', 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type macvlan mode private'],
+    ['pod', 'ip', 'link set dev net1 up'],
+    ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
+    ['pod', 'ip', 'link set dev net1 mtu 1300'],
+    ['pod', 'ip', 'route add 198.18.99.0/24 dev net1 table 100'],
+  ], 'made again in private mode; its MTU tuned and its route added again on the new link');
+  t.equal(p.next.attachments[0]?.made, linkDigest(mv.link));
+
+  const same = plan(input({ attachments: [{ ...mv, link: old, mtu: 1500 }] }, { observed: observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) }), applied: { ...applied, tuning: [], routes: [] } }));
+  t.same(lines(same), [['pod', 'ip', 'link set dev net1 mtu 1500']], 'the same spec: kept; the MTU changed in place');
+  t.same(same.steps[0]?.undo, { where: { netns }, action: 'link-set', dev: 'net1', setting: 'mtu', value: 1400 });
+
+  const gre = { ...blue, link: { kind: 'gre' as const, remote: '198.18.100.2', key: 8 } };
+  const greApplied: AppliedState = { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'gre', addresses: ['198.18.80.2/24'], made: linkDigest({ ...gre.link, key: 7 }) }] };
+  const tmp = hostInterfaceName('c1', 'net1', 'pnt');
+  const greSeen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) });
+  t.same(lines(plan(input({ attachments: [gre] }, { observed: greSeen, applied: greApplied }))).slice(0, 4), [
+    ['pod', 'ip', 'link del dev net1'],
+    ['host', 'ip', `link add name ${tmp} mtu 1400 type gre remote 198.18.100.2 key 8`],
+    ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
+    ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
+  ], 'a gre key changed: the old link goes once the new one can be made on the host');
+  const theirs = observed({ ...greSeen, host: new Map([link('eth0'), link(tmp, { alias: 'uplink' })]) });
+  const blocked = plan(input({ attachments: [gre] }, { observed: theirs, applied: greApplied }));
+  t.same([lines(blocked), blocked.next.attachments], [[], greApplied.attachments], "a pnt name someone else holds: the old link stays, with its old digest");
 });

@@ -56,7 +56,8 @@ export function plan(input: PlanInput): Plan {
   const ctx: PlanContext = { ...base, creating: new Set([...links.creates, ...vrfs.made]), vrfs: { held: new Set(vrfs.next.map((v) => v.name)), made: vrfs.made } };
   const tuning = planTuning(ctx);
   const sysctls = planSysctls(ctx);
-  const routes = planRoutes({ ...ctx, moving: tuning.moving });
+  // A link made again, or moved into or out of a VRF, has lost its routes by the time routes are added.
+  const routes = planRoutes({ ...ctx, moving: new Set([...tuning.moving, ...links.remade]) });
   const rules = planRules(ctx);
   const marking = planMarking(ctx, new Set(links.next.map((a) => a.interface)));
   const parts: Part<unknown>[] = [links, vrfs, tuning, sysctls, routes, rules, marking];

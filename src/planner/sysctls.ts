@@ -18,12 +18,16 @@ export function planSysctls(ctx: PlanContext): Part<AppliedSysctl> {
     part.takeBack.push({ where: pod, tool: 'sysctl', line: sysctlLine(was.path, was.original), undo: { where: pod, action: 'sysctl', path: was.path, value: current } });
   }
   for (const want of desired.sysctls) {
+    // A per-interface key of an interface this pass makes (anew, or again: what is seen is the old
+    // link's) is set in the next pass, when it is there.
+    const dev = /^net\/ipv[46]\/conf\/(.+)\/[a-z0-9_]+$/.exec(want.path)?.[1];
+    if (dev !== undefined && ctx.creating.has(dev)) {
+      part.deferred = true;
+      continue;
+    }
     const current = observed.sysctls.get(want.path);
     if (current === undefined) {
-      // A per-interface key of an interface this pass makes is there in the next pass.
-      const dev = /^net\/ipv[46]\/conf\/(.+)\/[a-z0-9_]+$/.exec(want.path)?.[1];
-      if (dev !== undefined && ctx.creating.has(dev)) part.deferred = true;
-      else cannotMake(part, ctx, originKey.sysctl(want.path), podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
+      cannotMake(part, ctx, originKey.sysctl(want.path), podProblem(`sysctl ${want.name}`, 'sysctls', `the pod's network namespace has no sysctl ${want.name}`));
       continue;
     }
     const before = applied.sysctls.find((s) => s.path === want.path);

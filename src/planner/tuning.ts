@@ -34,11 +34,12 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
       const refused = vrfRefusal(ctx, want.interface, want.settings.vrf, link);
       if (refused !== undefined) cannotMake(part, ctx, originKey.placement(want.interface), podProblem(`pod interface ${want.interface}`, 'interfaces.vrf', refused));
       const settings = refused !== undefined ? withoutVrf(want.settings) : want.settings;
-      if (!link && ctx.creating.has(want.interface)) {
-        // Made in this pass: tuned right after, in the same pass. What it had is what its Network
-        // gave it: the MTU, and on a veth to a bridge the MAC podnet gives (model/port-security.ts); its
-        // creation's undo takes the settings with it.
-        const made = desired.attachments.find((a) => a.interface === want.interface);
+      const made = ctx.creating.has(want.interface);
+      if (made) {
+        // Made in this pass (anew, or again in place of the one seen): tuned right after, in the
+        // same pass. What it had is what its Network gave it: the MTU, and on a veth to a bridge the
+        // MAC podnet gives (model/port-security.ts); its creation's undo takes the settings with it.
+        const attached = desired.attachments.find((a) => a.interface === want.interface);
         for (const setting of linkSettingNames) {
           const value = settings[setting];
           if (value === undefined) continue;
@@ -46,8 +47,8 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
           else part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
         }
         const original: LinkSettings = {
-          ...(settings.mtu !== undefined && made?.mtu !== undefined ? { mtu: made.mtu } : {}),
-          ...(settings.mac !== undefined && made && hostBridgeOf(made.link) ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
+          ...(settings.mtu !== undefined && attached?.mtu !== undefined ? { mtu: attached.mtu } : {}),
+          ...(settings.mac !== undefined && attached && hostBridgeOf(attached.link) ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
           ...(settings.vrf !== undefined ? { vrf: '' } : {}),
         };
         part.next.push({ interface: want.interface, original });

@@ -2,6 +2,7 @@
 // schema gains without an entry here, or an entry the schema lacks, does not compile. Every phase
 // asks the table (resolve, desired, document-problems, the planner, explain); adding a kind is
 // its module here with its line in the table, plus the schema. Pure.
+import { createHash } from 'node:crypto';
 import type { AppliedAttachment as AppliedAttachmentRecord, Network } from '../../protocol/validate.ts';
 import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
@@ -62,6 +63,16 @@ export function describeLink(link: LinkSpec): { text: string; hostEnd: boolean }
   const kind = Object.hasOwn(networkKinds, link.kind) ? linkKindOf(link) : undefined;
   if (!kind) return { text: link.kind, hostEnd: false };
   return { text: kind.describe(link), hostEnd: 'veth' in kind.making(link) };
+}
+
+/**
+ * What names the link a spec makes, in 16 hex digits: a link made from another spec (its Network
+ * changed a parent, a mode, a remote, a key) is made again (planner/links.ts). Its keys sorted, so
+ * that the order a kind writes them in does not count.
+ */
+export function linkDigest(link: LinkSpec): string {
+  const canonical = JSON.stringify(Object.fromEntries(Object.entries(link).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 16);
 }
 
 /** How the planner makes a link, and what it needs on the host first. */
