@@ -135,6 +135,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
           stateDir: opts.stateDir,
           kubeletDir: opts.kube.kubeletDir ?? '/var/lib/kubelet',
           addressesHeldOutsideClaims: () => wired.addressesHeldOutsideClaims(),
+          networksAttachedOutsideClaims: () => wired.networksAttachedOutsideClaims(),
           facts: () => wired.facts(),
           ...(opts.limits ? { limits: opts.limits } : {}),
           claimsChanged: () => {

@@ -211,6 +211,20 @@ export class SandboxLedger {
   }
 
   /**
+   * The Networks an attachment on the node holds, or a sandbox asks, that came from no claim (an
+   * annotation's, a config's): a tunnel Network's one attachment a node is taken (docs/adr/0033).
+   */
+  networksAttachedOutsideClaims(): Set<string> {
+    const networks = new Set<string>();
+    for (const outcome of this.outcomes.values()) {
+      const claimed = new Set(outcome.wanted.attachments.filter((w) => isClaimDocument(w.from)).map((w) => w.interface));
+      for (const a of outcome.applied?.attachments ?? []) if (!claimed.has(a.interface)) networks.add(a.network);
+      for (const w of outcome.wanted.attachments) if (!isClaimDocument(w.from)) networks.add(w.network.metadata.name);
+    }
+    return networks;
+  }
+
+  /**
    * Each attachment the sandboxes want or have, with its Network and state, as the last pass left
    * them: ready (there, and its sandbox's last pass did not fail), failing, or pending (wanted, not
    * there yet). What the metrics count.

@@ -107,6 +107,7 @@ t.test("an address held for a claim's attachment is not one a DRA device offers 
   await reconciler.schedule('resync');
   t.same(ipam.holders(), [{ network: 'blue', owner: 'c1/net1' }], 'the claim got its address');
   t.strictSame([...reconciler.addressesHeldOutsideClaims()], []);
+  t.strictSame([...reconciler.networksAttachedOutsideClaims()], [], 'nor is its Network attached outside claims');
 });
 
 t.test('a pass applies what the documents ask, records it and its address, and does nothing more while nothing changes', async (t) => {
@@ -116,6 +117,7 @@ t.test('a pass applies what the documents ask, records it and its address, and d
   t.same(applied.get('c1')?.attachments.map((a) => [a.interface, a.hostIf, a.addresses]), [['net1', hostEnd, ['198.18.20.2/24']]]);
   t.same(ipam.holders(), [{ network: 'blue', owner: 'c1/net1' }]);
   t.strictSame([...reconciler.addressesHeldOutsideClaims()], [['blue', 1]], "its address is one a DRA device offers less: it came from a config, not a claim");
+  t.strictSame([...reconciler.networksAttachedOutsideClaims()], ['blue'], 'its Network is attached outside claims: a tunnel Network would be offered no more');
   t.same(report()?.lastSteps.length, 5, 'explain shows the steps of the last pass');
   madeByFirstPass();
   await reconciler.schedule('resync');

@@ -160,6 +160,11 @@ export class Reconciler {
     return held;
   }
 
+  /** The Networks an attachment on this node that came from no claim holds or asks: a tunnel's device is not offered then. */
+  networksAttachedOutsideClaims(): Set<string> {
+    return this.ledger.networksAttachedOutsideClaims();
+  }
+
   /** What is wrong with each document (documentProblems), with this node's namespace labels and limits: what the socket and the status tell. */
   judge(docs: DesiredDocuments): Problem[] {
     // Judged once per view of the documents: the socket's list is read far more often than passes run.

@@ -41,6 +41,8 @@ t.test('devices: one per served Network, shared; capacity of addresses left to c
   const full = networkDevices([network('red', { ipam: { ranges: [{ subnet: '198.18.0.0/30' }] } }), network('broken', { ipam: { ranges: [{ subnet: 'nope' }] } })], new Map([['red', 5]]));
   t.strictSame(full, [], 'no address left, or a range that gives none: no device (a capacity of 0 is refused by the API server, and would fail the pool)');
   t.strictSame(networkDevices([network('a'.repeat(65))], new Map()), [], 'a name longer than an attribute value may be is no device');
+  const taken = networkDevices([network('blue', { type: 'vxlan' }), network('green', { type: 'macvlan' })], new Map(), new Set(['blue', 'green']));
+  t.strictSame(taken.map((d) => d.name), ['green'], "a tunnel an annotation's or a config's attachment has on the node is offered no more; a shared Network still is");
 });
 
 t.test("a node's pool: slices of at most 128 devices, owned by the Node, one empty slice when it serves nothing", async (t) => {

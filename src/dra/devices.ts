@@ -75,9 +75,10 @@ export function addressesOf(network: Network): number | undefined {
  * the scheduler counts the claims it allocated itself, so a device offers its range less these.
  * A Network with no address left to offer is no device (the API server refuses a capacity below
  * its request policy's one value), nor is one whose name is longer than an attribute's value may
- * be (64): a claim could not name it.
+ * be (64): a claim could not name it. Nor is a tunnel Network that an attachment from no claim
+ * has on the node (`attachedOutsideClaims`): its one attachment a node is taken.
  */
-export function networkDevices(served: readonly Network[], heldOutsideClaims: ReadonlyMap<string, number>): SliceDevice[] {
+export function networkDevices(served: readonly Network[], heldOutsideClaims: ReadonlyMap<string, number>, attachedOutsideClaims: ReadonlySet<string> = new Set()): SliceDevice[] {
   const devices = served.flatMap((network): SliceDevice[] => {
     const name = network.metadata.name;
     if (name.length > maxAttributeValue) return [];
@@ -86,8 +87,8 @@ export function networkDevices(served: readonly Network[], heldOutsideClaims: Re
     const addresses = addressesOf(network);
     const left = addresses === undefined ? undefined : addresses - (heldOutsideClaims.get(name) ?? 0);
     if (left !== undefined && left < 1) return [];
-    // A tunnel's one attachment a node is one claim: the device is not shared.
-    if (kindOf(network).onePerNode !== undefined) return [{ name: deviceNameOf(name), attributes }];
+    // A tunnel's one attachment a node is one claim: the device is not shared, nor offered once taken.
+    if (kindOf(network).onePerNode !== undefined) return attachedOutsideClaims.has(name) ? [] : [{ name: deviceNameOf(name), attributes }];
     const device: SliceDevice = { name: deviceNameOf(name), attributes, allowMultipleAllocations: true };
     if (left !== undefined) device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
     return [device];

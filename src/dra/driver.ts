@@ -36,6 +36,8 @@ export interface DraDriverOptions {
   kubeletDir: string;
   /** By Network, the attachments on the node holding addresses of it that came from no claim. */
   addressesHeldOutsideClaims: () => ReadonlyMap<string, number>;
+  /** The Networks an attachment on the node that came from no claim holds or asks. */
+  networksAttachedOutsideClaims: () => ReadonlySet<string>;
   /** The sandboxes as the last pass left them: what a claim's status tells. */
   facts: () => readonly SandboxFacts[];
   /** A claim was prepared or unprepared: its pods' passes are due. */
@@ -69,7 +71,7 @@ export async function startDraDriver(opts: DraDriverOptions): Promise<DraDriver>
       if (!source.synced || !plugin?.registered) return undefined;
       const labels = source.nodeLabels();
       const served = [...source.documents().networks.values()].filter((network) => servedOn(network, labels));
-      return networkDevices(served, opts.addressesHeldOutsideClaims());
+      return networkDevices(served, opts.addressesHeldOutsideClaims(), opts.networksAttachedOutsideClaims());
     },
   });
 
