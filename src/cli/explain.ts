@@ -55,7 +55,8 @@ export function explainText(report: Report): string {
     const host = link.hostEnd ? `, host end ${a.hostIf}` : '';
     const rate = a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : '';
     const dscp = a.dscp !== undefined ? `, dscp ${a.dscp}` : '';
-    lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}${dscp}`);
+    const peers = a.wireguard ? `, peers ${a.wireguard.peers.map((p) => `${p.publicKey}${p.endpoint ? ` at ${p.endpoint.address} port ${p.endpoint.port}` : ''} for ${p.allowedIPs.join(' ')}`).join('; ') || 'none'}` : '';
+    lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}${dscp}${peers}`);
   }
   // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
   for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);
@@ -69,7 +70,8 @@ export function explainText(report: Report): string {
   const appliedFrom = lines.length;
   for (const a of applied?.attachments ?? []) {
     const port = a.portSecurity ? `, port admits only ${a.portSecurity.mac} with its addresses` : a.hostIf ? ', port security off' : '';
-    lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${port}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}`);
+    const key = a.wireguard ? `, public key ${a.wireguard.publicKey}` : '';
+    lines.push(`  ${a.interface} on Network ${a.network}: ${a.addresses.join(', ') || 'no address'}${port}${a.bandwidth ? `, bandwidth ${settingsText(a.bandwidth)}` : ''}${key}`);
   }
   for (const d of (report.delegated ?? []) as DelegatedRecord[]) {
     const given = resultFor(d.result, d.interface);

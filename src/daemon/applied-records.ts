@@ -9,10 +9,13 @@ import { emptyApplied, isEmptyApplied, type AppliedState } from '../model/state.
 import type { NodeIpam } from '../ipam/ipam.ts';
 import type { AppliedConfig, AttachmentRecord } from '../protocol/validate.ts';
 import type { AppliedStore } from '../registry/applied.ts';
+import type { WireguardKeys } from './wireguard-keys.ts';
 
 export interface AppliedRecordsOptions {
   applied: Pick<AppliedStore, 'get' | 'all' | 'put' | 'remove'>;
   ipam: Pick<NodeIpam, 'release' | 'holders'>;
+  /** The WireGuard keys of attachments: deleted with them. */
+  keys?: Pick<WireguardKeys, 'release' | 'sweep'>;
   metrics: Pick<PassMetrics, 'attachmentsChanged'>;
   log: Logger;
 }
@@ -46,13 +49,17 @@ export class AppliedRecords {
     for (const was of before?.attachments ?? []) {
       if (!after.attachments.some((a) => a.interface === was.interface && a.network === was.network)) {
         this.opts.ipam.release(was.network, addressOwner(after.containerId, was.interface));
+        if (was.wireguard) this.opts.keys?.release(addressOwner(after.containerId, was.interface));
       }
     }
   }
 
   /** A gone sandbox's record goes, and every address it held. */
   forget(state: AppliedState): void {
-    for (const a of state.attachments) this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));
+    for (const a of state.attachments) {
+      this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));
+      if (a.wireguard) this.opts.keys?.release(addressOwner(state.containerId, a.interface));
+    }
     this.opts.applied.remove(state.containerId);
   }
 
@@ -65,10 +72,11 @@ export class AppliedRecords {
   }
 
   /**
-   * Releases addresses neither desired nor applied: those a pass took for an attachment and then
-   * could not record (a crash between the two, or a desired state that changed before it applied).
+   * Releases addresses, and deletes WireGuard keys, neither desired nor applied: those a pass took
+   * for an attachment and then could not record (a crash between the two, or a desired state that
+   * changed before it applied).
    */
-  sweepAddresses(desired: Iterable<{ containerId: string; attachments: readonly { network: string; interface: string }[] }>): void {
+  sweepUnheld(desired: Iterable<{ containerId: string; attachments: readonly { network: string; interface: string }[] }>): void {
     const keep = new Set<string>();
     for (const { containerId, attachments } of desired) for (const a of attachments) keep.add(`${a.network} ${addressOwner(containerId, a.interface)}`);
     for (const state of this.opts.applied.all()) for (const a of state.attachments) keep.add(`${a.network} ${addressOwner(state.containerId, a.interface)}`);
@@ -77,6 +85,7 @@ export class AppliedRecords {
       this.opts.ipam.release(network, owner);
       this.opts.log.info('released an address nothing asks for', { network, owner });
     }
+    this.opts.keys?.sweep(new Set([...keep].map((k) => k.slice(k.indexOf(' ') + 1))));
   }
 }
 

@@ -20,6 +20,8 @@ import type { RefusedGeneration } from '../model/refusal.ts';
 import { givesAnew, newGenerationsRefused } from '../model/whole-configs.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
 import { resolveSandbox } from '../model/resolve.ts';
+import { wireguardKeys, type WireguardKeys } from './wireguard-keys.ts';
+import { join } from 'node:path';
 import type { AppliedState } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
@@ -67,6 +69,8 @@ export interface ReconcilerOptions {
   ipam: Pick<NodeIpam, 'allocate' | 'preview' | 'release' | 'holders'>;
   /** Attachments of cni Networks, run through their plugins. */
   delegated: DelegatedLifecycle;
+  /** The WireGuard keys of attachments (default: the state dir's wireguard folder). */
+  keys?: WireguardKeys;
   /** What this node's admin bounds per pod (default: defaultLimits). */
   limits?: NodeLimits;
   /** Told of a journal that cannot be read, set aside at start instead of run. */
@@ -95,6 +99,7 @@ export class Reconciler {
   private readonly metrics: PassMetrics;
   private readonly steps: PassSteps;
   private readonly applied: AppliedRecords;
+  private readonly keys: WireguardKeys;
   private readonly ledger: SandboxLedger;
   private readonly host: HostRoom;
   private readonly sandboxes: SandboxRoom;
@@ -122,7 +127,8 @@ export class Reconciler {
     this.metrics = opts.metrics ?? noMetrics;
     const { log } = opts;
     this.steps = new PassSteps(opts.run, opts.stateDir);
-    this.applied = new AppliedRecords({ applied: opts.applied, ipam: opts.ipam, metrics: this.metrics, log });
+    this.keys = opts.keys ?? wireguardKeys(join(opts.stateDir, 'wireguard'));
+    this.applied = new AppliedRecords({ applied: opts.applied, ipam: opts.ipam, keys: this.keys, metrics: this.metrics, log });
     this.ledger = new SandboxLedger(opts.clock, opts.timer);
     this.host = new HostRoom({ observe: opts.observe, applied: opts.applied, steps: this.steps, log });
     this.sandboxes = new SandboxRoom({ observe: opts.observe, delegated: opts.delegated, applied: this.applied, ledger: this.ledger, host: this.host, steps: this.steps, metrics: this.metrics, log, again: () => void this.passes() });
@@ -306,6 +312,9 @@ export class Reconciler {
     if (admission.unsettled?.refusing) log.warn('the node refused parts of configs past the rounds that judge them whole; those parts alone are left out this pass', { containerIds: admission.unsettled.containerIds });
     else if (admission.unsettled) log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: admission.unsettled.containerIds });
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
+    // A key is made as an address is taken: for what the pass applies, not for a preview.
+    const previewKey = (owner: string) => this.keys.keyOf(owner, false);
+    const keyOf = addresses === 'allocate' ? (owner: string) => this.keys.keyOf(owner, true) : previewKey;
     return live.map(({ record, records }, i) => {
       const had = this.applied.get(record.containerId)?.configs;
       /**
@@ -317,10 +326,10 @@ export class Reconciler {
         const wanted = refused.length === 0 ? admission.wanted[i]! : admission.again(i, refused);
         // Addresses are taken only for what is kept: one taken for a generation refused here would
         // be released at the pass's end and taken again by the next, each pass (ADR 17).
-        const tried = givesAnew(wanted.whole, had) ? resolveSandbox(record.containerId, wanted, docs.networks, ipam.preview.bind(ipam)) : undefined;
+        const tried = givesAnew(wanted.whole, had) ? resolveSandbox(record.containerId, wanted, docs.networks, ipam.preview.bind(ipam), previewKey) : undefined;
         const unresolved = tried ? newGenerationsRefused(wanted.whole ?? [], had, tried.problems.slice(wanted.problems.length)) : [];
         if (unresolved.length > 0) return build([...refused, ...unresolved]);
-        const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate);
+        const resolved = resolveSandbox(record.containerId, wanted, docs.networks, allocate, keyOf);
         const { desired, problems } = withoutRefusedMacs(resolved.desired, resolved.problems, admission.macs.get(record.containerId));
         return { wanted, desired, problems, desiredJson: JSON.stringify(desired), refused, rewant: (more) => build([...refused, ...more]) };
       };
@@ -452,7 +461,7 @@ export class Reconciler {
     if (await this.opts.delegated.forgetGone(gone)) void this.passes();
     if (resync) await this.opts.delegated.collect(work.flatMap((w) => w.desired.delegated.map((d) => d.config)));
     this.ledger.forget(gone);
-    this.applied.sweepAddresses([...this.ledger.all()].map((o) => ({ containerId: o.containerId, attachments: (o.asked ?? o.desired).attachments })));
+    this.applied.sweepUnheld([...this.ledger.all()].map((o) => ({ containerId: o.containerId, attachments: (o.asked ?? o.desired).attachments })));
     // Sandboxes make and remove only their own veth ends and ifbs: the view still holds the bridges.
     await this.host.collectBridges(hostView);
     await this.host.endPass(hostView, attachments);

@@ -96,6 +96,7 @@ export function claimAttachments(claim: PreparedClaim): ClaimAttachments {
         ...(p?.bandwidth ? { bandwidth: p.bandwidth } : {}),
         ...(p?.dscp !== undefined ? { dscp: p.dscp } : {}),
         ...(p?.remote !== undefined ? { remote: p.remote } : {}),
+        ...(p?.peers ? { peers: p.peers } : {}),
       };
     }),
   };

@@ -387,7 +387,7 @@ export interface PlannedCommand {
    * host, or the pod's netns path
    */
   where: string;
-  tool: 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft';
+  tool: 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft' | 'wg';
   line: string;
 }
 /**
@@ -751,9 +751,9 @@ export interface Network {
    */
   spec: {
     /**
-     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan, gre or geneve tunnel, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
+     * How pods are attached: a veth to a host bridge, a macvlan, ipvlan or vlan sub-interface of a host interface, a vxlan, gre or geneve tunnel, a WireGuard interface, or any CNI plugin run as a runtime would (cni); the object of the same name holds that kind's settings.
      */
-    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'gre' | 'geneve' | 'cni';
+    type: 'bridge' | 'macvlan' | 'ipvlan' | 'vxlan' | 'vlan' | 'gre' | 'geneve' | 'wireguard' | 'cni';
     /**
      * name: the host bridge, made on first use and removed when nothing needs it (default: pn- and the Network's name, cut to 15 characters); gateway: put each IPAM range's gateway address on it; portSecurity: each pod's port on the bridge admits only frames from the pod's own MAC and its assigned addresses (IPv4 with ARP, IPv6 with neighbor discovery and the link-local address of its MAC), and drops anything else a pod sends as another or as a router (on unless the admin turns it off, for CNFs that need VRRP, bonding or addresses of their own).
      */
@@ -906,6 +906,22 @@ export interface Network {
       device?: HostLinkName;
     };
     /**
+     * A WireGuard interface in each pod, its UDP socket the node's (made from the node, so its encrypted packets leave by the node's routes): the pod's private key is made on the node and never leaves it; each attachment gives its peers.
+     */
+    wireguard?: {
+      /**
+       * The node's UDP port the interface listens on (one attachment a node: the port is the node's).
+       */
+      listenPort: number;
+      /**
+       * The subnets a peer's endpoint may be in.
+       *
+       * @minItems 1
+       * @maxItems 16
+       */
+      remoteRanges: Cidr[];
+    };
+    /**
      * A CNI plugin config, run from the node's CNI bin dirs against the pod's network namespace: config is one plugin's config ({"type": "macvlan", ...}) or a list ({"cniVersion": "1.0.0", "plugins": [...]}); or networkAttachmentDefinition names a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1, Multus's) whose spec.config is used the same way. The list's name and cniVersion default to the Network's name and 1.0.0. The plugins do their own IPAM: such a Network has no spec.ipam.
      */
     cni?: {
@@ -1038,6 +1054,12 @@ export interface Attachment {
    */
   remote?: string;
   /**
+   * The WireGuard peers of the interface, on a wireguard Network (changed in place).
+   *
+   * @maxItems 16
+   */
+  peers?: WireguardPeer[];
+  /**
    * When true, a pod this config selects at its creation is not created without this attachment: when the daemon answers the pod's ADD and cannot make it, the ADD fails naming it and the kubelet tries again (docs/adr/0028). A daemon that is down or slower than the plugin's wait never fails a pod.
    */
   required?: boolean;
@@ -1065,6 +1087,39 @@ export interface Bandwidth {
    * Burst of traffic out of the pod, in bits.
    */
   egressBurst?: number;
+}
+/**
+ * A WireGuard peer of the pod's interface.
+ *
+ * This interface was referenced by `Api`'s JSON-Schema
+ * via the `definition` "WireguardPeer".
+ */
+export interface WireguardPeer {
+  /**
+   * The peer's public key, as wg prints it (base64 of 32 bytes).
+   */
+  publicKey: string;
+  /**
+   * Where the peer is reached: an address inside its Network's remoteRanges, and a UDP port. Without it, the peer is reached once it sends first.
+   */
+  endpoint?: {
+    address: Ip;
+    /**
+     * The peer's UDP port.
+     */
+    port: number;
+  };
+  /**
+   * The addresses the peer may send from, and that are sent to it.
+   *
+   * @minItems 1
+   * @maxItems 16
+   */
+  allowedIPs: Cidr[];
+  /**
+   * Seconds between keepalives to the peer (for a peer behind NAT).
+   */
+  persistentKeepalive?: number;
 }
 /**
  * A ResourceClaim's opaque configuration for podnet's DRA driver (driver dra.podnetwork.opdev.io, in spec.devices.config[].opaque.parameters, or a DeviceClass's): how the claimed Network's interface is made in the pod. The Network is the device the scheduler allocated; the same checks hold as for a PodNetworkConfig's attachment to it.
@@ -1096,6 +1151,12 @@ export interface ClaimParameters {
    * An IPv4 or IPv6 address.
    */
   remote?: string;
+  /**
+   * The WireGuard peers of the interface, on a wireguard Network (changed in place).
+   *
+   * @maxItems 16
+   */
+  peers?: WireguardPeer[];
 }
 /**
  * Settings of an interface that exists in the pod (eth0 included, or one podnet attached). podnet remembers each original value and restores it when the setting is no longer asked for.
@@ -1460,6 +1521,10 @@ export interface NetworkStatusEntry {
    * podnet's own field: why this attachment is not there (its entry then has no ips).
    */
   problem?: string;
+  /**
+   * podnet's own, on a wireguard Network: the public key of the pod's interface, which its peers name (its private key never leaves the node).
+   */
+  publicKey?: string;
 }
 /**
  * What `kubectl podnet explain` tells of one pod, from the API alone and with a tenant's view rights: its interfaces as its network-status has them, what asks for them (its annotation's entries, the PodNetworkConfigs that select it), the configs' state, each problem with the document and field, and its recent Events.
@@ -1880,7 +1945,7 @@ export interface AppliedAttachment {
   /**
    * Absent in a file of an older podnet, whose attachments were all bridge ones.
    */
-  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'gre' | 'geneve';
+  kind?: 'bridge' | 'macvlan' | 'ipvlan' | 'vlan' | 'vxlan' | 'gre' | 'geneve' | 'wireguard';
   bridge?: HostInterfaceName;
   hostIf?: HostInterfaceName;
   ifb?: HostInterfaceName;
@@ -1895,6 +1960,17 @@ export interface AppliedAttachment {
    * A link made from the host (any kind but bridge): the digest of the link spec it was made from (model/kinds linkDigest). A Network whose link spec changes (a parent, a mode, a remote, a key) makes its links again; absent in a file of an older podnet, whose links are taken as they are.
    */
   made?: string;
+  /**
+   * A wireguard attachment: the public key of its interface, and the listen port and peers podnet set on it (wg set), what a change is compared with.
+   */
+  wireguard?: {
+    publicKey: string;
+    listenPort: number;
+    /**
+     * @maxItems 16
+     */
+    peers: WireguardPeer[];
+  };
 }
 /**
  * A bridge port's entries in podnet's nftables table (bridge podnet): its MAC and addresses, without prefix lengths; the IPv6 link-local address of the MAC is implied.

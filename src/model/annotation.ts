@@ -86,6 +86,6 @@ export function standardNetworkStatus(value: string): string | null {
   }
   // A value podnet did not write (someone's edit): nothing of podnet's to list.
   if (!Array.isArray(parsed)) return null;
-  const entries = (parsed as NetworkStatusEntry[]).filter((e) => e.problem === undefined).map(({ madeAfterStart: _late, problem: _problem, ...entry }) => entry);
+  const entries = (parsed as NetworkStatusEntry[]).filter((e) => e.problem === undefined).map(({ madeAfterStart: _late, problem: _problem, publicKey: _key, ...entry }) => entry);
   return entries.length === 0 ? null : JSON.stringify(entries);
 }

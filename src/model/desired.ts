@@ -4,7 +4,7 @@
 // asked only where the namespace's PodNetworkPermissions allow it. What cannot be
 // honoured is a Problem naming the document, the field and the reason, and is left out; whole
 // configs (ADR 17) are whole-configs.ts's, made from this merge. Pure.
-import type { AppliedConfig, Network, NetworkSelection, PodNetworkConfig, Problem } from '../protocol/validate.ts';
+import type { AppliedConfig, Network, NetworkSelection, PodNetworkConfig, Problem, WireguardPeer } from '../protocol/validate.ts';
 import { annotationField } from './annotation.ts';
 import { documentName, namespaceNameLabel, podDocumentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
 import { addressesGiven, attachmentRefusal, type AttachmentAsks } from './kinds/index.ts';
@@ -27,6 +27,8 @@ export interface DesiredAttachment {
   dscp?: number;
   /** Its tunnel's remote, chosen within its Network's remoteRanges (model/kinds). */
   remote?: string;
+  /** A wireguard attachment's peers. */
+  peers?: WireguardPeer[];
   /** The config that asked for it. */
   from: string;
   /** Where in `from` it was asked: "spec.attachments[0]". */
@@ -237,7 +239,7 @@ class Merge {
     if (asked.dscp !== undefined && !this.permitted('marking', from, `${field}.dscp`)) return;
     const network = this.reachable(networkName, from, networkField);
     if (!network || !this.attachable(network, asked, from, field)) return;
-    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}), ...(asked.dscp !== undefined ? { dscp: asked.dscp } : {}), ...(asked.remote !== undefined ? { remote: asked.remote } : {}) };
+    const at = { network, from, ...(asked.ips ? { ips: [...asked.ips] } : {}), ...(asked.bandwidth ? { bandwidth: { ...asked.bandwidth } } : {}), ...(asked.dscp !== undefined ? { dscp: asked.dscp } : {}), ...(asked.remote !== undefined ? { remote: asked.remote } : {}), ...(asked.peers ? { peers: asked.peers.map((p) => ({ ...p })) } : {}) };
     if (asked.interface === undefined) return void this.unnamed.push({ at, field, ...(asked.mac ? { mac: asked.mac } : {}) });
     this.attach({ ...at, interface: asked.interface }, field);
     if (asked.mac) this.macs.push({ interface: asked.interface, mac: asked.mac, from, field: `${field}.mac` });

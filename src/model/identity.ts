@@ -1,7 +1,7 @@
 // Who a sandbox is and how documents are named: the labels podnet derives from a sandbox's CNI
 // identity, the identity itself, how problems name a document or a pod's annotation, and which
 // configs select a pod. Pure.
-import type { AttachmentRecord, Bandwidth, PodNetworkConfig, PodNetworkPermission } from '../protocol/validate.ts';
+import type { AttachmentRecord, Bandwidth, PodNetworkConfig, PodNetworkPermission, WireguardPeer } from '../protocol/validate.ts';
 import { annotationField, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
 
@@ -52,6 +52,7 @@ export interface ClaimAttachment {
   bandwidth?: Bandwidth;
   dscp?: number;
   remote?: string;
+  peers?: WireguardPeer[];
 }
 
 /** How problems name a ResourceClaim. */

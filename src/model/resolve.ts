@@ -19,6 +19,9 @@ export type { Allocation };
  */
 export type AddressAllocator = (network: string, ranges: readonly IpRange[], owner: string, requested?: readonly string[]) => Allocation[];
 
+/** The WireGuard key of an owner (addressOwner): the file wg reads and its public key, made on the node (daemon/wireguard-keys.ts); a preview makes none. */
+export type KeyOf = (owner: string) => { file: string; publicKey?: string };
+
 /** The owner of an attachment's addresses in the allocator: its sandbox and pod interface. */
 export function addressOwner(containerId: string, podInterface: string): string {
   return `${containerId}/${podInterface}`;
@@ -30,6 +33,7 @@ export function resolveSandbox(
   wanted: DesiredSandbox,
   networks: ReadonlyMap<string, Network>,
   allocate: AddressAllocator,
+  keyOf?: KeyOf,
 ): { desired: Resolved; problems: Problem[] } {
   const problems = [...wanted.problems];
   const attachments: ResolvedAttachment[] = [];
@@ -43,7 +47,7 @@ export function resolveSandbox(
       continue;
     }
     try {
-      attachments.push(resolveAttachment(containerId, want, kind, networks, allocate));
+      attachments.push(resolveAttachment(containerId, want, kind, networks, allocate, keyOf));
     } catch (err) {
       problems.push({ document: want.from, field: want.field, reason: toPodnetError(err).message });
     }
@@ -52,7 +56,7 @@ export function resolveSandbox(
   return { desired: { attachments, delegated, vrfs: wanted.vrfs.map(({ name, table }) => ({ name, table })), tuning, routes: wanted.routes, rules: wanted.rules, sysctls: wanted.sysctls }, problems };
 }
 
-function resolveAttachment(containerId: string, want: DesiredAttachment, kind: AnyLinkKind, networks: ReadonlyMap<string, Network>, allocate: AddressAllocator): ResolvedAttachment {
+function resolveAttachment(containerId: string, want: DesiredAttachment, kind: AnyLinkKind, networks: ReadonlyMap<string, Network>, allocate: AddressAllocator, keyOf: KeyOf | undefined): ResolvedAttachment {
   const network = want.network;
   const spec = network.spec;
   // A Network its kind finds wrong (a bridge another Network names) gets no links.
@@ -69,5 +73,13 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
     addresses: allocations.map((a) => a.address),
     ...(want.bandwidth ? { bandwidth: want.bandwidth } : {}),
     ...(want.dscp !== undefined ? { dscp: want.dscp } : {}),
+    ...(kind.type === 'wireguard' ? { wireguard: wireguardOf(containerId, want, keyOf) } : {}),
   };
+}
+
+/** A wireguard attachment's key and peers; without a key maker (no node to make one on) it cannot be. */
+function wireguardOf(containerId: string, want: DesiredAttachment, keyOf: KeyOf | undefined): NonNullable<ResolvedAttachment['wireguard']> {
+  if (!keyOf) throw new PodnetError('NOT_AVAILABLE', 'a WireGuard key is made on the node, by its daemon');
+  const key = keyOf(addressOwner(containerId, want.interface));
+  return { privateKeyFile: key.file, ...(key.publicKey !== undefined ? { publicKey: key.publicKey } : {}), peers: want.peers ?? [] };
 }

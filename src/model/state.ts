@@ -84,7 +84,7 @@ export interface Observed {
 export type { LinkSpec } from './kinds/index.ts';
 
 export type { Bandwidth } from '../protocol/validate.ts';
-import type { AppliedConfig, SecuredPort } from '../protocol/validate.ts';
+import type { AppliedConfig, SecuredPort, WireguardPeer } from '../protocol/validate.ts';
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {
@@ -100,6 +100,8 @@ export interface ResolvedAttachment {
   bandwidth?: Bandwidth;
   /** The DSCP marked on what the pod sends out of it (model/marking.ts). */
   dscp?: number;
+  /** A wireguard attachment: its key's file and public key (undefined in a preview, before it is made), and its peers. */
+  wireguard?: { privateKeyFile: string; publicKey?: string; peers: WireguardPeer[] };
 }
 
 /** A VRF device in the pod: its name and table. */
@@ -177,6 +179,8 @@ export interface AppliedAttachment {
   bandwidth?: Bandwidth;
   /** A link made from the host (any kind but bridge): the digest of the spec it was made from (kinds/index.ts linkDigest); another makes it again. */
   made?: string;
+  /** A wireguard attachment: its public key, and the listen port and peers wg was given. */
+  wireguard?: { publicKey: string; listenPort: number; peers: WireguardPeer[] };
 }
 
 export interface AppliedTuning {

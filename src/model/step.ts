@@ -13,7 +13,7 @@ export const host = 'host' satisfies Where;
  * IPv6 rule that names no address); a sysctl line is `path=value`, path under /proc/sys
  * (net/ipv4/ip_forward); nft reads a batch as one transaction (podnet's port security table).
  */
-export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft';
+export type Tool = 'ip' | 'ip6' | 'tc' | 'sysctl' | 'nft' | 'wg';
 
 export interface Command {
   where: Where;

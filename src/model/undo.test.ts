@@ -1,5 +1,5 @@
 import t from 'tap';
-import { renderUndo, type UndoAction } from './undo.ts';
+import { renderUndo, wgSetLine, type UndoAction } from './undo.ts';
 import { parseDocument } from '../protocol/validate.ts';
 
 const pod = { netns: '/run/netns/p' };
@@ -28,4 +28,13 @@ t.test("a journal's link-set holds a value of its setting's kind: a VRF's name i
   const journal = (setting: string, value: unknown) => () => parseDocument('Journal', { version: 1, pass: 'p', undo: [{ where: pod, action: 'link-set', dev: 'net1', setting, value }] }, 'a journal');
   for (const [setting, value] of [['vrf', 'red'], ['vrf', ''], ['mac', '02:00:00:00:00:01'], ['mtu', 1400], ['up', true]] as const) t.doesNotThrow(journal(setting, value), `${setting} ${JSON.stringify(value)}`);
   for (const [setting, value] of [['vrf', 1400], ['mac', 'red'], ['mtu', 'red'], ['promisc', 1]] as const) t.throws(journal(setting, value), `${setting} ${JSON.stringify(value)} refused`);
+});
+
+t.test("wg's line: the port, the key by its file, each peer (an IPv6 endpoint in brackets), and the peers removed", async (t) => {
+  const a = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+  const b = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  t.equal(
+    wgSetLine('wg0', '/var/lib/podnet/wireguard/c1+wg0.key', 51820, [{ publicKey: a, endpoint: { address: '2001:db8::2', port: 51821 }, allowedIPs: ['10.9.0.2/32', '2001:db8:9::2/128'], persistentKeepalive: 25 }, { publicKey: b, allowedIPs: ['10.9.0.3/32'] }], ['gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA=']),
+    `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${a} endpoint [2001:db8::2]:51821 allowed-ips 10.9.0.2/32,2001:db8:9::2/128 persistent-keepalive 25 peer ${b} allowed-ips 10.9.0.3/32 peer gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA= remove`,
+  );
 });

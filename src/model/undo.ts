@@ -6,7 +6,7 @@
 import { releasePortLine, securePortLine } from './port-security.ts';
 import type { LinkSettingName, LinkSettings, ResolvedRoute, ResolvedRule } from './state.ts';
 import type { Command } from './step.ts';
-import type { UndoAction } from '../protocol/validate.ts';
+import type { UndoAction, WireguardPeer } from '../protocol/validate.ts';
 import { markingLine } from './marking.ts';
 
 export type { UndoAction } from '../protocol/validate.ts';
@@ -45,6 +45,23 @@ export function settingLine(dev: string, setting: LinkSettingName, value: LinkSe
     case 'vrf':
       return value ? `link set dev ${dev} master ${value}` : `link set dev ${dev} nomaster`;
   }
+}
+
+/**
+ * The wg line that gives a WireGuard interface its port, its key (by the file wg reads: the key
+ * itself is never in a line) and its peers, and removes the peers it no longer has (`removed`, by
+ * public key). Every word passed the schema: keys are base64, addresses and CIDRs have no spaces.
+ */
+export function wgSetLine(dev: string, privateKeyFile: string, listenPort: number, peers: readonly WireguardPeer[], removed: readonly string[]): string {
+  const words = ['set', dev, 'listen-port', String(listenPort), 'private-key', privateKeyFile];
+  for (const peer of peers) {
+    words.push('peer', peer.publicKey);
+    if (peer.endpoint) words.push('endpoint', peer.endpoint.address.includes(':') ? `[${peer.endpoint.address}]:${peer.endpoint.port}` : `${peer.endpoint.address}:${peer.endpoint.port}`);
+    words.push('allowed-ips', peer.allowedIPs.join(','));
+    if (peer.persistentKeepalive !== undefined) words.push('persistent-keepalive', String(peer.persistentKeepalive));
+  }
+  for (const key of removed) words.push('peer', key, 'remove');
+  return words.join(' ');
 }
 
 /** `route add|replace|del` of a route: every part of it has passed the schema and resolution. */

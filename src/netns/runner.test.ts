@@ -3,7 +3,7 @@ import { basename } from 'node:path';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import type { Tool, Where } from '../model/step.ts';
 import { findExecutable, type ProcessExit, type StartedProcess } from '../process.ts';
-import { batchArgv, netnsRunner, nftTableOf, startToolsWith, sysctlArgv, type ReadAfter } from './runner.ts';
+import { batchArgv, netnsRunner, nftTableOf, startToolsWith, sysctlArgv, wgArgv, type ReadAfter } from './runner.ts';
 
 const pod: Where = { netns: '/run/netns/p' };
 /** A netns path holding what a shell would act on: it must reach nsenter as one argument, untouched. */
@@ -13,7 +13,7 @@ const linksRead: ReadAfter = { options: ['-d'], commands: ['addr show'] };
 const shells = ['sh', 'bash', 'dash', 'zsh', 'ash', 'busybox', 'env'];
 
 t.test('the argv of each tool\'s batch, on the host and in a netns (through nsenter, the tool by its path)', async (t) => {
-  const cases: [Where, Exclude<Tool, 'sysctl'>, ReadAfter | undefined, [string, string[]]][] = [
+  const cases: [Where, Exclude<Tool, 'sysctl' | 'wg'>, ReadAfter | undefined, [string, string[]]][] = [
     ['host', 'ip', undefined, ['ip', ['-batch', '-']]],
     ['host', 'ip6', undefined, ['ip', ['-6', '-batch', '-']]],
     ['host', 'tc', undefined, ['tc', ['-batch', '-']]],
@@ -29,6 +29,7 @@ t.test('the argv of each tool\'s batch, on the host and in a netns (through nsen
   }
   t.same(sysctlArgv('host', 'net/ipv4/ip_forward=1', pathOf), ['sysctl', ['-q', '-w', 'net/ipv4/ip_forward=1']], 'sysctl on the host: the line is its argument');
   t.same(sysctlArgv(pod, 'net/ipv4/conf/net1/rp_filter=2', pathOf), ['nsenter', ['--net=/run/netns/p', '--', '/sbin/sysctl', '-q', '-w', 'net/ipv4/conf/net1/rp_filter=2']], 'sysctl in a netns');
+  t.same(wgArgv(pod, 'set wg0 listen-port 51820', pathOf), ['nsenter', ['--net=/run/netns/p', '--', '/sbin/wg', 'set', 'wg0', 'listen-port', '51820']], 'wg in a netns: the line\'s words are its arguments');
 });
 
 t.test('a name is one argument, never a shell\'s to read', async (t) => {
@@ -154,9 +155,10 @@ t.test("the runner starts each tool's batch with batchArgv's argv, its lines on 
     tc: ['qdisc del dev pnv0123456789 root'],
     nft: ['add element bridge podnet ports { pnv0123456789 }'],
     sysctl: ['net/ipv4/ip_forward=1', 'net/ipv4/conf/net1/rp_filter=2'],
+    wg: ['set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1.wg0.key', 'set wg0 peer xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg= remove'],
   };
   for (const where of ['host', { netns: shellish }] as Where[]) {
-    for (const tool of ['ip', 'ip6', 'tc', 'nft', 'sysctl'] as const) {
+    for (const tool of ['ip', 'ip6', 'tc', 'nft', 'sysctl', 'wg'] as const) {
       const what = `${tool} ${where === 'host' ? 'on the host' : 'in a netns'}`;
       const result = await netnsRunner.batch(where, tool, lines[tool]);
       const fed = tools.fed();
@@ -169,6 +171,9 @@ t.test("the runner starts each tool's batch with batchArgv's argv, its lines on 
       const run = fed.map((s) => [...asRun(t, s), s.input]);
       if (tool === 'sysctl') {
         t.same(run, lines.sysctl.map((l) => [...sysctlArgv(where, l), '']), `${what}: a process a line, nothing on stdin`);
+      } else if (tool === 'wg') {
+        t.same(run, lines.wg.map((l) => [...wgArgv(where, l), '']), `${what}: a process a line, its words the arguments`);
+        t.same(wgArgv('host', lines.wg[1]!), ['wg', ['set', 'wg0', 'peer', 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=', 'remove']]);
       } else {
         t.same(run, [[...batchArgv(where, tool), `${lines[tool].join('\n')}\n`]], `${what}: one process, the lines on stdin`);
       }

@@ -124,7 +124,7 @@ function argv(where: Where, file: string, args: readonly string[], pathOf: PathO
  * The argv of the process of a batch of `tool` at `where`, which reads its lines on stdin; ip's
  * ends with `readAfter` when given (a read is ip's only: startBatch refuses others).
  */
-export function batchArgv(where: Where, tool: Exclude<Tool, 'sysctl'>, readAfter?: ReadAfter, pathOf: PathOf = toolPath): [string, string[]] {
+export function batchArgv(where: Where, tool: Exclude<Tool, 'sysctl' | 'wg'>, readAfter?: ReadAfter, pathOf: PathOf = toolPath): [string, string[]] {
   switch (tool) {
     case 'ip':
       return argv(where, 'ip', readAfter ? ['-json', ...readAfter.options, '-batch', '-'] : ['-batch', '-'], pathOf);
@@ -140,6 +140,11 @@ export function batchArgv(where: Where, tool: Exclude<Tool, 'sysctl'>, readAfter
 /** The argv of one line of a sysctl batch: sysctl -w takes it as an argument, a process a line. */
 export function sysctlArgv(where: Where, line: string, pathOf: PathOf = toolPath): [string, string[]] {
   return argv(where, 'sysctl', ['-q', '-w', line], pathOf);
+}
+
+/** The argv of one line of a wg batch (`set IF ...`): wg has no batch mode; a process a line, its words the arguments. */
+export function wgArgv(where: Where, line: string, pathOf: PathOf = toolPath): [string, string[]] {
+  return argv(where, 'wg', line.split(' '), pathOf);
 }
 
 /**
@@ -291,11 +296,12 @@ function batchResult(where: Where, tool: Tool, lines: readonly string[], result:
   return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed - 1] ?? ''} in ${describeWhere(where)}: ${message}`) };
 }
 
-async function runSysctls(where: Where, lines: readonly string[]): Promise<BatchResult> {
+/** sysctl and wg: a process a line, the line its arguments. */
+async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly string[]): Promise<BatchResult> {
   for (const [i, line] of lines.entries()) {
-    const [file, list] = sysctlArgv(where, line);
+    const [file, list] = tool === 'sysctl' ? sysctlArgv(where, line) : wgArgv(where, line);
     const result = await exec(file, list);
-    if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `sysctl ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
+    if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `${tool} ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
   }
   return { done: lines.length };
 }
@@ -330,10 +336,10 @@ export const netnsRunner: NetnsRunner = {
   },
 
   start(where, tool, readAfter) {
-    if (tool !== 'sysctl') return startBatch(where, tool, readAfter);
-    // sysctl -w takes its line as an argument: its process cannot start before the line is known.
+    if (tool !== 'sysctl' && tool !== 'wg') return startBatch(where, tool, readAfter);
+    // sysctl -w and wg take their line as arguments: a process cannot start before its line is known.
     return {
-      run: async (lines) => refusal(tool, lines) ?? runSysctls(where, lines),
+      run: async (lines) => refusal(tool, lines) ?? runEachLine(where, tool, lines),
       cancel: () => undefined,
     };
   },

@@ -13,7 +13,7 @@ import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } f
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
-import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, type UndoAction } from '../model/undo.ts';
+import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgSetLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 /**
@@ -145,6 +145,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       }
       // Rate limits are shaped on a veth's host end: only a veth kind's attachment may ask them (model/kinds).
       const bandwidth = 'veth' in making ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
+      const wireguard = want.link.kind === 'wireguard' && want.wireguard ? wireguardSteps(ctx, want.interface, want.link.listenPort, want.wireguard, mine, fresh, part.apply) : undefined;
       part.next.push({
         interface: want.interface,
         network: want.network,
@@ -156,6 +157,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         addresses: [...want.addresses],
         ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
         ...('veth' in making ? {} : { made: linkDigest(want.link) }),
+        ...(wireguard ? { wireguard } : {}),
       });
     } finally {
       // What this one thing's planning added names who asked for it: a failure says so.
@@ -198,6 +200,20 @@ function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extra
   part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
   part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
   return true;
+}
+
+/**
+ * A WireGuard interface's port, key and peers, given by wg when it is made or when they change
+ * from what it was given (peers it no longer has removed); what it has then. A peer changed by
+ * hand (NET_ADMIN in the pod) is given back when the request changes or the link is made again.
+ */
+function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
+  const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers };
+  const was = fresh ? undefined : mine?.wireguard;
+  if (was && JSON.stringify(was) === JSON.stringify(now)) return now;
+  const removed = (was?.peers ?? []).map((p) => p.publicKey).filter((key) => !wg.peers.some((p) => p.publicKey === key));
+  steps.push({ where: ctx.pod, tool: 'wg', line: wgSetLine(dev, wg.privateKeyFile, listenPort, wg.peers, removed) });
+  return now;
 }
 
 /**

@@ -724,3 +724,23 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
   const blocked = plan(input({ attachments: [gre] }, { observed: theirs, applied: greApplied }));
   t.same([lines(blocked), blocked.next.attachments], [[], greApplied.attachments], "a pnt name someone else holds: the old link stays, with its old digest");
 });
+
+t.test('wireguard: made into the pod, then given its port, key file and peers by wg; given again only what changes', async (t) => {
+  const key = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+  const peer = { publicKey: key, endpoint: { address: '198.18.102.2', port: 51820 }, allowedIPs: ['10.9.0.2/32'] };
+  const wg: ResolvedAttachment = { ...blue, interface: 'wg0', link: { kind: 'wireguard', listenPort: 51820 }, mtu: 1420, addresses: ['10.9.0.1/24'], wireguard: { privateKeyFile: '/var/lib/podnet/wireguard/c1+wg0.key', publicKey: 'pub', peers: [peer] } };
+  const made = plan(input({ attachments: [wg] }));
+  t.same(lines(made), [
+    ['host', 'ip', `link add name wg0 netns ${netns} mtu 1420 type wireguard`],
+    ['pod', 'ip', 'link set dev wg0 up'],
+    ['pod', 'ip', 'addr add 10.9.0.1/24 dev wg0'],
+    ['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} endpoint 198.18.102.2:51820 allowed-ips 10.9.0.2/32`],
+  ]);
+  t.same(made.next.attachments[0]?.wireguard, { publicKey: 'pub', listenPort: 51820, peers: [peer] }, 'recorded: its public key and what wg was given, not its private key');
+  t.notOk(JSON.stringify(made.next).includes('private-key'), 'the applied state holds no key');
+  const there = observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) });
+  t.same(plan(input({ attachments: [wg] }, { observed: there, applied: made.next })).steps, [], 'as given: nothing');
+  const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  const changed = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, peers: [{ publicKey: other, allowedIPs: ['10.9.0.3/32'] }] } }] }, { observed: there, applied: made.next }));
+  t.same(lines(changed), [['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${other} allowed-ips 10.9.0.3/32 peer ${key} remove`]], 'a peer replaced: the new given, the old removed, the link kept');
+});

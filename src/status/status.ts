@@ -76,6 +76,7 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
       ...(a.gateway?.length ? { gateway: a.gateway } : {}),
       ...(a.dns && Object.keys(a.dns).length > 0 ? { dns: a.dns } : {}),
       ...(late?.has(attachmentKey(a.network, a.interface)) ? { madeAfterStart: true } : {}),
+      ...(a.publicKey ? { publicKey: a.publicKey } : {}),
     });
   }
   for (const want of facts.wanted.attachments) {
@@ -175,11 +176,13 @@ interface Attached {
   mac?: string;
   gateway?: string[];
   dns?: NetworkStatusEntry['dns'];
+  /** A wireguard interface's public key. */
+  publicKey?: string;
 }
 
 /** What is attached to the pod, podnet's own links and its delegated plugins' alike. */
 function attachedOf(facts: SandboxFacts): Attached[] {
-  const own = (facts.applied?.attachments ?? []).map((a) => ({ interface: a.interface, network: a.network, addresses: a.addresses }));
+  const own = (facts.applied?.attachments ?? []).map((a): Attached => ({ interface: a.interface, network: a.network, addresses: a.addresses, ...(a.wireguard?.publicKey ? { publicKey: a.wireguard.publicKey } : {}) }));
   const delegated = (facts.delegated ?? []).map((d): Attached => {
     const given = resultFor(d.result, d.interface);
     return { interface: d.interface, network: d.network, addresses: given.ips, ...(given.mac ? { mac: given.mac } : {}), gateway: given.gateways, ...(d.result?.dns ? { dns: d.result.dns } : {}) };

@@ -3,7 +3,7 @@
 // asks the table (resolve, desired, document-problems, the planner, explain); adding a kind is
 // its module here with its line in the table, plus the schema. Pure.
 import { createHash } from 'node:crypto';
-import type { AppliedAttachment as AppliedAttachmentRecord, Network } from '../../protocol/validate.ts';
+import type { AppliedAttachment as AppliedAttachmentRecord, Network, WireguardPeer } from '../../protocol/validate.ts';
 import { staticAddressProblem } from '../pools.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
@@ -14,6 +14,7 @@ import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
 import { vlanKind } from './vlan.ts';
 import { vxlanKind } from './vxlan.ts';
+import { wireguardKind } from './wireguard.ts';
 
 export type * from './kind.ts';
 
@@ -29,6 +30,7 @@ export const networkKinds = {
   vxlan: vxlanKind,
   gre: greKind,
   geneve: geneveKind,
+  wireguard: wireguardKind,
   cni: cniKind,
 } as const satisfies NetworkKinds;
 
@@ -100,6 +102,8 @@ export function attachmentRefusal(network: Network, asked: AttachmentAsks): Atta
   }
   const remote = remoteAskRefusal(network, asked.remote);
   if (remote) return { field: 'remote', reason: remote };
+  const peers = asked.peers ? peersRefusal(network, asked.peers) : undefined;
+  if (peers) return peers;
   if (asked.ips && kind.attachedBy === 'podnet' && !network.spec.ipam && network.spec.staticAddresses !== true) {
     return { field: 'ips', reason: `Network ${network.metadata.name} has no ipam and does not let attachments bring their own addresses (its spec.staticAddresses is not true)` };
   }
@@ -124,6 +128,20 @@ function remoteAskRefusal(network: Network, remote: string | undefined): string 
   const wrong = remoteRefusal(kind.type, remote);
   if (wrong) return wrong;
   if (!withinRanges(remote, tunnel.ranges)) return `${remote} is outside Network ${name}'s ${tunnel.field}Ranges (${tunnel.ranges.join(', ')})`;
+  return undefined;
+}
+
+/** Why an attachment's WireGuard peers cannot be: a Network of another kind, an endpoint outside its remoteRanges, a peer named twice. */
+function peersRefusal(network: Network, peers: readonly WireguardPeer[]): AttachmentRefusal | undefined {
+  const ranges = network.spec.wireguard?.remoteRanges;
+  if (!ranges) return { field: 'peers', reason: `a ${network.spec.type} link has no WireGuard peers` };
+  for (const [i, peer] of peers.entries()) {
+    if (peers.findIndex((p) => p.publicKey === peer.publicKey) < i) return { field: `peers[${i}].publicKey`, reason: `the peer ${peer.publicKey} is named twice` };
+    const address = peer.endpoint?.address;
+    if (address === undefined) continue;
+    const wrong = remoteRefusal('wireguard', address) ?? (withinRanges(address, ranges) ? undefined : `${address} is outside Network ${network.metadata.name}'s spec.wireguard.remoteRanges (${ranges.join(', ')})`);
+    if (wrong) return { field: `peers[${i}].endpoint.address`, reason: wrong };
+  }
   return undefined;
 }
 

@@ -3,7 +3,7 @@
 import { isIP } from 'node:net';
 import { contains, parseCidr, parseIp } from '../cidr.ts';
 import type { ConfigProblem, DelegatedConfig } from '../cni-config.ts';
-import type { Bandwidth, Network } from '../../protocol/validate.ts';
+import type { Bandwidth, Network, WireguardPeer } from '../../protocol/validate.ts';
 
 /** The schema's Network types (spec.type): the keys of the kinds table. */
 export type NetworkType = Network['spec']['type'];
@@ -27,6 +27,8 @@ export interface AttachmentAsks {
   mac?: string;
   dscp?: number;
   remote?: string;
+  /** A wireguard attachment's peers. */
+  peers?: readonly WireguardPeer[];
 }
 
 /** A point-to-point tunnel's remote as its Network gives it: its own (`remote`), or one each attachment chooses within `ranges`; `field` names where. */
@@ -41,7 +43,7 @@ export type RefusedAsks = { readonly [asked in keyof AttachmentAsks]?: string };
 
 /** What of an attachment's asks its Network cannot have: the field under the attachment ("ips", "ips[1]"), and why. */
 export interface AttachmentRefusal {
-  field: keyof AttachmentAsks | `ips[${number}]`;
+  field: keyof AttachmentAsks | `ips[${number}]` | `peers[${number}].${string}`;
   reason: string;
 }
 
@@ -140,7 +142,7 @@ export function mtuArgument(pod: PodLink): string {
  * What is wrong with a tunnel's remote, or the ranges it is chosen in: the schema's pattern lets
  * through what is no address (198.18.0.999) or no unicast one, which `ip` would refuse at every pass.
  */
-export function tunnelRemoteProblems(type: 'gre' | 'geneve', remote: string | undefined, ranges: readonly string[] = []): SpecProblem[] {
+export function tunnelRemoteProblems(type: 'gre' | 'geneve' | 'wireguard', remote: string | undefined, ranges: readonly string[] = []): SpecProblem[] {
   const field = `spec.${type}.remote`;
   const wrong = remote === undefined ? undefined : remoteRefusal(type, remote);
   const badRange = ranges.findIndex((r) => parseCidr(r) === undefined);

@@ -206,3 +206,23 @@ t.test("a tunnel's remote chosen by the attachment: only within its Network's re
   const bad = network('bad', { type: 'gre', gre: { remoteRanges: ['198.18.0.999/24'] } });
   t.same(kindOf(bad).specProblems(bad, byName(bad)), [{ field: 'spec.gre.remoteRanges[0]', reason: '198.18.0.999/24 is not an address with a prefix length' }]);
 });
+
+t.test('wireguard: made from the node into the pod; its peers only on a wireguard Network, their endpoints inside its remoteRanges, each named once', async (t) => {
+  const wg = network('wg', { type: 'wireguard', wireguard: { listenPort: 51820, remoteRanges: ['198.18.102.0/24'] }, mtu: 1420 });
+  const link = networkKinds.wireguard.linkSpec(wg, []);
+  t.same(link, { kind: 'wireguard', listenPort: 51820 });
+  const making = makingOf(link);
+  t.equal('createInPod' in making && making.createInPod({ interface: 'wg0', netns: '/run/netns/p', mtu: 1420 }), 'link add name wg0 netns /run/netns/p mtu 1420 type wireguard');
+  t.equal(networkKinds.wireguard.describe(link), 'wireguard, port 51820');
+  t.ok(kindOf(wg).onePerNode, "one attachment a node: the port is the node's");
+  const key = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+  const peer = { publicKey: key, endpoint: { address: '198.18.102.2', port: 51820 }, allowedIPs: ['10.9.0.2/32'] };
+  t.equal(attachmentRefusal(wg, { peers: [peer] }), undefined);
+  t.equal(attachmentRefusal(wg, { peers: [{ publicKey: key, allowedIPs: ['10.9.0.0/24'] }] }), undefined, 'a peer without an endpoint waits for it to send first');
+  t.same(attachmentRefusal(wg, { peers: [{ ...peer, endpoint: { address: '198.18.9.2', port: 51820 } }] }), { field: 'peers[0].endpoint.address', reason: "198.18.9.2 is outside Network wg's spec.wireguard.remoteRanges (198.18.102.0/24)" });
+  t.same(attachmentRefusal(wg, { peers: [peer, { ...peer, allowedIPs: ['10.9.0.3/32'] }] }), { field: 'peers[1].publicKey', reason: `the peer ${key} is named twice` });
+  t.same(attachmentRefusal(blue, { peers: [peer] }), { field: 'peers', reason: 'a bridge link has no WireGuard peers' });
+  t.same(attachmentRefusal(wg, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: 'a wireguard interface carries IP packets and has no MAC' });
+  const bad = network('bad', { type: 'wireguard', wireguard: { listenPort: 1, remoteRanges: ['198.18.0.999/24'] } });
+  t.same(kindOf(bad).specProblems(bad, byName(bad)), [{ field: 'spec.wireguard.remoteRanges[0]', reason: '198.18.0.999/24 is not an address with a prefix length' }]);
+});

@@ -1,0 +1,26 @@
+// The wireguard kind: a WireGuard interface in the pod, made from the node straight into it.
+// WireGuard keeps its UDP socket in the netns it was made in, so the socket is the node's and the
+// encrypted packets leave by the node's routes, as a vxlan's do; the port is the node's, so a node
+// has one attachment to the Network. The interface's private key is made on the node and never
+// leaves it (daemon/wireguard-keys.ts); its peers are each attachment's, set by wg
+// (planner/links.ts). Its endpoints are checked against the Network's remoteRanges (index.ts).
+import { mtuArgument, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+
+export interface WireguardLink {
+  kind: 'wireguard';
+  listenPort: number;
+}
+
+export const wireguardKind: LinkKind<'wireguard', WireguardLink> = {
+  type: 'wireguard',
+  attachedBy: 'podnet',
+  refusedAsks: () => ({ bandwidth: noHostEndToShape('wireguard'), mac: 'a wireguard interface carries IP packets and has no MAC' }),
+  specProblems: (network) => tunnelRemoteProblems('wireguard', undefined, network.spec.wireguard?.remoteRanges),
+  onePerNode: "its UDP port is the node's",
+  // The schema requires spec.wireguard on a wireguard Network.
+  linkSpec: (network) => ({ kind: 'wireguard', listenPort: network.spec.wireguard!.listenPort }),
+  making: () => ({
+    createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type wireguard`,
+  }),
+  describe: (spec) => `wireguard, port ${spec.listenPort}`,
+};
