@@ -51,7 +51,9 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     const mark = part.apply.length;
     try {
       const mine = applied.attachments.find((a) => sameAttachment(a, want));
-      const existing = observed.pod.get(want.interface);
+      // One of the name this pass takes back (its Network's kind changed) is gone by the time this is made.
+      const goes = applied.attachments.some((a) => a.interface === want.interface && !desired.attachments.some((w) => sameAttachment(a, w)));
+      const existing = goes ? undefined : observed.pod.get(want.interface);
       if (existing && !mine) {
         cannotMake(part, ctx, originKey.attachment(want.interface), podProblem(`pod interface ${want.interface}`, 'interface', `${want.interface} already exists in the pod and podnet did not make it`));
         continue;
@@ -124,11 +126,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       }
       if (fresh) part.creates.add(want.interface);
       if (fresh && existing) part.remade.add(want.interface);
-      // The Network's MTU changed: in place, unless a config tunes it (the tuning part owns it then).
-      const tunedMtu = desired.tuning.some((t) => t.interface === want.interface && t.settings.mtu !== undefined) || applied.tuning.some((t) => t.interface === want.interface && t.original.mtu !== undefined);
-      if (!fresh && existing && want.mtu !== undefined && existing.mtu !== want.mtu && !tunedMtu) {
-        part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, 'mtu', want.mtu), undo: { where: pod, action: 'link-set', dev: want.interface, setting: 'mtu', value: existing.mtu } });
-      }
+      if (!fresh && existing && !('veth' in making)) mtuInPlace(ctx, want, making.hostInterface, existing, part);
       // Up, unless the request tunes it down (the tuning part owns that setting then).
       const tunedDown = desired.tuning.some((t) => t.interface === want.interface && t.settings.up === false);
       // Its IPv6 link-local address from its MAC, the one its port admits, whatever the pod's default.
@@ -200,6 +198,23 @@ function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extra
   part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
   part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
   return true;
+}
+
+/**
+ * The Network's MTU changed: set in place on a link made from the host, unless a config tunes it
+ * (the tuning part owns it then), or its parent's MTU is lower (the kernel would refuse it at every
+ * pass: told on the Network instead). A veth's two ends keep theirs until the pair is made again.
+ */
+function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string | undefined, existing: ObservedLink, part: Part<AppliedAttachment>): void {
+  const dev = want.interface;
+  if (want.mtu === undefined || existing.mtu === want.mtu) return;
+  if (ctx.desired.tuning.some((t) => t.interface === dev && t.settings.mtu !== undefined) || ctx.applied.tuning.some((t) => t.interface === dev && t.original.mtu !== undefined)) return;
+  const parentMtu = parent === undefined ? undefined : ctx.observed.hostLinks.get(parent)?.mtu;
+  if (parentMtu !== undefined && parentMtu < want.mtu) {
+    part.problems.push(podProblem(`Network ${want.network}`, 'spec.mtu', `${want.mtu} is above the MTU of its parent ${parent} (${parentMtu}): ${dev} keeps ${existing.mtu}`));
+    return;
+  }
+  part.apply.push({ where: ctx.pod, tool: 'ip', line: settingLine(dev, 'mtu', want.mtu), undo: { where: ctx.pod, action: 'link-set', dev, setting: 'mtu', value: existing.mtu } });
 }
 
 /**

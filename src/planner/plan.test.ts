@@ -744,3 +744,22 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
   const changed = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, peers: [{ publicKey: other, allowedIPs: ['10.9.0.3/32'] }] } }] }, { observed: there, applied: made.next }));
   t.same(lines(changed), [['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${other} allowed-ips 10.9.0.3/32 peer ${key} remove`]], 'a peer replaced: the new given, the old removed, the link kept');
 });
+
+t.test("a Network's MTU in place: not above a parent's (told on the Network), not on a veth's ends; a remake keeps what the pod had; a kind changed is made anew at once", async (t) => {
+  const old = { kind: 'macvlan' as const, parent: 'eth0', mode: 'bridge' as const };
+  const applied: AppliedState = { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'macvlan', addresses: ['198.18.80.2/24'], made: linkDigest(old) }] };
+  const seen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]), hostLinks: new Map([link('eth0', { mtu: 1500 })]) });
+  const high = plan(input({ attachments: [{ ...blue, link: old, mtu: 9000 }] }, { observed: seen, applied }));
+  t.same(lines(high), []);
+  t.match(high.problems, [{ document: 'Network blue', field: 'spec.mtu', reason: '9000 is above the MTU of its parent eth0 (1500): net1 keeps 1400' }]);
+  const bridged = plan(input({ attachments: [{ ...blue, mtu: 9000 }] }, { observed: attachedObserved, applied: attachedApplied }));
+  t.notOk(lines(bridged).some((l) => String(l[2]).includes('mtu 9000')), "a veth's ends keep their MTU");
+
+  const tuned: AppliedState = { ...applied, tuning: [{ interface: 'net1', original: { mtu: 1400, txqueuelen: 1000, promisc: false } }] };
+  const remade = plan(input({ attachments: [{ ...blue, link: { ...old, mode: 'private' } }], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }] }, { observed: seen, applied: tuned }));
+  t.same(remade.next.tuning, [{ interface: 'net1', original: { mtu: 1400, txqueuelen: 1000, promisc: false } }], 'made again: what the pod had before podnet tuned it is still what is put back');
+
+  const kindChanged = plan(input({ attachments: [{ ...blue, link: { kind: 'ipvlan', parent: 'eth0', mode: 'l2' } }] }, { observed: seen, applied }));
+  t.same(kindChanged.problems, []);
+  t.same(lines(kindChanged).slice(0, 2), [['pod', 'ip', 'link del dev net1'], ['host', 'ip', `link add link eth0 name net1 netns ${netns} mtu 1400 type ipvlan mode l2`]], 'the old link goes and the new one is made in the same pass');
+});

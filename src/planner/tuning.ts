@@ -46,12 +46,15 @@ export function planTuning(ctx: PlanContext): Part<AppliedTuning> & { moving: Se
           if (setting === 'vrf') part.apply.push(...vrfMove(ctx, part, want.interface, value as string, '', undefined, []).steps);
           else part.apply.push({ where: pod, tool: 'ip', line: settingLine(want.interface, setting, value) });
         }
+        // Made again in place of one seen: what the request did not set on it is as the pod had it.
+        const was = link ? applied.tuning.find((t) => t.interface === want.interface) : undefined;
         const original: LinkSettings = {
+          ...(was?.original ?? {}),
           ...(settings.mtu !== undefined && attached?.mtu !== undefined ? { mtu: attached.mtu } : {}),
           ...(settings.mac !== undefined && attached && hostBridgeOf(attached.link) ? { mac: podMacOf(ctx.applied.containerId, want.interface) } : {}),
           ...(settings.vrf !== undefined ? { vrf: '' } : {}),
         };
-        part.next.push({ interface: want.interface, original });
+        part.next.push({ interface: want.interface, original, ...(was?.dropped?.length ? { dropped: was.dropped } : {}) });
         continue;
       }
       if (!link) {

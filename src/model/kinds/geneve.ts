@@ -1,6 +1,6 @@
 // The geneve kind: a layer-2 Geneve tunnel in the pod to a remote endpoint; made from the host
 // straight into the pod, so its packets leave by the host's routes, as vxlan's do.
-import { mtuArgument, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+import { canonicalRemote, mtuArgument, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
 
 export interface GeneveLink {
   kind: 'geneve';
@@ -20,7 +20,7 @@ export const geneveKind: LinkKind<'geneve', GeneveLink> = {
   linkSpec(network, _allocations, asked) {
     // The schema requires spec.geneve on a geneve Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.geneve!;
-    return { kind: 'geneve', vni: g.vni, remote: (asked?.remote ?? g.remote)!, port: g.port ?? 6081, ...(g.ttl ? { ttl: g.ttl } : {}) };
+    return { kind: 'geneve', vni: g.vni, remote: canonicalRemote((asked?.remote ?? g.remote)!), port: g.port ?? 6081, ...(g.ttl ? { ttl: g.ttl } : {}) };
   },
   making: (spec) => ({
     createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type geneve id ${spec.vni} remote ${spec.remote} dstport ${spec.port}${spec.ttl ? ` ttl ${spec.ttl}` : ''}`,

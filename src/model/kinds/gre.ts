@@ -3,7 +3,7 @@
 // it when moved: so the link is made on the host and moved into the pod, and its packets leave by
 // the host's routes (or the underlay named), as vxlan's do.
 import { isIP } from 'node:net';
-import { noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+import { canonicalRemote, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
 
 export interface GreLink {
   kind: 'gre';
@@ -29,7 +29,7 @@ export const greKind: LinkKind<'gre', GreLink> = {
   linkSpec(network, _allocations, asked) {
     // The schema requires spec.gre on a gre Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.gre!;
-    return { kind: 'gre', remote: (asked?.remote ?? g.remote)!, ...(g.device ? { device: g.device } : {}), ...(g.key !== undefined ? { key: g.key } : {}), ...(g.ttl ? { ttl: g.ttl } : {}) };
+    return { kind: 'gre', remote: canonicalRemote((asked?.remote ?? g.remote)!), ...(g.device ? { device: g.device } : {}), ...(g.key !== undefined ? { key: g.key } : {}), ...(g.ttl ? { ttl: g.ttl } : {}) };
   },
   making: (spec) => ({
     ...(spec.device ? { hostInterface: spec.device } : {}),

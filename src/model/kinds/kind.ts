@@ -1,7 +1,7 @@
 // What a Network kind is to podnet: everything that differs by a Network's spec.type, as data and
 // pure functions, so that each phase asks the kind (index.ts) instead of naming it.
 import { isIP } from 'node:net';
-import { contains, parseCidr, parseIp } from '../cidr.ts';
+import { contains, formatIp, parseCidr, parseIp } from '../cidr.ts';
 import type { ConfigProblem, DelegatedConfig } from '../cni-config.ts';
 import type { Bandwidth, Network, WireguardPeer } from '../../protocol/validate.ts';
 
@@ -152,11 +152,19 @@ export function tunnelRemoteProblems(type: 'gre' | 'geneve' | 'wireguard', remot
   ];
 }
 
-/** Why a tunnel of `type` cannot go to `remote`: it is no address, or no unicast one. */
+/** Why a tunnel of `type` cannot go to `remote`: it is no address, no unicast one, the node's own loopback, or IPv4 written as IPv6. */
 export function remoteRefusal(type: string, remote: string): string | undefined {
   if (isIP(remote) === 0) return `${remote} is not an IPv4 or IPv6 address`;
   if (isMulticastOrUnspecified(remote)) return `${remote} is not a unicast address: a ${type} tunnel goes to one endpoint`;
+  if (/^127\./.test(remote) || /^[0:]*:1$/.test(remote)) return `${remote} is a loopback address: a ${type} tunnel goes to another host`;
+  if (/^[0:]*:ffff:/i.test(remote)) return `${remote} is an IPv4 address written as IPv6: write it as IPv4`;
   return undefined;
+}
+
+/** A remote in the one spelling the kernel shows (lower case, IPv6 compressed): a link's spec, and its digest, do not change with how it was written. */
+export function canonicalRemote(remote: string): string {
+  const ip = parseIp(remote);
+  return ip ? formatIp(ip) : remote;
 }
 
 /** Whether `remote` is inside one of `ranges`. */

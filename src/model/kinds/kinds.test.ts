@@ -1,7 +1,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import type { Network } from '../../protocol/validate.ts';
-import { addressesGiven, attachmentRefusal, describeLink, bringsOwnAddresses, hostBridgeOf, kindOf, linkKindOf, makingOf, networkKinds, type Allocation, type LinkSpec, type NetworkKinds } from './index.ts';
+import { addressesGiven, attachmentRefusal, linkDigest, describeLink, bringsOwnAddresses, hostBridgeOf, kindOf, linkKindOf, makingOf, networkKinds, type Allocation, type LinkSpec, type NetworkKinds } from './index.ts';
 
 const network = (name: string, spec: Network['spec']): Network => ({ apiVersion: 'podnetwork.opdev.io/v1alpha1', kind: 'Network', metadata: { name }, spec });
 const byName = (...list: Network[]): Map<string, Network> => new Map(list.map((n) => [n.metadata.name, n]));
@@ -225,4 +225,14 @@ t.test('wireguard: made from the node into the pod; its peers only on a wireguar
   t.same(attachmentRefusal(wg, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: 'a wireguard interface carries IP packets and has no MAC' });
   const bad = network('bad', { type: 'wireguard', wireguard: { listenPort: 1, remoteRanges: ['198.18.0.999/24'] } });
   t.same(kindOf(bad).specProblems(bad, byName(bad)), [{ field: 'spec.wireguard.remoteRanges[0]', reason: '198.18.0.999/24 is not an address with a prefix length' }]);
+});
+
+t.test("a tunnel's remote: one spelling whatever it was written in; the node's loopback and IPv4 written as IPv6 refused", async (t) => {
+  const open = network('open', { type: 'geneve', geneve: { vni: 5, remoteRanges: ['::/0', '0.0.0.0/0'] } });
+  t.equal(linkDigest(networkKinds.geneve.linkSpec(open, [], { remote: '2001:DB8::0:1' })), linkDigest(networkKinds.geneve.linkSpec(open, [], { remote: '2001:db8::1' })), 'the same link, not made again');
+  for (const [remote, reason] of [
+    ['127.0.0.1', '127.0.0.1 is a loopback address: a geneve tunnel goes to another host'],
+    ['::1', '::1 is a loopback address: a geneve tunnel goes to another host'],
+    ['::ffff:198.18.0.1', '::ffff:198.18.0.1 is an IPv4 address written as IPv6: write it as IPv4'],
+  ] as const) t.same(attachmentRefusal(open, { remote }), { field: 'remote', reason }, remote);
 });
