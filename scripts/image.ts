@@ -16,11 +16,12 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const release = 'bookworm';
 /**
- * ip and tc (iproute2), sysctl (procps), nft for port security (nftables); nsenter, unshare and
+ * ip and tc (iproute2), sysctl (procps), nft for port security (nftables), wg for WireGuard
+ * Networks (wireguard-tools); nsenter, unshare and
  * setpriv (a plugin's PID namespace ends with the daemon) come with util-linux, which minbase has
  * (Essential in Debian). The executable itself, Node's, links libstdc++ and libatomic.
  */
-const packages = ['iproute2', 'procps', 'nftables', 'libatomic1', 'libstdc++6'];
+const packages = ['iproute2', 'procps', 'nftables', 'wireguard-tools', 'libatomic1', 'libstdc++6'];
 
 /** Debian's root for the image, from the cache when it was made before with the same release and packages. */
 export function rootfsTarball(log: (line: string) => void = () => undefined): string {

@@ -14,7 +14,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The packages one of `demo` or `test` needs: the reference CNI plugins, iproute2, nftables,
 # util-linux (nsenter, unshare), busybox in the sandboxes, libatomic1 (Node and dist/podnet link
 # it), python3-venv (Go's wheel), and for the tests podman, runc, debootstrap (the image) and
-# qemu-system-x86 (a VM of Debian's kernel, e2e/vm).
+# qemu-system-x86 (a VM of Debian's kernel, e2e/vm) with wireguard-tools (wg, which the VM's
+# WireGuard tests run from this machine's root).
 install_packages() {
   local missing=()
   for p in "$@"; do

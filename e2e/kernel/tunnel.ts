@@ -28,7 +28,7 @@ export interface Tunnel {
 }
 
 /** Two node netns joined by `underlay`, node i at 198.18.102.(i+1) and 2001:db8:102::(i+1). */
-async function twoNodes(t: Test) {
+export async function twoNodes(t: Test) {
   const nodes = [await makeNetns(t, 'pne2e-node-'), await makeNetns(t, 'pne2e-node-')];
   await execa('ip', ['-n', nodes[0]!.name, 'link', 'add', 'underlay', 'type', 'veth', 'peer', 'name', 'underlay', 'netns', nodes[1]!.name]);
   for (const [i, node] of nodes.entries()) {
@@ -43,7 +43,7 @@ async function twoNodes(t: Test) {
  * The names of a netns's links, without the fallback devices (gre0, ip6gre0, ...) the kernel puts
  * in every netns once a tunnel module is loaded: the first tunnel made loads it.
  */
-async function linksOfNetns(ns: string): Promise<string[]> {
+export async function linksOfNetns(ns: string): Promise<string[]> {
   const { stdout } = await execa('ip', ['-n', ns, '-json', 'link', 'show']);
   const fallback = new Set(['gre0', 'gretap0', 'erspan0', 'ip6gre0', 'ip6tnl0', 'sit0', 'tunl0', 'ip_vti0', 'ip6_vti0']);
   return (JSON.parse(stdout) as { ifname: string }[]).map((l) => l.ifname.split('@')[0]!).filter((n) => !fallback.has(n)).sort();

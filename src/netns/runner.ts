@@ -298,6 +298,9 @@ function batchResult(where: Where, tool: Tool, lines: readonly string[], result:
 
 /** sysctl and wg: a process a line, the line its arguments. */
 async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly string[]): Promise<BatchResult> {
+  if (tool === 'wg' && findExecutable('wg', pathDirs()) === undefined) {
+    return { done: 0, error: new PodnetError('NOT_AVAILABLE', 'wg (Debian package wireguard-tools) is not installed on this node: WireGuard Networks need it') };
+  }
   for (const [i, line] of lines.entries()) {
     const [file, list] = tool === 'sysctl' ? sysctlArgv(where, line) : wgArgv(where, line);
     const result = await exec(file, list);
