@@ -3,7 +3,7 @@ import { configProblems } from '../model/document-problems.ts';
 import { desiredFor, type Problem } from '../model/desired.ts';
 import { identityOf } from '../model/identity.ts';
 import { emptyApplied, type AppliedState, type ObservedLink } from '../model/state.ts';
-import type { AnnotationRequest } from '../model/annotation.ts';
+import { standardNetworkStatus, type AnnotationRequest } from '../model/annotation.ts';
 import type { AttachmentRecord, Condition, Network, NetworkStatus, PodNetworkConfig, PodNetworkConfigStatus } from '../protocol/validate.ts';
 import {
   condition,
@@ -541,4 +541,12 @@ t.test("config pod problem: a pass that failed only for another config's generat
   t.equal(configPodProblem(fast, only), undefined, 'an attachment of this config under way is no failure either');
   const more = { ...only, lastError: 'the port security table is not whole' };
   t.equal(configPodProblem(fast, more), 'spec.attachments[0]: the port security table is not whole', 'another failure of the pass still is');
+});
+
+t.test("network-status: a wireguard interface's public key, podnet's own field, which the standard annotation leaves out", async (t) => {
+  const publicKey = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+  const applied: AppliedState = { ...emptyApplied('c1', '/run/netns/x'), attachments: [{ interface: 'wg0', network: 'wg', kind: 'wireguard', addresses: ['10.99.0.1/24'], wireguard: { publicKey, listenPort: 51820, peers: [] } }] };
+  const entries = networkStatusOf(facts({ applied }));
+  t.match(entries.find((e) => e.interface === 'wg0'), { name: 'wg', ips: ['10.99.0.1'], publicKey });
+  t.notOk(JSON.parse(standardNetworkStatus(JSON.stringify(entries))!).some((e: { publicKey?: string }) => e.publicKey), 'not in k8s.v1.cni.cncf.io/network-status');
 });
