@@ -79,7 +79,8 @@ export function explainText(view: PodNetworkView, now: number): string {
   const indent = (text: string) => text.trimEnd().split('\n').map((l) => `  ${l}`);
   if (view.interfaces.length === 0) out.push('  <none told yet>');
   else {
-    const note = (e: PodNetworkView['interfaces'][number]) => (e.default ? 'primary' : e.problem !== undefined ? `not made: ${e.problem}` : e.madeAfterStart ? "made after the pod's containers started" : '');
+    const note = (e: PodNetworkView['interfaces'][number]) =>
+      e.default ? 'primary' : e.problem !== undefined ? `not made: ${e.problem}` : e.madeAfterStart ? "made after the pod's containers started" : e.publicKey ? `public key ${e.publicKey}` : '';
     const rows = view.interfaces.filter((e) => e.interface !== undefined).map((e) => [e.interface!, e.name, (e.ips ?? []).join(',') || '-', e.mac ?? '-', e.mtu === undefined ? '-' : String(e.mtu), note(e)]);
     out.push(...indent(formatTable(['INTERFACE', 'NETWORK', 'IPS', 'MAC', 'MTU', 'NOTE'], rows)));
   }
