@@ -10,7 +10,6 @@ const status: NetworkStatusEntry[] = [
   { name: 'primary', interface: 'eth0', ips: ['10.0.0.5'], mac: '0a:58:0a:00:00:05', mtu: 1400, default: true },
   { name: 'blue', interface: 'net1', ips: ['198.18.5.2'], mac: '02:00:00:00:00:01', mtu: 1500, madeAfterStart: true },
   { name: 'red', interface: 'net2', problem: 'no Network named red' },
-  { name: 'wg', interface: 'wg0', ips: ['10.99.0.1'], mtu: 1420, publicKey: 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=' },
 ];
 const pod = (annotations: Record<string, string> = {}, labels: Record<string, string> = { app: 'cnf' }): PodObject => ({
   apiVersion: 'v1',
@@ -49,7 +48,6 @@ t.test("a pod's view: its network-status, who asks each attachment, its configs'
   const text = explainText(view, Date.parse('2026-11-28T10:02:00Z'));
   t.match(text, /net1 +blue +198\.18\.5\.2 +02:00:00:00:00:01 +1500 +made after the pod's containers started/);
   t.match(text, /net2 +red +- +- +- +not made: no Network named red/);
-  t.match(text, /wg0 +wg +10\.99\.0\.1 +- +1420 +public key xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=/, "a WireGuard interface's public key, which its peers name");
   t.match(text, /Pod tenant-a\/cnf-0 metadata\.annotations\["podnetwork\.opdev\.io\/networks"\]\[0\]: net1 on Network blue, required/);
   t.match(text, /fast: Ready False \(spec\.attachments\[0\]\.network: no Network named red\)\n    also eth0: mtu 1400\n    also 1 route/);
   t.match(text, /2m +Normal +Attached +attached net1/);
@@ -88,4 +86,10 @@ t.test('a tenant who may not list the namespace\'s configs is told so, not told 
 t.test("errors are told as kubectl tells them: the server's reason and message when it has one", async (t) => {
   t.equal(kubectlError(new PodnetError('NOT_FOUND', 'GET /api/v1/namespaces/a/pods/x: 404 pods "x" not found', 'NotFound')), 'Error from server (NotFound): pods "x" not found\n');
   t.equal(kubectlError(new PodnetError('INVALID_CONFIG', 'context "x" does not exist')), 'error: context "x" does not exist\n');
+});
+
+t.test("explain: a WireGuard interface's public key, which its peers name, in its note", async (t) => {
+  const wg = [{ name: 'wg', interface: 'wg0', ips: ['10.99.0.1'], mtu: 1420, publicKey: 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=' }];
+  const text = explainText(podNetworkView(pod({ [networkStatusAnnotation]: JSON.stringify(wg) }), namespaceConfigs([]), []), Date.parse('2026-11-28T10:02:00Z'));
+  t.match(text, /wg0 +wg +10\.99\.0\.1 +- +1420 +public key xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=/);
 });
