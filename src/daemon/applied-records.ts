@@ -49,7 +49,7 @@ export class AppliedRecords {
     for (const was of before?.attachments ?? []) {
       if (!after.attachments.some((a) => a.interface === was.interface && a.network === was.network)) {
         this.opts.ipam.release(was.network, addressOwner(after.containerId, was.interface));
-        if (was.wireguard) this.opts.keys?.release(addressOwner(after.containerId, was.interface));
+        if (was.wireguard) this.opts.keys?.release(was.network, addressOwner(after.containerId, was.interface));
       }
     }
   }
@@ -58,7 +58,7 @@ export class AppliedRecords {
   forget(state: AppliedState): void {
     for (const a of state.attachments) {
       this.opts.ipam.release(a.network, addressOwner(state.containerId, a.interface));
-      if (a.wireguard) this.opts.keys?.release(addressOwner(state.containerId, a.interface));
+      if (a.wireguard) this.opts.keys?.release(a.network, addressOwner(state.containerId, a.interface));
     }
     this.opts.applied.remove(state.containerId);
   }
@@ -85,7 +85,7 @@ export class AppliedRecords {
       this.opts.ipam.release(network, owner);
       this.opts.log.info('released an address nothing asks for', { network, owner });
     }
-    this.opts.keys?.sweep(new Set([...keep].map((k) => k.slice(k.indexOf(' ') + 1))));
+    this.opts.keys?.sweep(keep);
   }
 }
 

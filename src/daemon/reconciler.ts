@@ -21,6 +21,7 @@ import { givesAnew, newGenerationsRefused } from '../model/whole-configs.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
 import { resolveSandbox } from '../model/resolve.ts';
 import { wireguardKeys, type WireguardKeys } from './wireguard-keys.ts';
+import { stateLayout } from '../protocol/paths.ts';
 import { join } from 'node:path';
 import type { AppliedState } from '../model/state.ts';
 import type { Step } from '../model/step.ts';
@@ -127,7 +128,7 @@ export class Reconciler {
     this.metrics = opts.metrics ?? noMetrics;
     const { log } = opts;
     this.steps = new PassSteps(opts.run, opts.stateDir);
-    this.keys = opts.keys ?? wireguardKeys(join(opts.stateDir, 'wireguard'));
+    this.keys = opts.keys ?? wireguardKeys(join(opts.stateDir, stateLayout.wireguard));
     this.applied = new AppliedRecords({ applied: opts.applied, ipam: opts.ipam, keys: this.keys, metrics: this.metrics, log });
     this.ledger = new SandboxLedger(opts.clock, opts.timer);
     this.host = new HostRoom({ observe: opts.observe, applied: opts.applied, steps: this.steps, log });
@@ -313,8 +314,8 @@ export class Reconciler {
     else if (admission.unsettled) log.warn('the node\'s refusals of configs did not settle within the rounds that judge them; some stay refused this pass though they may no longer hold', { containerIds: admission.unsettled.containerIds });
     const allocate = addresses === 'allocate' ? ipam.allocate.bind(ipam) : ipam.preview.bind(ipam);
     // A key is made as an address is taken: for what the pass applies, not for a preview.
-    const previewKey = (owner: string) => this.keys.keyOf(owner, false);
-    const keyOf = addresses === 'allocate' ? (owner: string) => this.keys.keyOf(owner, true) : previewKey;
+    const previewKey = (network: string, owner: string) => this.keys.keyOf(network, owner, false);
+    const keyOf = addresses === 'allocate' ? (network: string, owner: string) => this.keys.keyOf(network, owner, true) : previewKey;
     return live.map(({ record, records }, i) => {
       const had = this.applied.get(record.containerId)?.configs;
       /**

@@ -1685,7 +1685,8 @@ export type UndoAction =
   | TbfUndo
   | QdiscDelUndo
   | PortReleaseUndo
-  | MarkingUndo;
+  | MarkingUndo
+  | WireguardUndo;
 /**
  * The DSCP podnet puts on what a pod sends out of each of these interfaces, by its table in the pod (inet podnet_marking).
  *
@@ -1920,6 +1921,32 @@ export interface MarkingUndo {
   where: PodWhere;
   action: 'marking';
   entries: Marking;
+}
+/**
+ * wg set: a WireGuard interface given back the port, key file and peers it had before a pass changed them (the peers that pass added removed).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "WireguardUndo".
+ */
+export interface WireguardUndo {
+  where: PodWhere;
+  action: 'wireguard';
+  dev: PodInterfaceName;
+  listenPort: number;
+  /**
+   * The key's file in the state dir's wireguard folder (its path, never the key).
+   */
+  privateKeyFile: string;
+  /**
+   * @maxItems 16
+   */
+  peers: WireguardPeer[];
+  /**
+   * The public keys of the peers to remove.
+   *
+   * @maxItems 16
+   */
+  removed: string[];
 }
 /**
  * journal/<key>.json: the pass under way and the undo of each of its steps, in step order; undone last first at the next start unless the pass was committed. Apply lines never go to disk.

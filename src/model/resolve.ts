@@ -19,8 +19,8 @@ export type { Allocation };
  */
 export type AddressAllocator = (network: string, ranges: readonly IpRange[], owner: string, requested?: readonly string[]) => Allocation[];
 
-/** The WireGuard key of an owner (addressOwner): the file wg reads and its public key, made on the node (daemon/wireguard-keys.ts); a preview makes none. */
-export type KeyOf = (owner: string) => { file: string; publicKey?: string };
+/** The WireGuard key of an owner (addressOwner) on a Network: the file wg reads and its public key, made on the node (daemon/wireguard-keys.ts); a preview makes none. */
+export type KeyOf = (network: string, owner: string) => { file: string; publicKey?: string };
 
 /** The owner of an attachment's addresses in the allocator: its sandbox and pod interface. */
 export function addressOwner(containerId: string, podInterface: string): string {
@@ -80,6 +80,6 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
 /** A wireguard attachment's key and peers; without a key maker (no node to make one on) it cannot be. */
 function wireguardOf(containerId: string, want: DesiredAttachment, keyOf: KeyOf | undefined): NonNullable<ResolvedAttachment['wireguard']> {
   if (!keyOf) throw new PodnetError('NOT_AVAILABLE', 'a WireGuard key is made on the node, by its daemon');
-  const key = keyOf(addressOwner(containerId, want.interface));
+  const key = keyOf(want.network.metadata.name, addressOwner(containerId, want.interface));
   return { privateKeyFile: key.file, ...(key.publicKey !== undefined ? { publicKey: key.publicKey } : {}), peers: want.peers ?? [] };
 }

@@ -13,6 +13,7 @@ t.test('each undo action renders into one command, by its tool, where it says', 
     [{ where: pod, action: 'link-set', dev: 'net1', setting: 'vrf', value: 'red' }, 'ip', 'link set dev net1 master red'],
     [{ where: pod, action: 'link-set', dev: 'net1', setting: 'vrf', value: '' }, 'ip', 'link set dev net1 nomaster'],
     [{ where: pod, action: 'addr-add', dev: 'net1', address: '2001:db8:80::2/64' }, 'ip', 'addr replace 2001:db8:80::2/64 dev net1'],
+    [{ where: pod, action: 'wireguard', dev: 'wg0', listenPort: 51820, privateKeyFile: '/var/lib/podnet/wireguard/wg+c1+wg0.key', peers: [], removed: ['xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg='] }, 'wg', 'set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/wg+c1+wg0.key peer xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg= remove'],
     [{ where: pod, action: 'route', verb: 'add', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1', metric: 5 } }, 'ip', 'route add 198.18.9.0/24 via 198.18.80.1 table 100 metric 5'],
     [{ where: pod, action: 'route', verb: 'del', route: { family: 4, to: '198.18.9.0/24', table: 100, via: '198.18.80.1' } }, 'ip', 'route del 198.18.9.0/24 table 100'],
     [{ where: pod, action: 'rule', verb: 'del', rule: { family: 6, priority: 100, table: 100 } }, 'ip6', 'rule del priority 100 table 100'],
@@ -33,8 +34,9 @@ t.test("a journal's link-set holds a value of its setting's kind: a VRF's name i
 t.test("wg's line: the port, the key by its file, each peer (an IPv6 endpoint in brackets), and the peers removed", async (t) => {
   const a = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
   const b = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  // A keepalive not asked is said as 0 (off): one asked before is turned off.
   t.equal(
     wgSetLine('wg0', '/var/lib/podnet/wireguard/c1+wg0.key', 51820, [{ publicKey: a, endpoint: { address: '2001:db8::2', port: 51821 }, allowedIPs: ['10.9.0.2/32', '2001:db8:9::2/128'], persistentKeepalive: 25 }, { publicKey: b, allowedIPs: ['10.9.0.3/32'] }], ['gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA=']),
-    `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${a} endpoint [2001:db8::2]:51821 allowed-ips 10.9.0.2/32,2001:db8:9::2/128 persistent-keepalive 25 peer ${b} allowed-ips 10.9.0.3/32 peer gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA= remove`,
+    `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${a} endpoint [2001:db8::2]:51821 allowed-ips 10.9.0.2/32,2001:db8:9::2/128 persistent-keepalive 25 peer ${b} allowed-ips 10.9.0.3/32 persistent-keepalive 0 peer gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA= remove`,
   );
 });

@@ -57,8 +57,8 @@ export function wgSetLine(dev: string, privateKeyFile: string, listenPort: numbe
   for (const peer of peers) {
     words.push('peer', peer.publicKey);
     if (peer.endpoint) words.push('endpoint', peer.endpoint.address.includes(':') ? `[${peer.endpoint.address}]:${peer.endpoint.port}` : `${peer.endpoint.address}:${peer.endpoint.port}`);
-    words.push('allowed-ips', peer.allowedIPs.join(','));
-    if (peer.persistentKeepalive !== undefined) words.push('persistent-keepalive', String(peer.persistentKeepalive));
+    // Said always: a keepalive no longer asked is turned off (0), not left as it was.
+    words.push('allowed-ips', peer.allowedIPs.join(','), 'persistent-keepalive', String(peer.persistentKeepalive ?? 0));
   }
   for (const key of removed) words.push('peer', key, 'remove');
   return words.join(' ');
@@ -132,5 +132,7 @@ export function renderUndo(action: UndoAction): Command {
       return { where: action.where, tool: 'nft', line: securePortLine(action.port, action.secured) };
     case 'marking':
       return { where: action.where, tool: 'nft', line: markingLine(action.entries) };
+    case 'wireguard':
+      return { where: action.where, tool: 'wg', line: wgSetLine(action.dev, action.privateKeyFile, action.listenPort, action.peers, action.removed) };
   }
 }

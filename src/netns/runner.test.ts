@@ -3,7 +3,7 @@ import { basename } from 'node:path';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import type { Tool, Where } from '../model/step.ts';
 import { findExecutable, type ProcessExit, type StartedProcess } from '../process.ts';
-import { batchArgv, netnsRunner, nftTableOf, startToolsWith, sysctlArgv, wgArgv, type ReadAfter } from './runner.ts';
+import { batchArgv, netnsRunner, nftTableOf, startToolsWith, sysctlArgv, wgArgv, wgFailure, type ReadAfter } from './runner.ts';
 
 const pod: Where = { netns: '/run/netns/p' };
 /** A netns path holding what a shell would act on: it must reach nsenter as one argument, untouched. */
@@ -210,4 +210,11 @@ t.test('the reads: ip and tc -json with the commands on stdin, grep of /proc/sys
     ['nsenter', [`--net=${shellish}`, '--', 'grep', '-H', '', '/proc/sys/net/ipv4/ip_forward'], ''],
     ...(nftHere ? [['nft', ['-j', 'list', 'table', 'bridge', 'podnet'], '']] : []),
   ]);
+});
+
+t.test("a failed wg line is told by its interface and wg's words, never a key wg quotes nor the whole line", async (t) => {
+  const key = 'yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=';
+  const told = wgFailure(`set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/wg+c1+wg0.key peer ${key} allowed-ips 10.9.0.2/32`, `Key is not the correct length or format: \`${key}'\nConfiguration parsing error\n`);
+  t.equal(told, 'wg set wg0: Key is not the correct length or format: (left out)');
+  t.equal(wgFailure('set wg0 listen-port 51820', `Unable to modify interface: peer ${key} unknown\n`), 'wg set wg0: Unable to modify interface: peer (a key) unknown');
 });

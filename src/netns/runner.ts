@@ -296,6 +296,16 @@ function batchResult(where: Where, tool: Tool, lines: readonly string[], result:
   return { done: failed - 1, error: new PodnetError('IO_FAILURE', `${tool} ${lines[failed - 1] ?? ''} in ${describeWhere(where)}: ${message}`) };
 }
 
+/**
+ * What a failed wg line says: its interface and wg's first line, what wg quotes left out (it
+ * quotes a key file's content it cannot read as a key), not the line (16 peers of 16 addresses
+ * each would not fit where a failure is told).
+ */
+export function wgFailure(line: string, stderr: string): string {
+  const said = stderr.trim().split('\n')[0]!.replace(/`[^']*'/g, '(left out)').replace(/[A-Za-z0-9+/]{42}[A-Za-z0-9+/=]{2}/g, '(a key)').slice(0, 200);
+  return `wg set ${line.split(' ')[1] ?? ''}: ${said}`;
+}
+
 /** sysctl and wg: a process a line, the line its arguments. */
 async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly string[]): Promise<BatchResult> {
   if (tool === 'wg' && findExecutable('wg', pathDirs()) === undefined) {
@@ -304,7 +314,7 @@ async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly 
   for (const [i, line] of lines.entries()) {
     const [file, list] = tool === 'sysctl' ? sysctlArgv(where, line) : wgArgv(where, line);
     const result = await exec(file, list);
-    if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `${tool} ${line} in ${describeWhere(where)}: ${result.stderr.trim()}`) };
+    if (result.code !== 0) return { done: i, error: new PodnetError('IO_FAILURE', `${tool === 'wg' ? wgFailure(line, result.stderr) : `sysctl ${line}: ${result.stderr.trim()}`} in ${describeWhere(where)}`) };
   }
   return { done: lines.length };
 }

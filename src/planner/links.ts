@@ -219,15 +219,23 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
 
 /**
  * A WireGuard interface's port, key and peers, given by wg when it is made or when they change
- * from what it was given (peers it no longer has removed); what it has then. A peer changed by
- * hand (NET_ADMIN in the pod) is given back when the request changes or the link is made again.
+ * from what it was given (peers it no longer has removed; one whose endpoint is no longer asked
+ * removed first, wg keeping an endpoint otherwise); what it has then. Undone, it gets back what it
+ * had. A peer changed by hand (NET_ADMIN in the pod) is given back when the request changes or
+ * the link is made again.
  */
 function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
   const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers };
   const was = fresh ? undefined : mine?.wireguard;
   if (was && JSON.stringify(was) === JSON.stringify(now)) return now;
-  const removed = (was?.peers ?? []).map((p) => p.publicKey).filter((key) => !wg.peers.some((p) => p.publicKey === key));
-  steps.push({ where: ctx.pod, tool: 'wg', line: wgSetLine(dev, wg.privateKeyFile, listenPort, wg.peers, removed) });
+  const keyOf = (p: { publicKey: string }) => p.publicKey;
+  const gone = (was?.peers ?? []).filter((p) => !wg.peers.some((w) => w.publicKey === p.publicKey)).map(keyOf);
+  const lostEndpoint = (was?.peers ?? []).filter((p) => p.endpoint && wg.peers.some((w) => w.publicKey === p.publicKey && !w.endpoint)).map(keyOf);
+  // Undone: the peers it had, as they were, and those this pass added removed.
+  const added = wg.peers.filter((p) => !(was?.peers ?? []).some((w) => w.publicKey === p.publicKey)).map(keyOf);
+  const undo = was ? { where: ctx.pod, action: 'wireguard' as const, dev, listenPort: was.listenPort, privateKeyFile: wg.privateKeyFile, peers: was.peers, removed: added } : undefined;
+  if (lostEndpoint.length > 0) steps.push({ where: ctx.pod, tool: 'wg', line: wgSetLine(dev, wg.privateKeyFile, listenPort, [], lostEndpoint), ...(undo ? { undo } : {}) });
+  steps.push({ where: ctx.pod, tool: 'wg', line: wgSetLine(dev, wg.privateKeyFile, listenPort, wg.peers, gone), ...(undo ? { undo } : {}) });
   return now;
 }
 

@@ -72,6 +72,11 @@ export const stateLayout = {
    * across restarts and boots until the kubelet unprepares it: a prepared claim is never forgotten.
    */
   claims: 'claims',
+  /**
+   * The private keys of the pods' WireGuard interfaces (docs/adr/0037), one file per attachment:
+   * kernel-mirroring, dropped with an earlier boot's sandboxes.
+   */
+  wireguard: 'wireguard',
 } as const;
 
 /**

@@ -27,7 +27,7 @@ export function currentBootId(): string {
 export const kernelState: WriteOptions = { sync: false };
 
 /** The folders of kernel-mirroring state, in the state dir (host-objects.json is beside them). */
-export const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayout.journal] as const;
+export const kernelStateDirs = [stateLayout.applied, stateLayout.ipam, stateLayout.journal, stateLayout.wireguard] as const;
 
 /**
  * At start, before anything reads kernel-mirroring state: drops it when an earlier boot wrote

@@ -41,8 +41,8 @@ t.test('open makes the state layout, private', async (t) => {
   const path = await stateDir(t);
   const registry = await reopen(path);
   t.equal(registry.size, 0);
-  t.strictSame(await ls(path), ['applied', 'claims', 'delegated', 'ipam', 'journal', 'quarantine', 'quiet-pods', 'records', 'spool']);
-  for (const sub of ['applied', 'claims', 'delegated', 'ipam', 'journal', 'quarantine', 'quiet-pods', 'records', 'spool']) t.equal((await stat(join(path, sub))).mode & 0o777, 0o700, `${sub} is 0700`);
+  t.strictSame(await ls(path), ['applied', 'claims', 'delegated', 'ipam', 'journal', 'quarantine', 'quiet-pods', 'records', 'spool', 'wireguard']);
+  for (const sub of ['applied', 'claims', 'delegated', 'ipam', 'journal', 'quarantine', 'quiet-pods', 'records', 'spool', 'wireguard']) t.equal((await stat(join(path, sub))).mode & 0o777, 0o700, `${sub} is 0700`);
 });
 
 t.test('add, del and gc are on disk when apply resolves', async (t) => {

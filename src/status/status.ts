@@ -60,6 +60,11 @@ function plain(cidr: string): string {
  * The pod's network-status: its primary interface (from the primary plugin's result), each
  * attachment podnet made, and each it could not make with the reason; the whole truth each time.
  */
+/** A problem within what an entry holds (1024 characters): the status stays one podnet can read back. */
+function bounded(problem: string): string {
+  return problem.length <= 1024 ? problem : `${problem.slice(0, 1023)}…`;
+}
+
 export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
   const { record, links } = facts;
   const entries: NetworkStatusEntry[] = [primaryEntry(record, links)];
@@ -80,14 +85,14 @@ export function networkStatusOf(facts: SandboxFacts): NetworkStatusEntry[] {
     });
   }
   for (const want of facts.wanted.attachments) {
-    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: missingReason(facts, want) ?? notAttachedYet });
+    if (!isAttached(facts, want)) entries.push({ name: want.network.metadata.name, interface: want.interface, problem: bounded(missingReason(facts, want) ?? notAttachedYet) });
   }
   // What the pod's own annotation asked and cannot have (an unknown Network, an unreadable value);
   // an attachment it asked that failed has its own entry above.
   const pod = podDocumentName(facts);
   const listed = new Set(facts.wanted.attachments.filter((w) => w.from === pod).map((w) => w.field));
   for (const p of facts.problems) {
-    if (p.document === pod && p.field.startsWith('metadata.annotations') && !listed.has(p.field)) entries.push({ name: networksAnnotation, problem: `${p.field}: ${p.reason}` });
+    if (p.document === pod && p.field.startsWith('metadata.annotations') && !listed.has(p.field)) entries.push({ name: networksAnnotation, problem: bounded(`${p.field}: ${p.reason}`) });
   }
   return entries;
 }

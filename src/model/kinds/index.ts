@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { AppliedAttachment as AppliedAttachmentRecord, Network, WireguardPeer } from '../../protocol/validate.ts';
 import { staticAddressProblem } from '../pools.ts';
+import { parseCidr } from '../cidr.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import { geneveKind } from './geneve.ts';
@@ -137,6 +138,8 @@ function peersRefusal(network: Network, peers: readonly WireguardPeer[]): Attach
   if (!ranges) return { field: 'peers', reason: `a ${network.spec.type} link has no WireGuard peers` };
   for (const [i, peer] of peers.entries()) {
     if (peers.findIndex((p) => p.publicKey === peer.publicKey) < i) return { field: `peers[${i}].publicKey`, reason: `the peer ${peer.publicKey} is named twice` };
+    const notSubnet = peer.allowedIPs.findIndex((c) => parseCidr(c) === undefined);
+    if (notSubnet >= 0) return { field: `peers[${i}].allowedIPs[${notSubnet}]`, reason: `${peer.allowedIPs[notSubnet]} is not an address with a prefix length` };
     const address = peer.endpoint?.address;
     if (address === undefined) continue;
     const wrong = remoteRefusal('wireguard', address) ?? (withinRanges(address, ranges) ? undefined : `${address} is outside Network ${network.metadata.name}'s spec.wireguard.remoteRanges (${ranges.join(', ')})`);

@@ -236,3 +236,12 @@ t.test("a tunnel's remote: one spelling whatever it was written in; the node's l
     ['::ffff:198.18.0.1', '::ffff:198.18.0.1 is an IPv4 address written as IPv6: write it as IPv4'],
   ] as const) t.same(attachmentRefusal(open, { remote }), { field: 'remote', reason }, remote);
 });
+
+t.test("wireguard: two Networks on one port are told on both; an allowed IP that is no subnet is refused naming it", async (t) => {
+  const a = network('wg-a', { type: 'wireguard', wireguard: { listenPort: 51871, remoteRanges: ['198.18.102.0/24'] } });
+  const b = network('wg-b', { type: 'wireguard', wireguard: { listenPort: 51871, remoteRanges: ['198.18.103.0/24'] } });
+  t.match(kindOf(a).specProblems(a, byName(a, b)), [{ field: 'spec.wireguard.listenPort', reason: 'Network wg-b listens on port 51871 too: a node\'s port is one socket; give each Network its own' }]);
+  t.match(kindOf(b).specProblems(b, byName(a, b)), [{ field: 'spec.wireguard.listenPort', reason: /Network wg-a listens on port 51871 too/ }]);
+  const peer = { publicKey: 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=', allowedIPs: ['10.9.0.0/24', '300.1.1.1/8'] };
+  t.same(attachmentRefusal(a, { peers: [peer] }), { field: 'peers[0].allowedIPs[1]', reason: '300.1.1.1/8 is not an address with a prefix length' });
+});

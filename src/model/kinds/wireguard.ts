@@ -15,7 +15,15 @@ export const wireguardKind: LinkKind<'wireguard', WireguardLink> = {
   type: 'wireguard',
   attachedBy: 'podnet',
   refusedAsks: () => ({ bandwidth: noHostEndToShape('wireguard'), mac: 'a wireguard interface carries IP packets and has no MAC' }),
-  specProblems: (network) => tunnelRemoteProblems('wireguard', undefined, network.spec.wireguard?.remoteRanges),
+  specProblems: (network, networks) => {
+    const port = network.spec.wireguard?.listenPort;
+    // One port, one socket on the node: two Networks on it would each fail where the other is.
+    const sharing = [...networks.values()].find((n) => n !== network && n.metadata.name !== network.metadata.name && n.spec.type === 'wireguard' && n.spec.wireguard?.listenPort === port);
+    return [
+      ...tunnelRemoteProblems('wireguard', undefined, network.spec.wireguard?.remoteRanges),
+      ...(sharing ? [{ field: 'spec.wireguard.listenPort', reason: `Network ${sharing.metadata.name} listens on port ${port} too: a node's port is one socket; give each Network its own` }] : []),
+    ];
+  },
   onePerNode: "its UDP port is the node's",
   // The schema requires spec.wireguard on a wireguard Network.
   linkSpec: (network) => ({ kind: 'wireguard', listenPort: network.spec.wireguard!.listenPort }),
