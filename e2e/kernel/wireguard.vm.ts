@@ -3,9 +3,10 @@
 // made from its node. Each pod's private key is made on its node, in the state dir and nowhere
 // else (not in explain, the applied state or the log); its public key is what explain and the
 // interface show. Given each other as peers, the pods ping each other through the tunnel; a link
-// deleted in the pod is made again with the same key; an endpoint outside the Network's
-// remoteRanges is refused naming the field; taken back, the key file goes and the nodes' links are
-// as they were.
+// deleted in the pod is made again with the same key; the node's guard of the port drops the
+// tunnel once its peer sends from outside the Network's remoteRanges (WireGuard would follow it);
+// an endpoint outside them is refused naming the field; taken back, the key file and the guards go
+// and the nodes' links are as they were.
 import t from 'tap';
 import { execa } from 'execa';
 import { readFile, readdir, stat } from 'node:fs/promises';
@@ -14,8 +15,9 @@ import { daemonSandbox, type DaemonSandbox } from '../lib/daemon.ts';
 import { linkOf, networkDocument, pingFrom, podnetCli, startPod, until, type Pod } from '../lib/engine.ts';
 import { missingPrerequisite } from '../lib/env.ts';
 import { linksOfNetns, twoNodes } from './tunnel.ts';
+import { guardTable } from '../../src/model/wireguard-guard.ts';
 
-const skip = missingPrerequisite(['/bin/busybox', '/usr/bin/wg']);
+const skip = missingPrerequisite(['/bin/busybox', '/usr/bin/wg', '/usr/sbin/nft']);
 
 const config = (pod: string, address: string, peer?: { key: string; node: number; address: string }) => `apiVersion: podnetwork.opdev.io/v1alpha1
 kind: PodNetworkConfig
@@ -73,6 +75,27 @@ t.test('wireguard: pods on two nodes, keys made on their nodes, reach each other
   t.equal(await pingFrom(sides[0]!.pod.ns.name, sides[1]!.address), 0, 'the pod on node 1 reaches the pod on node 2 through WireGuard');
   t.equal(await pingFrom(sides[1]!.pod.ns.name, sides[0]!.address), 0, 'and back');
 
+  // The port's guard on node 1: WireGuard would follow its peer to a source outside the ranges;
+  // node 1's table drops what comes from there, so the tunnel holds only inside them.
+  const [node1, node2] = nodes.map((n) => (...args: string[]) => execa('ip', ['-n', n.name, ...args]));
+  const guard = guardTable(sides[0]!.pod.att.containerId, 'wg0');
+  const listed = (await execa('ip', ['netns', 'exec', nodes[0]!.name, 'nft', 'list', 'table', ...guard.split(' ')])).stdout;
+  t.match(listed, /udp dport 51820 ip saddr != 198\.18\.102\.0\/24 drop/, "node 1 guards the pod's port: it hears the ranges alone");
+  t.match(listed, /udp sport 51820 ip daddr != 198\.18\.102\.0\/24 drop/, 'and speaks to them alone');
+  // Node 2 moves to an address outside the ranges: its WireGuard then sends from there.
+  await node2!('addr', 'del', '198.18.102.2/24', 'dev', 'underlay');
+  await node2!('addr', 'add', '198.18.103.2/24', 'dev', 'underlay');
+  await node2!('route', 'add', '198.18.102.0/24', 'dev', 'underlay');
+  await node1!('route', 'add', '198.18.103.0/24', 'dev', 'underlay');
+  t.not(await pingFrom(sides[1]!.pod.ns.name, sides[0]!.address), 0, "node 2's tunnel from outside the ranges: dropped on node 1, not followed");
+  // What the guard stops: without it, WireGuard follows the peer there.
+  await execa('ip', ['netns', 'exec', nodes[0]!.name, 'nft', 'delete', 'table', ...guard.split(' ')]);
+  t.ok(await until('the tunnel followed without the guard', async () => ((await pingFrom(sides[1]!.pod.ns.name, sides[0]!.address)) === 0 ? true : undefined), 30_000), 'without the guard, the tunnel follows its peer outside the ranges');
+  await node1!('route', 'del', '198.18.103.0/24', 'dev', 'underlay');
+  await node2!('route', 'del', '198.18.102.0/24', 'dev', 'underlay');
+  await node2!('addr', 'del', '198.18.103.2/24', 'dev', 'underlay');
+  await node2!('addr', 'add', '198.18.102.2/24', 'dev', 'underlay');
+
   // Drift: the link deleted in the pod is made again at resync, with the same key and peer.
   await execa('ip', ['-n', sides[0]!.pod.ns.name, 'link', 'del', 'wg0']);
   await until('wg0 made again with its peer', async () => ((await linkOf(sides[0]!.pod.ns.name, 'wg0')) && (await wgShow(sides[0]!.pod, 'peers').catch(() => '')) === keys[1] ? true : undefined), 30_000);
@@ -88,5 +111,7 @@ t.test('wireguard: pods on two nodes, keys made on their nodes, reach each other
     await until(`wg0 gone from ${pod.name}`, async () => ((await linkOf(pod.ns.name, 'wg0')) ? undefined : true));
     await until(`${pod.name}'s key deleted`, async () => ((await readdir(join(daemon.stateDir, 'wireguard'))).length === 0 ? true : undefined));
   }
+  const guards = await Promise.all(nodes.map(async (n) => (await execa('ip', ['netns', 'exec', n.name, 'nft', 'list', 'tables'])).stdout));
+  t.notOk(guards.some((tables) => tables.includes('pnw')), "the guards are gone from the nodes");
   t.same(await Promise.all(nodes.map((n) => linksOfNetns(n.name))), before, "the nodes' links are as they were");
 });

@@ -1686,7 +1686,8 @@ export type UndoAction =
   | QdiscDelUndo
   | PortReleaseUndo
   | MarkingUndo
-  | WireguardUndo;
+  | WireguardUndo
+  | WireguardGuardUndo;
 /**
  * The DSCP podnet puts on what a pod sends out of each of these interfaces, by its table in the pod (inet podnet_marking).
  *
@@ -1949,6 +1950,25 @@ export interface WireguardUndo {
   removed: string[];
 }
 /**
+ * nft on the node: a WireGuard attachment's guard table written back as it was (its port and ranges), or deleted (neither).
+ *
+ * This interface was referenced by `State`'s JSON-Schema
+ * via the `definition` "WireguardGuardUndo".
+ */
+export interface WireguardGuardUndo {
+  where: 'host';
+  action: 'wireguard-guard';
+  /**
+   * The table, inet and its name (pnw and a hash: podnet's alone).
+   */
+  table: string;
+  listenPort?: number;
+  /**
+   * @maxItems 16
+   */
+  remoteRanges?: Cidr[];
+}
+/**
  * journal/<key>.json: the pass under way and the undo of each of its steps, in step order; undone last first at the next start unless the pass was committed. Apply lines never go to disk.
  *
  * This interface was referenced by `State`'s JSON-Schema
@@ -1988,7 +2008,7 @@ export interface AppliedAttachment {
    */
   made?: string;
   /**
-   * A wireguard attachment: the public key of its interface, and the listen port and peers podnet set on it (wg set), what a change is compared with.
+   * A wireguard attachment: the public key of its interface, and the listen port and peers podnet set on it (wg set), and the ranges its guard table on the node admits, what a change is compared with.
    */
   wireguard?: {
     publicKey: string;
@@ -1997,6 +2017,12 @@ export interface AppliedAttachment {
      * @maxItems 16
      */
     peers: WireguardPeer[];
+    /**
+     * The ranges the node's guard table lets its port talk with.
+     *
+     * @maxItems 16
+     */
+    remoteRanges?: Cidr[];
   };
 }
 /**

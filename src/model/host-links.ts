@@ -7,9 +7,10 @@
 // makes also carries its owner in its alias (ownerMark), read back before it is changed or deleted.
 import { createHash } from 'node:crypto';
 
-export type HostLinkPrefix = 'pnv' | 'pnb' | 'pnt';
+/** pnv, pnb, pnt: host links; pnw: a WireGuard attachment's guard table (model/wireguard-guard.ts), named alike. */
+export type HostLinkPrefix = 'pnv' | 'pnb' | 'pnt' | 'pnw';
 
-/** A host link of one pod's attachment: a prefix and a hash of (container, interface), 13 characters. */
+/** A host object of one pod's attachment: a prefix and a hash of (container, interface), 13 characters. */
 export function hostInterfaceName(containerId: string, podInterface: string, prefix: HostLinkPrefix = 'pnv'): string {
   return `${prefix}${createHash('sha256').update(`${containerId}/${podInterface}`).digest('hex').slice(0, 10)}`;
 }

@@ -81,5 +81,5 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
 function wireguardOf(containerId: string, want: DesiredAttachment, keyOf: KeyOf | undefined): NonNullable<ResolvedAttachment['wireguard']> {
   if (!keyOf) throw new PodnetError('NOT_AVAILABLE', 'a WireGuard key is made on the node, by its daemon');
   const key = keyOf(want.network.metadata.name, addressOwner(containerId, want.interface));
-  return { privateKeyFile: key.file, ...(key.publicKey !== undefined ? { publicKey: key.publicKey } : {}), peers: want.peers ?? [] };
+  return { privateKeyFile: key.file, ...(key.publicKey !== undefined ? { publicKey: key.publicKey } : {}), peers: want.peers ?? [], remoteRanges: [...(want.network.spec.wireguard?.remoteRanges ?? [])] };
 }

@@ -101,7 +101,7 @@ export interface ResolvedAttachment {
   /** The DSCP marked on what the pod sends out of it (model/marking.ts). */
   dscp?: number;
   /** A wireguard attachment: its key's file and public key (undefined in a preview, before it is made), and its peers. */
-  wireguard?: { privateKeyFile: string; publicKey?: string; peers: WireguardPeer[] };
+  wireguard?: { privateKeyFile: string; publicKey?: string; peers: WireguardPeer[]; remoteRanges: string[] };
 }
 
 /** A VRF device in the pod: its name and table. */
@@ -179,8 +179,8 @@ export interface AppliedAttachment {
   bandwidth?: Bandwidth;
   /** A link made from the host (any kind but bridge): the digest of the spec it was made from (kinds/index.ts linkDigest); another makes it again. */
   made?: string;
-  /** A wireguard attachment: its public key, and the listen port and peers wg was given. */
-  wireguard?: { publicKey: string; listenPort: number; peers: WireguardPeer[] };
+  /** A wireguard attachment: its public key, the listen port and peers wg was given, and the ranges its guard on the node admits. */
+  wireguard?: { publicKey: string; listenPort: number; peers: WireguardPeer[]; remoteRanges?: string[] };
 }
 
 export interface AppliedTuning {

@@ -40,3 +40,8 @@ t.test("wg's line: the port, the key by its file, each peer (an IPv6 endpoint in
     `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${a} endpoint [2001:db8::2]:51821 allowed-ips 10.9.0.2/32,2001:db8:9::2/128 persistent-keepalive 25 peer ${b} allowed-ips 10.9.0.3/32 persistent-keepalive 0 peer gN65BkIKy1eCE9pP1wdc8ROUtkHLF2PfAqYdyYBz6EA= remove`,
   );
 });
+
+t.test("a WireGuard attachment's guard on the node: written back with its port and ranges, or deleted", async (t) => {
+  t.same(renderUndo({ where: 'host', action: 'wireguard-guard', table: 'inet pnw0123456789' }), { where: 'host', tool: 'nft', line: 'table inet pnw0123456789; delete table inet pnw0123456789' });
+  t.match(renderUndo({ where: 'host', action: 'wireguard-guard', table: 'inet pnw0123456789', listenPort: 51871, remoteRanges: ['2001:db8::/64'] }).line, /meta nfproto ipv4 udp dport 51871 drop; udp dport 51871 ip6 saddr != \{ 2001:db8::\/64 \} drop;/);
+});

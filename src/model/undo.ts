@@ -8,6 +8,7 @@ import type { LinkSettingName, LinkSettings, ResolvedRoute, ResolvedRule } from 
 import type { Command } from './step.ts';
 import type { UndoAction, WireguardPeer } from '../protocol/validate.ts';
 import { markingLine } from './marking.ts';
+import { guardDelLine, guardLine } from './wireguard-guard.ts';
 
 export type { UndoAction } from '../protocol/validate.ts';
 
@@ -134,5 +135,7 @@ export function renderUndo(action: UndoAction): Command {
       return { where: action.where, tool: 'nft', line: markingLine(action.entries) };
     case 'wireguard':
       return { where: action.where, tool: 'wg', line: wgSetLine(action.dev, action.privateKeyFile, action.listenPort, action.peers, action.removed) };
+    case 'wireguard-guard':
+      return { where: action.where, tool: 'nft', line: action.listenPort !== undefined ? guardLine(action.table, action.listenPort, action.remoteRanges ?? []) : guardDelLine(action.table) };
   }
 }

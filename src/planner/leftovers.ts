@@ -7,6 +7,7 @@ import { releasePortLine } from '../model/port-security.ts';
 import type { AppliedState, ObservedLink } from '../model/state.ts';
 import { host, type Step } from '../model/step.ts';
 import { linkDelLine } from '../model/undo.ts';
+import { guardDelLine, guardTable } from '../model/wireguard-guard.ts';
 
 /**
  * The host steps that take back a gone sandbox: its pod ends went with its netns; its host ends
@@ -21,7 +22,9 @@ export function planGoneSandbox(state: AppliedState, podnetLinks: ReadonlyMap<st
     return [a.hostIf, a.ifb, unmoved].filter((n): n is string => n !== undefined && podnetLinks.has(n) && bearsMark(podnetLinks.get(n)!, mark));
   });
   const ports = state.attachments.flatMap((a): Step[] => (a.hostIf && a.portSecurity ? [{ where: host, tool: 'nft', line: releasePortLine(a.hostIf, a.portSecurity) }] : []));
-  return [...ports, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];
+  // A WireGuard interface went with its netns: the guard of its port on the node goes too.
+  const guards = state.attachments.flatMap((a): Step[] => (a.wireguard ? [{ where: host, tool: 'nft', line: guardDelLine(guardTable(state.containerId, a.interface)) }] : []));
+  return [...ports, ...guards, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];
 }
 
 /** The bridges podnet made (`made`) that no applied attachment uses: the steps that delete those it still owns, and the bridges it keeps. */

@@ -13,6 +13,7 @@ import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } f
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
+import { guardDelLine, guardLine, guardTable } from '../model/wireguard-guard.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgSetLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -41,6 +42,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     if (mine(was.hostIf)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.hostIf!) });
     else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
     if (mine(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb!) });
+    // The guard of its port on the node goes after the interface, whose socket it guards.
+    if (was.wireguard) part.takeBack.push({ where: host, tool: 'nft', line: guardDelLine(guardTable(applied.containerId, was.interface)) });
     // A link made on the host that an interrupted pass left there, before its move into the pod.
     const unmoved = hostInterfaceName(applied.containerId, was.interface, 'pnt');
     if (mine(unmoved)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(unmoved) });
@@ -112,6 +115,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
         fresh = !existing || remakes(mine, want);
+        // A WireGuard interface's port is guarded on the node before its socket exists.
+        if (want.link.kind === 'wireguard' && want.wireguard) guardSteps(ctx, want.interface, want.link.listenPort, want.wireguard.remoteRanges, fresh ? undefined : mine?.wireguard, part.apply);
         if (fresh) {
           if (existing) part.apply.push({ where: pod, tool: 'ip', line: linkDelLine(want.interface) });
           const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
@@ -218,6 +223,18 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
 }
 
 /**
+ * The guard of a WireGuard interface's port on the node (model/wireguard-guard.ts): written when
+ * the interface is made, or when its port or ranges change from what was written (`was`); undone,
+ * deleted or written back as it was.
+ */
+function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: readonly string[], was: AppliedAttachment['wireguard'], steps: Step[]): void {
+  if (was && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
+  const table = guardTable(ctx.applied.containerId, dev);
+  const back = was?.remoteRanges ? { listenPort: was.listenPort, remoteRanges: was.remoteRanges } : {};
+  steps.push({ where: host, tool: 'nft', line: guardLine(table, listenPort, ranges), undo: { where: host, action: 'wireguard-guard', table, ...back } });
+}
+
+/**
  * A WireGuard interface's port, key and peers, given by wg when it is made or when they change
  * from what it was given (peers it no longer has removed; one whose endpoint is no longer asked
  * removed first, wg keeping an endpoint otherwise); what it has then. Undone, it gets back what it
@@ -225,9 +242,9 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
  * the link is made again.
  */
 function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
-  const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers };
+  const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers, remoteRanges: wg.remoteRanges };
   const was = fresh ? undefined : mine?.wireguard;
-  if (was && JSON.stringify(was) === JSON.stringify(now)) return now;
+  if (was && was.listenPort === listenPort && JSON.stringify(was.peers) === JSON.stringify(wg.peers) && was.publicKey === now.publicKey) return now;
   const keyOf = (p: { publicKey: string }) => p.publicKey;
   const gone = (was?.peers ?? []).filter((p) => !wg.peers.some((w) => w.publicKey === p.publicKey)).map(keyOf);
   const lostEndpoint = (was?.peers ?? []).filter((p) => p.endpoint && wg.peers.some((w) => w.publicKey === p.publicKey && !w.endpoint)).map(keyOf);

@@ -8,6 +8,7 @@ import { renderUndo } from '../model/undo.ts';
 import { portSecurityRuleset } from '../model/port-security.ts';
 import { parseDocument } from '../protocol/validate.ts';
 import { plan as planOf, type PlanInput, type Plan } from './plan.ts';
+import { planGoneSandbox } from './leftovers.ts';
 
 /** The plan, whose undo actions every test also checks are a journal the next start reads back. */
 function plan(i: PlanInput): Plan {
@@ -728,16 +729,27 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
 t.test('wireguard: made into the pod, then given its port, key file and peers by wg; given again only what changes', async (t) => {
   const key = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
   const peer = { publicKey: key, endpoint: { address: '198.18.102.2', port: 51820 }, allowedIPs: ['10.9.0.2/32'] };
-  const wg: ResolvedAttachment = { ...blue, interface: 'wg0', link: { kind: 'wireguard', listenPort: 51820 }, mtu: 1420, addresses: ['10.9.0.1/24'], wireguard: { privateKeyFile: '/var/lib/podnet/wireguard/c1+wg0.key', publicKey: 'pub', peers: [peer] } };
+  const wg: ResolvedAttachment = { ...blue, interface: 'wg0', link: { kind: 'wireguard', listenPort: 51820 }, mtu: 1420, addresses: ['10.9.0.1/24'], wireguard: { privateKeyFile: '/var/lib/podnet/wireguard/c1+wg0.key', publicKey: 'pub', peers: [peer], remoteRanges: ['198.18.102.0/24'] } };
   const made = plan(input({ attachments: [wg] }));
+  const table = 'inet pnwf3305300a9';
+  const guard = `table ${table}; delete table ${table}; table ${table} { chain input { type filter hook input priority filter; policy accept; udp dport 51820 ip saddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp dport 51820 drop; }; chain output { type filter hook output priority filter; policy accept; udp sport 51820 ip daddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp sport 51820 drop; }; }`;
   t.same(lines(made), [
+    ['host', 'nft', guard],
     ['host', 'ip', `link add name wg0 netns ${netns} mtu 1420 type wireguard`],
     ['pod', 'ip', 'link set dev wg0 up'],
     ['pod', 'ip', 'addr add 10.9.0.1/24 dev wg0'],
     ['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} endpoint 198.18.102.2:51820 allowed-ips 10.9.0.2/32 persistent-keepalive 0`],
   ]);
-  t.equal(made.steps[3]?.undo, undefined, "made in this pass: the link's own undo takes it all");
-  t.same(made.next.attachments[0]?.wireguard, { publicKey: 'pub', listenPort: 51820, peers: [peer] }, 'recorded: its public key and what wg was given, not its private key');
+  t.equal(undoLine(made.steps[0]!), `table ${table}; delete table ${table}`, 'the port guarded on the node before the socket exists; undone, the guard deleted');
+  t.equal(made.steps[4]?.undo, undefined, "made in this pass: the link's own undo takes wg's settings with it");
+  const ranged = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, remoteRanges: ['198.18.103.0/24', '2001:db8:103::/64'] } }] }, { observed: observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) }), applied: made.next }));
+  t.same(lines(ranged).map((l) => l[1]), ['nft'], 'the ranges changed: the guard alone written again');
+  t.match(lines(ranged)[0]![2], /ip saddr != \{ 198\.18\.103\.0\/24 \} drop; udp dport 51820 ip6 saddr != \{ 2001:db8:103::\/64 \} drop/);
+  t.equal(undoLine(ranged.steps[0]!), guard, 'undone: written back as it was');
+  const taken = plan(input({}, { observed: observed({ pod: new Map([link('eth0'), link('wg0')]) }), applied: made.next }));
+  t.same(lines(taken), [['pod', 'ip', 'link del dev wg0'], ['host', 'nft', `table ${table}; delete table ${table}`]], 'taken back: the interface, then its guard');
+  t.same(planGoneSandbox(made.next, new Map()).map((s) => s.line), [`table ${table}; delete table ${table}`], "a gone sandbox's guard goes too");
+  t.same(made.next.attachments[0]?.wireguard, { publicKey: 'pub', listenPort: 51820, peers: [peer], remoteRanges: ['198.18.102.0/24'] }, 'recorded: its public key, what wg was given and what its guard admits, not its private key');
   const there = observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) });
   t.same(plan(input({ attachments: [wg] }, { observed: there, applied: made.next })).steps, [], 'as given: nothing');
   const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';

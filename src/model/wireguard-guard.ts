@@ -1,0 +1,30 @@
+// The node's guard of a WireGuard attachment's port (docs/adr/0037): WireGuard moves a peer's
+// endpoint to wherever its last authenticated packet came from, and the interface's socket is the
+// node's, so a Network's remoteRanges hold only where the node's firewall holds them. One
+// nftables table of podnet's on the node per attachment, named as its host links are (pnw and a
+// hash), lets the interface's UDP port receive from and send to the ranges alone, IPv4 and IPv6
+// (a family without a range: none of it). Written whole in one transaction before the interface is
+// made, again when the port or ranges change, deleted with the attachment. Pure.
+import { hostInterfaceName } from './host-links.ts';
+
+/** The attachment's guard table as nft names it (family and name). */
+export function guardTable(containerId: string, podInterface: string): string {
+  return `inet ${hostInterfaceName(containerId, podInterface, 'pnw')}`;
+}
+
+/** The nft line that leaves the node without the guard `table` (made if missing, then deleted: one transaction that holds whether it was there or not). */
+export function guardDelLine(table: string): string {
+  return `table ${table}; delete table ${table}`;
+}
+
+/** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */
+export function guardLine(table: string, port: number, ranges: readonly string[]): string {
+  const byFamily = (v6: boolean) => ranges.filter((r) => r.includes(':') === v6);
+  const rules = (way: 'saddr' | 'daddr', portWay: 'dport' | 'sport') =>
+    ([[false, 'ip', 'ipv4'], [true, 'ip6', 'ipv6']] as const).map(([v6, family, proto]) => {
+      const allowed = byFamily(v6);
+      return allowed.length > 0 ? `udp ${portWay} ${port} ${family} ${way} != { ${allowed.join(', ')} } drop` : `meta nfproto ${proto} udp ${portWay} ${port} drop`;
+    });
+  const chain = (name: 'input' | 'output', lines: string[]) => `chain ${name} { type filter hook ${name} priority filter; policy accept; ${lines.join('; ')}; }`;
+  return `${guardDelLine(table)}; table ${table} { ${chain('input', rules('saddr', 'dport'))}; ${chain('output', rules('daddr', 'sport'))}; }`;
+}
