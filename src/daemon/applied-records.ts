@@ -43,14 +43,14 @@ export class AppliedRecords {
     return this.opts.applied.get(record.containerId);
   }
 
-  /** Records the new applied state and releases addresses no longer held. */
+  /** Records the new applied state and releases addresses, and WireGuard keys, no longer held. */
   commit(before: AppliedState | undefined, after: AppliedState): void {
     this.opts.applied.put(after);
     for (const was of before?.attachments ?? []) {
-      if (!after.attachments.some((a) => a.interface === was.interface && a.network === was.network)) {
-        this.opts.ipam.release(was.network, addressOwner(after.containerId, was.interface));
-        if (was.wireguard) this.opts.keys?.release(was.network, addressOwner(after.containerId, was.interface));
-      }
+      const now = after.attachments.find((a) => a.interface === was.interface && a.network === was.network);
+      if (!now) this.opts.ipam.release(was.network, addressOwner(after.containerId, was.interface));
+      // Its Network no longer a wireguard one: the key goes too, and a new one is made should it be again.
+      if (was.wireguard && !now?.wireguard) this.opts.keys?.release(was.network, addressOwner(after.containerId, was.interface));
     }
   }
 

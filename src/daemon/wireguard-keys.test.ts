@@ -1,6 +1,7 @@
 import t from 'tap';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createHash } from 'node:crypto';
 import { publicKeyOf, wireguardKeys } from './wireguard-keys.ts';
 
 t.test("a private key's public key, as wg derives it (RFC 7748's X25519 test vector); what is no key as wg writes one is refused without saying it", async (t) => {
@@ -23,7 +24,8 @@ t.test("a private key's public key, as wg derives it (RFC 7748's X25519 test vec
 t.test("an attachment's key: made on first ask, root's alone, the same after; none made by a preview; one per Network; deleted with the attachment", async (t) => {
   const dir = join(t.testdir(), 'wireguard');
   const keys = wireguardKeys(dir);
-  t.same(keys.keyOf('wg', 'c1/net1', false), { file: join(dir, 'wg+c1+net1.key') }, 'a preview: the file it would be, no key');
+  const preview = keys.keyOf('wg', 'c1/net1', false);
+  t.same(preview, { file: join(dir, `${createHash('sha256').update('wg').digest('hex').slice(0, 16)}+c1+net1.key`) }, 'a preview: the file it would be (named by a hash of its Network, the sandbox and the interface), no key');
   const made = keys.keyOf('wg', 'c1/net1', true);
   t.match(made.publicKey, /^[A-Za-z0-9+/]{43}=$/);
   t.equal(statSync(made.file).mode & 0o777, 0o600, 'the key file is 0600');
@@ -39,7 +41,8 @@ t.test("an attachment's key: made on first ask, root's alone, the same after; no
   const other = keys.keyOf('wg', 'c2/net1', true);
   writeFileSync(join(dir, '.tmp-wg+c3+net1.key.1.2'), 'half a key');
   keys.sweep(new Set(['wg c2/net1']));
-  t.same(readdirSync(dir), ['wg+c2+net1.key'], "swept: the keys no attachment holds and an interrupted write's temp file");
+  t.same(readdirSync(dir), [other.file.slice(dir.length + 1)], "swept: the keys no attachment holds and an interrupted write's temp file");
+  t.ok(keys.keyOf('n'.repeat(253), `${'c'.repeat(128)}/net1`, true).publicKey, "the longest Network and sandbox names still name a file");
   keys.release('wg', 'c2/net1');
   t.same(keys.keyOf('wg', 'c2/net1', false), { file: other.file }, 'released');
   keys.release('wg', 'c9/net1');

@@ -4,7 +4,7 @@
 // leaked is replaced by taking the attachment back and asking it again. wg reads a key by its
 // path (`wg set IF private-key FILE`); the daemon reads one back only to derive its public key,
 // and never writes it to a log, an annotation or a status.
-import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { PodnetError } from '../errors.ts';
@@ -47,13 +47,11 @@ function newPrivateKey(): string {
   return Buffer.from(d!, 'base64url').toString('base64');
 }
 
-/** An owner's key file on a Network: the Network, the sandbox and the interface, joined by + (in none of their names). */
-const fileName = (network: string, owner: string) => `${network}+${owner.replace('/', '+')}.key`;
-/** The `<network> <owner>` of a key file. */
-const heldOf = (file: string) => {
-  const [network, sandbox, dev] = file.slice(0, -'.key'.length).split('+');
-  return `${network} ${sandbox}/${dev}`;
-};
+/**
+ * An owner's key file on a Network: a hash of the Network (whose name may be 253 characters), the
+ * sandbox and the interface, joined by + (in none of their names); within a file name's 255 bytes.
+ */
+const fileName = (network: string, owner: string) => `${createHash('sha256').update(network).digest('hex').slice(0, 16)}+${owner.replace('/', '+')}.key`;
 
 /** The keys kept in `dir` (the state dir's wireguard folder). */
 export function wireguardKeys(dir: string): WireguardKeys {
@@ -88,7 +86,8 @@ export function wireguardKeys(dir: string): WireguardKeys {
         return;
       }
       removeTempFiles(dir);
-      for (const file of files) if (file.endsWith('.key') && !file.startsWith(tempPrefix) && !keep.has(heldOf(file))) rmSync(join(dir, file), { force: true });
+      const kept = new Set([...keep].map((held) => fileName(held.slice(0, held.indexOf(' ')), held.slice(held.indexOf(' ') + 1))));
+      for (const file of files) if (file.endsWith('.key') && !file.startsWith(tempPrefix) && !kept.has(file)) rmSync(join(dir, file), { force: true });
     },
   };
 }

@@ -48,6 +48,11 @@ export function settingLine(dev: string, setting: LinkSettingName, value: LinkSe
   }
 }
 
+/** The wg line that claims a WireGuard interface's port alone, before it is guarded and given a key. */
+export function wgPortLine(dev: string, listenPort: number): string {
+  return `set ${dev} listen-port ${listenPort}`;
+}
+
 /**
  * The wg line that gives a WireGuard interface its port, its key (by the file wg reads: the key
  * itself is never in a line) and its peers, and removes the peers it no longer has (`removed`, by

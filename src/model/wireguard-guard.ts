@@ -5,6 +5,7 @@
 // hash), lets the interface's UDP port receive from and send to the ranges alone, IPv4 and IPv6
 // (a family without a range: none of it). Written whole in one transaction before the interface is
 // made, again when the port or ranges change, deleted with the attachment. Pure.
+import { formatCidr, parseCidr } from './cidr.ts';
 import { hostInterfaceName } from './host-links.ts';
 
 /** The attachment's guard table as nft names it (family and name). */
@@ -19,7 +20,12 @@ export function guardDelLine(table: string): string {
 
 /** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */
 export function guardLine(table: string, port: number, ranges: readonly string[]): string {
-  const byFamily = (v6: boolean) => ranges.filter((r) => r.includes(':') === v6);
+  // In the one spelling nft reads: an IPv6 range written with a dotted quad it refuses.
+  const canonical = ranges.map((r) => {
+    const cidr = parseCidr(r);
+    return cidr ? formatCidr(cidr) : r;
+  });
+  const byFamily = (v6: boolean) => canonical.filter((r) => r.includes(':') === v6);
   const rules = (way: 'saddr' | 'daddr', portWay: 'dport' | 'sport') =>
     ([[false, 'ip', 'ipv4'], [true, 'ip6', 'ipv6']] as const).map(([v6, family, proto]) => {
       const allowed = byFamily(v6);

@@ -215,7 +215,7 @@ export function nftTableOf(json: string): ObservedTable {
 
 /** What podnet says when nft is not on the node: what it is for, and the two ways out. */
 function nftMissing(): PodnetError {
-  return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security and DSCP marking need it; install it, or set spec.bridge.portSecurity: false on the Network and ask no dscp');
+  return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security, DSCP marking and the guard of WireGuard ports need it; install it, or set spec.bridge.portSecurity: false on the Network, ask no dscp and no wireguard Network');
 }
 
 /** Looked for once found: every secured port's change asks (bench/resync: 0.3 s of a pass at 500 pods); until then, at each ask, so installing nft heals a node. */

@@ -23,7 +23,7 @@ export function planGoneSandbox(state: AppliedState, podnetLinks: ReadonlyMap<st
   });
   const ports = state.attachments.flatMap((a): Step[] => (a.hostIf && a.portSecurity ? [{ where: host, tool: 'nft', line: releasePortLine(a.hostIf, a.portSecurity) }] : []));
   // A WireGuard interface went with its netns: the guard of its port on the node goes too.
-  const guards = state.attachments.flatMap((a): Step[] => (a.wireguard ? [{ where: host, tool: 'nft', line: guardDelLine(guardTable(state.containerId, a.interface)) }] : []));
+  const guards = state.attachments.flatMap((a): Step[] => (a.wireguard?.remoteRanges ? [{ where: host, tool: 'nft', line: guardDelLine(guardTable(state.containerId, a.interface)) }] : []));
   return [...ports, ...guards, ...names.map((name): Step => ({ where: host, tool: 'ip', line: linkDelLine(name) }))];
 }
 

@@ -14,7 +14,7 @@ import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { guardDelLine, guardLine, guardTable } from '../model/wireguard-guard.ts';
-import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgSetLine, type UndoAction } from '../model/undo.ts';
+import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgPortLine, wgSetLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
 /**
@@ -43,7 +43,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     else if (observed.pod.has(was.interface)) part.takeBack.push({ where: pod, tool: 'ip', line: linkDelLine(was.interface) });
     if (mine(was.ifb)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(was.ifb!) });
     // The guard of its port on the node goes after the interface, whose socket it guards.
-    if (was.wireguard) part.takeBack.push({ where: host, tool: 'nft', line: guardDelLine(guardTable(applied.containerId, was.interface)) });
+    if (was.wireguard?.remoteRanges) part.takeBack.push({ where: host, tool: 'nft', line: guardDelLine(guardTable(applied.containerId, was.interface)) });
     // A link made on the host that an interrupted pass left there, before its move into the pod.
     const unmoved = hostInterfaceName(applied.containerId, was.interface, 'pnt');
     if (mine(unmoved)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(unmoved) });
@@ -115,8 +115,6 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
         fresh = !existing || remakes(mine, want);
-        // A WireGuard interface's port is guarded on the node before its socket exists.
-        if (want.link.kind === 'wireguard' && want.wireguard) guardSteps(ctx, want.interface, want.link.listenPort, want.wireguard.remoteRanges, fresh ? undefined : mine?.wireguard, part.apply);
         if (fresh) {
           if (existing) part.apply.push({ where: pod, tool: 'ip', line: linkDelLine(want.interface) });
           const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
@@ -148,7 +146,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
       }
       // Rate limits are shaped on a veth's host end: only a veth kind's attachment may ask them (model/kinds).
       const bandwidth = 'veth' in making ? bandwidthSteps(ctx, want, mine, fresh, part.apply) : {};
-      const wireguard = want.link.kind === 'wireguard' && want.wireguard ? wireguardSteps(ctx, want.interface, want.link.listenPort, want.wireguard, mine, fresh, part.apply) : undefined;
+      const wireguard = want.link.kind === 'wireguard' && want.wireguard ? wireguardSteps(ctx, want.interface, want.link.listenPort, want.wireguard, mine, fresh, existing !== undefined, part.apply) : undefined;
       part.next.push({
         interface: want.interface,
         network: want.network,
@@ -225,12 +223,12 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
 /**
  * The guard of a WireGuard interface's port on the node (model/wireguard-guard.ts): written when
  * the interface is made, or when its port or ranges change from what was written (`was`); undone,
- * deleted or written back as it was.
+ * written back as the node had it (`before`: the guard of the link this one replaces), or deleted.
  */
-function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: readonly string[], was: AppliedAttachment['wireguard'], steps: Step[]): void {
+function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: readonly string[], was: AppliedAttachment['wireguard'], before: AppliedAttachment['wireguard'], steps: Step[]): void {
   if (was && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
   const table = guardTable(ctx.applied.containerId, dev);
-  const back = was?.remoteRanges ? { listenPort: was.listenPort, remoteRanges: was.remoteRanges } : {};
+  const back = before?.remoteRanges ? { listenPort: before.listenPort, remoteRanges: before.remoteRanges } : {};
   steps.push({ where: host, tool: 'nft', line: guardLine(table, listenPort, ranges), undo: { where: host, action: 'wireguard-guard', table, ...back } });
 }
 
@@ -241,9 +239,13 @@ function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: r
  * had. A peer changed by hand (NET_ADMIN in the pod) is given back when the request changes or
  * the link is made again.
  */
-function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
+function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, replaces: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
   const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers, remoteRanges: wg.remoteRanges };
   const was = fresh ? undefined : mine?.wireguard;
+  // Made: the port claimed first (a port in use fails here, before the node's firewall is touched),
+  // then guarded, then the key and peers that make the interface speak.
+  if (fresh) steps.push({ where: ctx.pod, tool: 'wg', line: wgPortLine(dev, listenPort) });
+  guardSteps(ctx, dev, listenPort, wg.remoteRanges, was, replaces ? mine?.wireguard : undefined, steps);
   if (was && was.listenPort === listenPort && JSON.stringify(was.peers) === JSON.stringify(wg.peers) && was.publicKey === now.publicKey) return now;
   const keyOf = (p: { publicKey: string }) => p.publicKey;
   const gone = (was?.peers ?? []).filter((p) => !wg.peers.some((w) => w.publicKey === p.publicKey)).map(keyOf);

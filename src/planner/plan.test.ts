@@ -734,14 +734,19 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
   const table = 'inet pnwf3305300a9';
   const guard = `table ${table}; delete table ${table}; table ${table} { chain input { type filter hook input priority filter; policy accept; udp dport 51820 ip saddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp dport 51820 drop; }; chain output { type filter hook output priority filter; policy accept; udp sport 51820 ip daddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp sport 51820 drop; }; }`;
   t.same(lines(made), [
-    ['host', 'nft', guard],
     ['host', 'ip', `link add name wg0 netns ${netns} mtu 1420 type wireguard`],
     ['pod', 'ip', 'link set dev wg0 up'],
     ['pod', 'ip', 'addr add 10.9.0.1/24 dev wg0'],
+    ['pod', 'wg', 'set wg0 listen-port 51820'],
+    ['host', 'nft', guard],
     ['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} endpoint 198.18.102.2:51820 allowed-ips 10.9.0.2/32 persistent-keepalive 0`],
   ]);
-  t.equal(undoLine(made.steps[0]!), `table ${table}; delete table ${table}`, 'the port guarded on the node before the socket exists; undone, the guard deleted');
-  t.equal(made.steps[4]?.undo, undefined, "made in this pass: the link's own undo takes wg's settings with it");
+  t.equal(undoLine(made.steps[4]!), `table ${table}; delete table ${table}`, 'the port claimed, then guarded before the interface has a key; undone, the guard deleted');
+  t.equal(made.steps[5]?.undo, undefined, "made in this pass: the link's own undo takes wg's settings with it");
+  const moved = plan(input({ attachments: [{ ...wg, link: { kind: 'wireguard', listenPort: 51871 } }] }, { observed: observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) }), applied: made.next }));
+  const guardStep = moved.steps.find((step) => step.tool === 'nft')!;
+  t.match(guardStep.line, /udp dport 51871/);
+  t.equal(undoLine(guardStep), guard, "a new port makes the link again: undone, the old link's guard is written back, not deleted");
   const ranged = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, remoteRanges: ['198.18.103.0/24', '2001:db8:103::/64'] } }] }, { observed: observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) }), applied: made.next }));
   t.same(lines(ranged).map((l) => l[1]), ['nft'], 'the ranges changed: the guard alone written again');
   t.match(lines(ranged)[0]![2], /ip saddr != \{ 198\.18\.103\.0\/24 \} drop; udp dport 51820 ip6 saddr != \{ 2001:db8:103::\/64 \} drop/);
