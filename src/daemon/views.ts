@@ -7,15 +7,18 @@ import { host } from '../model/step.ts';
 import { isEmptyApplied, type AppliedState, type Family, type Observed, type ObservedLink, type Resolved } from '../model/state.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import type { AttachmentRecord } from '../protocol/validate.ts';
+import { guardTable } from '../model/wireguard-guard.ts';
 
 /** What a pass sees inside one sandbox's netns. */
-export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking' | 'markingUnavailable'>;
+export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking' | 'markingUnavailable' | 'guards'>;
 
 /** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls, podnet's marking table. */
 export interface PodNeeds {
   families: ReadonlySet<Family>;
   paths: ReadonlySet<string>;
   marking: boolean;
+  /** The guard tables of its WireGuard ports on the host (model/wireguard-guard.ts), read with its netns: a table gone is written again. */
+  guards: ReadonlySet<string>;
 }
 
 /** A netns as read, and what the read covered. */
@@ -40,6 +43,7 @@ export function podNeeds(desired: Resolved, applied: AppliedState | undefined): 
     families,
     paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]),
     marking: desired.attachments.some((a) => a.dscp !== undefined) || (applied?.marking?.length ?? 0) > 0,
+    guards: new Set(applied ? applied.attachments.filter((a) => a.wireguard?.remoteRanges).map((a) => guardTable(applied.containerId, a.interface)) : []),
   };
 }
 
@@ -50,7 +54,7 @@ export function asksThePlanner(desired: Resolved, applied: AppliedState | undefi
 }
 
 export function covers(sight: PodSight, needs: PodNeeds): boolean {
-  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p)) && (sight.marking || !needs.marking);
+  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p)) && (sight.marking || !needs.marking) && [...needs.guards].every((g) => sight.guards.has(g));
 }
 
 /** What a plan sees: a sandbox's netns and the host. */
@@ -141,7 +145,7 @@ export function readsEnough(view: HostView, reads: HostReads): boolean {
 
 /** Whether `needs` asks for a netns's links alone: a read that can end a pass's last batch in it (executor ReadBack). */
 export function linksAlone(needs: PodNeeds): boolean {
-  return needs.families.size === 0 && needs.paths.size === 0 && !needs.marking;
+  return needs.families.size === 0 && needs.paths.size === 0 && !needs.marking && needs.guards.size === 0;
 }
 
 /** A sight of links alone (linksAlone), read at the end of a pass's last batch. */
@@ -152,7 +156,7 @@ export function sightOfLinks(needs: PodNeeds, records: string, pod: Map<string, 
 /** A sandbox's netns as it is now: its links, and the routes, rules, sysctls and marking table `needs` names, read at once. */
 export async function readPod(observe: NetnsObserver, netns: string, records: string, needs: PodNeeds): Promise<PodSight> {
   const where = { netns };
-  const [pod, routing, sysctls, marking] = await Promise.all([
+  const [pod, routing, sysctls, marking, guards] = await Promise.all([
     observe.links(where),
     Promise.all([...needs.families].map((family) => observe.routing(where, family))),
     observe.sysctls(where, [...needs.paths]),
@@ -163,6 +167,8 @@ export async function readPod(observe: NetnsObserver, netns: string, records: st
           (err: unknown) => ({ markingUnavailable: toPodnetError(err).message }),
         )
       : {},
+    // Not read (no nft): nothing is written again for it; the guard's own write says why.
+    needs.guards.size > 0 ? observe.guards([...needs.guards]).then((there) => ({ guards: there }), () => ({})) : {},
   ]);
-  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...marking } };
+  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...marking, ...guards } };
 }

@@ -78,6 +78,8 @@ export interface Observed {
   marking?: string;
   /** Why the marking table could not be read (no nft on the node): nothing of it is changed then, and the sandbox fails saying so. */
   markingUnavailable?: string;
+  /** Of the guard tables of the sandbox's WireGuard ports on the host, the ones there; undefined when not read (none asked, or the read failed). */
+  guards?: ReadonlySet<string>;
 }
 
 /** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */

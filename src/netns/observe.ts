@@ -167,6 +167,8 @@ export interface NetnsObserver {
   securedPorts(): Promise<Set<string> | undefined>;
   /** The fingerprint of podnet's marking table in a netns (model/marking.ts); undefined when it is not there. */
   marking(where: Where): Promise<string | undefined>;
+  /** Of these guard tables of WireGuard ports on the host (model/wireguard-guard.ts), the ones there. */
+  guards(tables: readonly string[]): Promise<Set<string>>;
 }
 
 /** The kernel as `run`'s ip, tc and /proc/sys show it. */
@@ -177,6 +179,7 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
     securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
+    guards: async (tables) => new Set((await Promise.all(tables.map(async (t) => ((await run.readNftTable(host, t)) ? [t] : [])))).flat()),
     marking: async (where) => markingFingerprintOf(await run.readNftTable(where, markingTable)),
   };
 }

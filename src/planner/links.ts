@@ -226,8 +226,10 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
  * written back as the node had it (`before`: the guard of the link this one replaces), or deleted.
  */
 function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: readonly string[], was: AppliedAttachment['wireguard'], before: AppliedAttachment['wireguard'], steps: Step[]): void {
-  if (was && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
   const table = guardTable(ctx.applied.containerId, dev);
+  // Read with the pod (daemon/views.ts): one deleted (a flush of the node's ruleset) is written again.
+  const gone = ctx.observed.guards !== undefined && !ctx.observed.guards.has(table);
+  if (was && !gone && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
   const back = before?.remoteRanges ? { listenPort: before.listenPort, remoteRanges: before.remoteRanges } : {};
   steps.push({ where: host, tool: 'nft', line: guardLine(table, listenPort, ranges), undo: { where: host, action: 'wireguard-guard', table, ...back } });
 }

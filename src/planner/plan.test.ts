@@ -757,6 +757,9 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
   t.same(made.next.attachments[0]?.wireguard, { publicKey: 'pub', listenPort: 51820, peers: [peer], remoteRanges: ['198.18.102.0/24'] }, 'recorded: its public key, what wg was given and what its guard admits, not its private key');
   const there = observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) });
   t.same(plan(input({ attachments: [wg] }, { observed: there, applied: made.next })).steps, [], 'as given: nothing');
+  t.same(plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Set([table]) }, applied: made.next })).steps, [], 'its guard read there: nothing');
+  const flushed = plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Set() }, applied: made.next }));
+  t.same(lines(flushed), [['host', 'nft', guard]], "its guard read gone (the node's ruleset flushed): written again, nothing else");
   const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
   const changed = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, peers: [{ publicKey: other, allowedIPs: ['10.9.0.3/32'] }] } }] }, { observed: there, applied: made.next }));
   t.same(lines(changed), [['pod', 'wg', `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${other} allowed-ips 10.9.0.3/32 persistent-keepalive 0 peer ${key} remove`]], 'a peer replaced: the new given, the old removed, the link kept');

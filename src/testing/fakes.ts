@@ -151,6 +151,13 @@ export class FakeObserver implements NetnsObserver {
     return where === 'host' ? undefined : this.markings.get(where.netns);
   }
 
+  /** The guard tables of WireGuard ports on the host (model/wireguard-guard.ts) that are there. */
+  readonly guardTables = new Set<string>();
+
+  async guards(tables: readonly string[]): Promise<Set<string>> {
+    return new Set(tables.filter((t) => this.guardTables.has(t)));
+  }
+
   /** The ports in podnet's port security table; undefined: no table. */
   securedPortNames: Set<string> | undefined;
   /** Why the table cannot be read (no nft on the node), when a test says so. */
