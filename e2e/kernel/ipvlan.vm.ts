@@ -3,23 +3,29 @@
 // IPAM and reach each other; their links share the parent's MAC; a link deleted by hand in the pod
 // is made again at resync; a MAC of the pod's own is refused naming why; a bad mode is refused
 // naming the field; undo leaves nothing on the pods or the host.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { execa } from 'execa';
-import { daemonSandbox } from '../lib/daemon.ts';
+import { daemonSandbox, type DaemonSandbox } from '../lib/daemon.ts';
 import { attachConfig, hostLinkNames, linkOf, net1Address, networkDocument, pingFrom, podnetCli, startPod, until } from '../lib/engine.ts';
 import { missingPrerequisite } from '../lib/env.ts';
 import { removeLinkAtTeardown, uniqueName } from '../lib/netns.ts';
 
 const skip = missingPrerequisite(['/bin/busybox']);
 
+/** A standalone daemon, running, and a dummy parent of the test's own, up unless `down`, deleted at teardown. */
+async function daemonAndParent(t: Test, down = false): Promise<{ daemon: DaemonSandbox; parent: string }> {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const parent = uniqueName('pniv');
+  removeLinkAtTeardown(t, parent);
+  await execa('ip', ['link', 'add', parent, 'type', 'dummy']);
+  if (!down) await execa('ip', ['link', 'set', parent, 'up']);
+  return { daemon, parent };
+}
+
 for (const [mode, subnet] of [['l2', '198.18.87'], ['l3', '198.18.88']] as const) {
   t.test(`ipvlan ${mode}: two pods on one parent reach each other`, { skip }, async (t) => {
-    const daemon = await daemonSandbox(t, { standalone: true });
-    await daemon.start();
-    const parent = uniqueName('pniv');
-    removeLinkAtTeardown(t, parent);
-    await execa('ip', ['link', 'add', parent, 'type', 'dummy']);
-    await execa('ip', ['link', 'set', parent, 'up']);
+    const { daemon, parent } = await daemonAndParent(t);
     const before = await hostLinkNames('');
     const parentMac = (await linkOf(undefined, parent))?.address;
     const pods = [await startPod(t, daemon, 'iv-a'), await startPod(t, daemon, 'iv-b')];
@@ -47,11 +53,7 @@ for (const [mode, subnet] of [['l2', '198.18.87'], ['l3', '198.18.88']] as const
 }
 
 t.test('ipvlan: a MAC of the pod\'s own and a bad mode are refused, naming why and where', { skip }, async (t) => {
-  const daemon = await daemonSandbox(t, { standalone: true });
-  await daemon.start();
-  const parent = uniqueName('pniv');
-  removeLinkAtTeardown(t, parent);
-  await execa('ip', ['link', 'add', parent, 'type', 'dummy']);
+  const { daemon, parent } = await daemonAndParent(t, true);
   const cli = podnetCli(daemon);
   const bad = await cli.apply('bad.yaml', networkDocument('iv', `  type: ipvlan\n  ipvlan: { parent: ${parent}, mode: l4 }`));
   t.not(bad.exitCode, 0, 'podnet apply refuses mode l4');
@@ -75,12 +77,7 @@ spec:
 });
 
 t.test("a Network's mode changed: its pods' links are made again in the new mode, with their MTU and routes", { skip }, async (t) => {
-  const daemon = await daemonSandbox(t, { standalone: true });
-  await daemon.start();
-  const parent = uniqueName('pniv');
-  removeLinkAtTeardown(t, parent);
-  await execa('ip', ['link', 'add', parent, 'type', 'dummy']);
-  await execa('ip', ['link', 'set', parent, 'up']);
+  const { daemon, parent } = await daemonAndParent(t);
   const pods = [await startPod(t, daemon, 'ivm-a'), await startPod(t, daemon, 'ivm-b')];
   const cli = podnetCli(daemon);
   const network = (mode: string) => networkDocument('ivm', `  type: ipvlan\n  ipvlan: { parent: ${parent}, mode: ${mode} }\n  ipam: { ranges: [{ subnet: 198.18.86.0/24 }] }`);
