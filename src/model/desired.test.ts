@@ -5,7 +5,7 @@ import { defaultLimits, desiredFor, type DesiredSandbox } from './desired.ts';
 import { identityOf, podNameLabel, requiredAttachments } from './identity.ts';
 import { desiredWhole, generationOf, newGenerationsRefused } from './whole-configs.ts';
 import { causeProblems } from './step.ts';
-import { configProblems } from './document-problems.ts';
+import { documentProblems } from './document-problems.ts';
 import { resolveSandbox } from './resolve.ts';
 import { selects } from './selector.ts';
 
@@ -626,8 +626,8 @@ t.test("VRFs: the primary interface goes in one only where the node's admin allo
 t.test("VRFs: a config judged alone may name another config's VRF; an unnamed attachment never takes a VRF's name", async (t) => {
   const vrf = config('a-vrf', { podSelector: all, vrfs: [{ name: 'net1', table: 100 }] });
   const user = config('b-user', { podSelector: all, routes: [{ to: '198.18.99.0/24', via: '198.18.80.1', vrf: 'net1' }], interfaces: [{ name: 'eth0', vrf: 'gone' }] });
-  const problems = configProblems(user, shared, { 'kubernetes.io/metadata.name': 'tenant-a' }, defaultLimits, [], [vrf, user]);
-  t.match(problems, [{ field: 'spec.interfaces[0].vrf' }], "only the VRF no config has is told, not the other config's");
+  const problems = documentProblems({ networks: shared, configs: [vrf, user, config('other-ns', { podSelector: all, vrfs: [{ name: 'gone', table: 101 }] }, 'tenant-b')], permissions: [], problems: [] }).filter((p) => p.document === 'PodNetworkConfig tenant-a/b-user');
+  t.match(problems, [{ field: 'spec.interfaces[0].vrf' }], "only the VRF no config of its namespace has is told, not the other config's");
   t.equal(problems.length, 1);
   const d = desiredFor(pod, shared, [vrf, config('c-attach', { podSelector: all, attachments: [{ network: 'blue' }] })]);
   t.same(d.attachments.map((a) => a.interface), ['net2'], 'net1 is the VRF\'s');

@@ -533,22 +533,19 @@ class Merge {
       for (const setting of linkSettingNames) {
         if (settings[setting] !== undefined && !this.conflicted.has(`tune:${name}:${setting}`)) (kept as Record<string, unknown>)[setting] = settings[setting];
       }
-      // A VRF that an attachment of its name took is not the pod's: nothing is placed in it.
-      if (kept.vrf !== undefined && !this.vrfTables.has(kept.vrf)) {
-        this.problem({ document: from.vrf!, field: fields.vrf!, reason: noVrfReason(kept.vrf) });
-        delete kept.vrf;
-        const { vrf: _refused, ...others } = from;
+      /** A setting refused here: told on who asked it, and left out. */
+      const refuse = (setting: 'vrf' | 'mac', reason: string) => {
+        this.problem({ document: from[setting]!, field: fields[setting]!, reason });
+        delete kept[setting];
+        const { [setting]: _refused, ...others } = from;
         from = others;
-      }
+      };
+      // A VRF that an attachment of its name took is not the pod's: nothing is placed in it.
+      if (kept.vrf !== undefined && !this.vrfTables.has(kept.vrf)) refuse('vrf', noVrfReason(kept.vrf));
       // The primary interface's MAC has its own switch (config).
       const network = attachedTo.get(name);
       const refused = kept.mac !== undefined && name !== this.identity.primaryInterface ? macRefusal(name, network) : undefined;
-      if (refused !== undefined) {
-        this.problem({ document: from.mac!, field: fields.mac!, reason: refused });
-        delete kept.mac;
-        const { mac: _refused, ...others } = from;
-        from = others;
-      }
+      if (refused !== undefined) refuse('mac', refused);
       if (Object.keys(kept).length > 0) this.out.tuning.push({ interface: name, settings: kept, from });
       for (const setting of Object.keys(kept) as LinkSettingName[]) this.origin(originKey.tuning(name), from[setting]!, fields[setting]!);
       if (kept.vrf !== undefined) this.origin(originKey.placement(name), from.vrf!, fields.vrf!);

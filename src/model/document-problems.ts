@@ -43,13 +43,13 @@ export function configProblems(
   namespaceLabels: Record<string, string>,
   limits: NodeLimits = defaultLimits,
   permissions: readonly PodNetworkPermission[] = [],
-  siblings: readonly PodNetworkConfig[] = [],
+  namespaceVrfs: ReadonlySet<string> = new Set(),
 ): Problem[] {
   const namespace = namespaceOf(config.metadata.namespace);
   const alone = { ...config, spec: { ...config.spec, podSelector: {} } };
   const name = documentName(config);
-  // A VRF may be another config's: naming one that a config of the namespace has is no problem of this one alone.
-  const elsewhere = new Set(siblings.filter((c) => namespaceOf(c.metadata.namespace) === namespace).flatMap((c) => (c.spec.vrfs ?? []).map((v) => noVrfReason(v.name))));
+  // A VRF may be another config's: naming one that a config of the namespace has (`namespaceVrfs`) is no problem of this one alone.
+  const elsewhere = new Set([...namespaceVrfs].map(noVrfReason));
   // A kubelet names every pod's primary interface eth0.
   return desiredFor({ namespace, name: '(any pod)', labels: {}, namespaceLabels, permissions, primaryInterface: 'eth0' }, networks, [alone], [], limits).problems.filter((p) => p.document === name && !elsewhere.has(p.reason));
 }
@@ -61,14 +61,25 @@ export function configProblems(
  */
 export function documentProblems(docs: Documents, labelsOf: NamespaceLabels = () => undefined, limits: NodeLimits = defaultLimits): Problem[] {
   const permissions = permissionsByNamespace(docs.permissions);
+  const vrfs = vrfsByNamespace(docs.configs);
   const checked = [
     ...[...docs.networks.values()].flatMap((n) => networkProblems(n, docs.networks)),
     ...docs.configs.flatMap((c) => {
       const namespace = namespaceOf(c.metadata.namespace);
-      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits, permissions.get(namespace), docs.configs);
+      return configProblems(c, docs.networks, labelsOf(namespace) ?? { [namespaceNameLabel]: namespace }, limits, permissions.get(namespace), vrfs.get(namespace));
     }),
     ...docs.permissions.flatMap(permissionProblems),
   ];
   const told = new Set(docs.problems.map((p) => `${p.document}\n${p.field}`));
   return [...docs.problems, ...checked.filter((p) => !told.has(`${p.document}\n${p.field}`))];
+}
+
+/** The names of the VRFs each namespace's configs make: what a config of it judged alone may name. */
+function vrfsByNamespace(configs: readonly PodNetworkConfig[]): Map<string, Set<string>> {
+  const by = new Map<string, Set<string>>();
+  for (const c of configs) {
+    const namespace = namespaceOf(c.metadata.namespace);
+    for (const vrf of c.spec.vrfs ?? []) by.set(namespace, (by.get(namespace) ?? new Set()).add(vrf.name));
+  }
+  return by;
 }

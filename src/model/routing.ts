@@ -20,7 +20,8 @@ export function ruleKey(r: { family: Family; priority: number }): string {
   return `rule ${r.family} ${r.priority}`;
 }
 
-const mainTable = 254;
+/** The kernel's main routing table. */
+export const mainTable = 254;
 /** A field of a route or rule that cannot be, and why. */
 export type Refused = { field: string; reason: string };
 

@@ -5,6 +5,7 @@ import type { AppliedConfig, Network, PodNetworkConfig, Problem } from '../proto
 import { desiredFor, defaultLimits, type DesiredSandbox, type EarlierAttachment, type NodeLimits } from './desired.ts';
 import { documentName, selectingConfigs, type SandboxIdentity } from './identity.ts';
 import type { RefusedGeneration } from './refusal.ts';
+import { canonicalJson } from './canonical-json.ts';
 
 /**
  * What the documents want for a pod, each PodNetworkConfig whole or not at all (docs/adr/0017): a
@@ -100,7 +101,3 @@ export function generationOf(spec: PodNetworkConfig['spec']): string {
   return canonicalJson(spec);
 }
 
-/** JSON with every object's keys sorted: two specs that say the same compare equal, however their keys came. */
-function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v));
-}

@@ -218,9 +218,16 @@ function nftMissing(): PodnetError {
   return new PodnetError('NOT_AVAILABLE', 'nft (Debian package nftables) is not installed on this node: port security, DSCP marking and the guard of WireGuard ports need it; install it, or set spec.bridge.portSecurity: false on the Network, ask no dscp and no wireguard Network');
 }
 
-/** Looked for once found: every secured port's change asks (bench/resync: 0.3 s of a pass at 500 pods); until then, at each ask, so installing nft heals a node. */
-let nftFound = false;
-const nftInstalled = () => (nftFound ||= findExecutable('nft', pathDirs()) !== undefined);
+/**
+ * Whether a tool podnet needs only for some documents (nft, wg) is on the node: looked for once
+ * found, since every secured port's change asks (bench/resync: 0.3 s of a pass at 500 pods); until
+ * then, at each ask, so installing it heals a node.
+ */
+const toolsFound = new Set<string>();
+function installed(tool: 'nft' | 'wg'): boolean {
+  if (!toolsFound.has(tool) && findExecutable(tool, pathDirs()) !== undefined) toolsFound.add(tool);
+  return toolsFound.has(tool);
+}
 
 /** A batch in a process of its own, ending with `readAfter` when given. */
 function startProcessBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
@@ -272,7 +279,7 @@ const hostBatches = {
 };
 
 function startBatch(where: Where, tool: 'ip' | 'ip6' | 'tc' | 'nft', readAfter?: ReadAfter): StartedBatch {
-  if (tool === 'nft' && !nftInstalled()) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
+  if (tool === 'nft' && !installed('nft')) return { run: async () => ({ done: 0, error: nftMissing() }), cancel: () => undefined };
   if (readAfter && (where === 'host' || tool !== 'ip')) throw new PodnetError('INTERNAL', `a read after a batch is for ip in a pod's netns, not ${tool} in ${describeWhere(where)}`);
   if (!joinsOthers(where, tool)) return startProcessBatch(where, tool, readAfter);
   const joined = hostBatches[tool as 'ip' | 'nft'];
@@ -308,7 +315,7 @@ export function wgFailure(line: string, stderr: string): string {
 
 /** sysctl and wg: a process a line, the line its arguments. */
 async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly string[]): Promise<BatchResult> {
-  if (tool === 'wg' && findExecutable('wg', pathDirs()) === undefined) {
+  if (tool === 'wg' && !installed('wg')) {
     return { done: 0, error: new PodnetError('NOT_AVAILABLE', 'wg (Debian package wireguard-tools) is not installed on this node: WireGuard Networks need it') };
   }
   for (const [i, line] of lines.entries()) {
@@ -358,7 +365,7 @@ export const netnsRunner: NetnsRunner = {
   },
 
   async readNftTable(where, table) {
-    if (!nftInstalled()) throw nftMissing();
+    if (!installed('nft')) throw nftMissing();
     const [file, list] = argv(where, 'nft', ['-j', 'list', 'table', ...table.split(' ')]);
     const result = await exec(file, list);
     if (result.code !== 0) {

@@ -7,14 +7,13 @@
 // podnet's own routes are the routes part's to add again (ctx.moving).
 import { originKey } from '../model/desired.ts';
 import { hostBridgeOf } from '../model/kinds/index.ts';
-import { routeKey } from '../model/routing.ts';
+import { mainTable, routeKey } from '../model/routing.ts';
 import { linkSettingNames, type AppliedTuning, type LinkSettingName, type LinkSettings, type ObservedLink, type ObservedRoute, type ResolvedRoute } from '../model/state.ts';
 import { stamp, type Step } from '../model/step.ts';
 import { addrLine, routeLine, settingLine } from '../model/undo.ts';
 import { podMacOf } from '../model/port-security.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
-const mainTable = 254;
 /** Routes of the main table kept for one interface while it is in a VRF (the applied state's bound). */
 const maxDroppedRoutes = 64;
 

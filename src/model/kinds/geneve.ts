@@ -1,6 +1,6 @@
 // The geneve kind: a layer-2 Geneve tunnel in the pod to a remote endpoint; made from the host
 // straight into the pod, so its packets leave by the host's routes, as vxlan's do.
-import { canonicalRemote, mtuArgument, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+import { canonicalRemote, mtuArgument, noHostEndToShape, tunnelRemoteOf, tunnelRemoteProblems, type LinkKind } from './kind.ts';
 
 export interface GeneveLink {
   kind: 'geneve';
@@ -16,7 +16,7 @@ export const geneveKind: LinkKind<'geneve', GeneveLink> = {
   refusedAsks: () => ({ bandwidth: noHostEndToShape('geneve') }),
   specProblems: (network) => tunnelRemoteProblems('geneve', network.spec.geneve?.remote, network.spec.geneve?.remoteRanges),
   onePerNode: 'its tunnel endpoint (VNI, remote and port) is the node\'s',
-  tunnelRemote: (network) => ({ ...(network.spec.geneve?.remote ? { remote: network.spec.geneve.remote } : {}), ...(network.spec.geneve?.remoteRanges ? { ranges: network.spec.geneve.remoteRanges } : {}), field: 'spec.geneve.remote' }),
+  tunnelRemote: (network) => tunnelRemoteOf('geneve', network.spec.geneve),
   linkSpec(network, _allocations, asked) {
     // The schema requires spec.geneve on a geneve Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.geneve!;

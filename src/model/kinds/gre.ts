@@ -3,7 +3,7 @@
 // it when moved: so the link is made on the host and moved into the pod, and its packets leave by
 // the host's routes (or the underlay named), as vxlan's do.
 import { isIP } from 'node:net';
-import { canonicalRemote, noHostEndToShape, tunnelRemoteProblems, type LinkKind } from './kind.ts';
+import { canonicalRemote, noHostEndToShape, tunnelRemoteOf, tunnelRemoteProblems, type LinkKind } from './kind.ts';
 
 export interface GreLink {
   kind: 'gre';
@@ -25,7 +25,7 @@ export const greKind: LinkKind<'gre', GreLink> = {
     if (remote.length > 0 || !overIpv6 || gre.device) return remote;
     return [{ field: 'spec.gre.device', reason: 'a gre tunnel over IPv6 needs its underlay named: its local end is that interface\'s IPv6 address (a tunnel moved into a pod has none of its own to choose)' }];
   },
-  tunnelRemote: (network) => ({ ...(network.spec.gre?.remote ? { remote: network.spec.gre.remote } : {}), ...(network.spec.gre?.remoteRanges ? { ranges: network.spec.gre.remoteRanges } : {}), field: 'spec.gre.remote' }),
+  tunnelRemote: (network) => tunnelRemoteOf('gre', network.spec.gre),
   linkSpec(network, _allocations, asked) {
     // The schema requires spec.gre on a gre Network, and its remote or remoteRanges (then the attachment's remote, kinds/index.ts).
     const g = network.spec.gre!;

@@ -6,11 +6,12 @@ import { createHash } from 'node:crypto';
 import type { AppliedAttachment as AppliedAttachmentRecord, Network, WireguardPeer } from '../../protocol/validate.ts';
 import { staticAddressProblem } from '../pools.ts';
 import { parseCidr } from '../cidr.ts';
+import { canonicalJson } from '../canonical-json.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
 import { geneveKind } from './geneve.ts';
 import { greKind } from './gre.ts';
-import { remoteRefusal, withinRanges, type AttachmentAsks, type AttachmentRefusal, type DelegatedKind, type HostBridge, type LinkKind, type LinkMaking, type NetworkKind, type NetworkType } from './kind.ts';
+import { endpointRefusal, type AttachmentAsks, type AttachmentRefusal, type DelegatedKind, type HostBridge, type LinkKind, type LinkMaking, type NetworkKind, type NetworkType } from './kind.ts';
 import { ipvlanKind } from './ipvlan.ts';
 import { macvlanKind } from './macvlan.ts';
 import { vlanKind } from './vlan.ts';
@@ -74,8 +75,7 @@ export function describeLink(link: LinkSpec): { text: string; hostEnd: boolean }
  * that the order a kind writes them in does not count.
  */
 export function linkDigest(link: LinkSpec): string {
-  const canonical = JSON.stringify(Object.fromEntries(Object.entries(link).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
-  return createHash('sha256').update(canonical).digest('hex').slice(0, 16);
+  return createHash('sha256').update(canonicalJson(link)).digest('hex').slice(0, 16);
 }
 
 /** How the planner makes a link, and what it needs on the host first. */
@@ -126,10 +126,7 @@ function remoteAskRefusal(network: Network, remote: string | undefined): string 
   if (remote === undefined) return tunnel?.ranges ? `Network ${name} lets each attachment choose its tunnel's remote within ${tunnel.field}Ranges (${tunnel.ranges.join(', ')}); this one gives none` : undefined;
   if (!tunnel) return `a ${kind.type} link has no remote endpoint to choose`;
   if (!tunnel.ranges) return `Network ${name} fixes its tunnel's remote (${tunnel.field}); an attachment chooses none`;
-  const wrong = remoteRefusal(kind.type, remote);
-  if (wrong) return wrong;
-  if (!withinRanges(remote, tunnel.ranges)) return `${remote} is outside Network ${name}'s ${tunnel.field}Ranges (${tunnel.ranges.join(', ')})`;
-  return undefined;
+  return endpointRefusal(kind.type, remote, name, `${tunnel.field}Ranges`, tunnel.ranges);
 }
 
 /** Why an attachment's WireGuard peers cannot be: a Network of another kind, an endpoint outside its remoteRanges, a peer named twice. */
@@ -142,7 +139,7 @@ function peersRefusal(network: Network, peers: readonly WireguardPeer[]): Attach
     if (notSubnet >= 0) return { field: `peers[${i}].allowedIPs[${notSubnet}]`, reason: `${peer.allowedIPs[notSubnet]} is not an address with a prefix length` };
     const address = peer.endpoint?.address;
     if (address === undefined) continue;
-    const wrong = remoteRefusal('wireguard', address) ?? (withinRanges(address, ranges) ? undefined : `${address} is outside Network ${network.metadata.name}'s spec.wireguard.remoteRanges (${ranges.join(', ')})`);
+    const wrong = endpointRefusal('wireguard', address, network.metadata.name, 'spec.wireguard.remoteRanges', ranges);
     if (wrong) return { field: `peers[${i}].endpoint.address`, reason: wrong };
   }
   return undefined;

@@ -152,6 +152,19 @@ export function tunnelRemoteProblems(type: 'gre' | 'geneve' | 'wireguard', remot
   ];
 }
 
+/** A gre or geneve Network's tunnel remote: its own, or the ranges each attachment chooses one in. */
+export function tunnelRemoteOf(type: 'gre' | 'geneve', spec: { remote?: string; remoteRanges?: string[] } | undefined): TunnelRemote {
+  return { ...(spec?.remote ? { remote: spec.remote } : {}), ...(spec?.remoteRanges ? { ranges: spec.remoteRanges } : {}), field: `spec.${type}.remote` };
+}
+
+/**
+ * Why an endpoint chosen in a Network's ranges cannot be (remoteRefusal), or is outside them:
+ * `rangesField` names them (spec.gre.remoteRanges).
+ */
+export function endpointRefusal(type: string, address: string, network: string, rangesField: string, ranges: readonly string[]): string | undefined {
+  return remoteRefusal(type, address) ?? (withinRanges(address, ranges) ? undefined : `${address} is outside Network ${network}'s ${rangesField} (${ranges.join(', ')})`);
+}
+
 /** Why a tunnel of `type` cannot go to `remote`: it is no address, no unicast one, the node's own loopback, or IPv4 written as IPv6. */
 export function remoteRefusal(type: string, remote: string): string | undefined {
   if (isIP(remote) === 0) return `${remote} is not an IPv4 or IPv6 address`;
