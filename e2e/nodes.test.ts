@@ -101,6 +101,12 @@ t.test('two nodes: podnet on both, a config whose status counts the pods of both
     }
   }
 
+  // The controller runs on the control plane's node, as its affinity prefers: a worker that
+  // leaves does not take it along (when its own node leaves, Kubernetes starts it again elsewhere
+  // once the pod garbage collector has let its pod go, ADR 32).
+  const controllerAt = await until('the controller scheduled', async () => (await jsonpath(kubectl, ['pods', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet-controller'], '{.items[*].spec.nodeName}')) || undefined, 60_000);
+  t.equal(controllerAt, nodes[0].name, "podnet's controller runs on the control plane's node");
+
   // The second node leaves, as an autoscaler takes a machine away: the machine stops, then its
   // Node object is deleted. Its entries go from every status, told once each.
   await nodes[1].leave();

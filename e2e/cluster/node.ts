@@ -380,6 +380,7 @@ async function describeNode(nodeKubectl: Node['kubectl'], name: string): Promise
     ['pods', await kubectl(['get', 'pods', '-A', '-o', 'wide', `--field-selector=spec.nodeName=${name}`])],
     ['events', await kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp'])],
     ["podnet's daemon log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'daemon', '--tail=60', '--prefix'])],
+    ["podnet's controller log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet-controller', '--tail=60', '--prefix'])],
     ["podnet's install log", await kubectl(['logs', '-n', 'podnet-system', '-l', 'app.kubernetes.io/name=podnet', '-c', 'install', '--tail=20', '--prefix'])],
   ];
   for (const [what, text] of said) process.stderr.write(`--- ${what} on node ${name} (test failed) ---\n${text}\n`);

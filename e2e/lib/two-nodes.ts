@@ -8,6 +8,9 @@ import { installPodnet, podnetImage, tenantMayCreate } from './podnet-node.ts';
 
 export const tenant = 'tenant-a';
 
+/** The label kubeadm puts on a control-plane node, which podnet's controller prefers (daemonset/controller.yaml). */
+export const controlPlaneLabel = 'node-role.kubernetes.io/control-plane';
+
 /** Two nodes with podnet's image known to both, and a tenant namespace tenant-a may edit. */
 export async function twoNodes(t: Test, primaries: [string, string]) {
   const cluster = await startCluster(t, { forNode: true });
@@ -19,6 +22,9 @@ export async function twoNodes(t: Test, primaries: [string, string]) {
   const tag = await podnetImage(t, first);
   await second.importImage(`localhost/podnet:${tag}`);
   const kubectl = first.kubectl;
+  // The first node shares the machine's network with etcd and the API server: it is the control
+  // plane's node, labelled as kubeadm labels one, where podnet's controller prefers to run.
+  await kubectl(['label', 'node', first.name, `${controlPlaneLabel}=`]);
   const asTenant = (args: string[], input?: string) => kubectl(['-n', tenant, ...args], { as: 'tenant-a', input });
   const readyDaemons = async () => (await kubectl(['get', 'daemonset', '-n', 'podnet-system', 'podnet', '-o', 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}'])).stdout;
   await kubectl(['create', 'namespace', tenant]);
