@@ -35,6 +35,44 @@ t.test('macvlan: two pods on one parent reach each other; undo leaves the parent
   t.match(await linkOf(undefined, parent), { ifname: parent }, 'the parent is left in place');
 });
 
+t.test('macvlan: a Network moved to a parent the kernel refuses leaves the pod its link; once the parent can, the link is made again beside the old one', { skip }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true });
+  await daemon.start();
+  const [first, second] = [uniqueName('pnmv'), uniqueName('pnmv')];
+  for (const parent of [first, second]) {
+    removeLinkAtTeardown(t, parent);
+    await execa('ip', ['link', 'add', parent, 'type', 'veth', 'peer', 'name', `${parent}p`]);
+    for (const l of [parent, `${parent}p`]) await execa('ip', ['link', 'set', l, 'up']);
+  }
+  // The second parent's MTU is below the Network's: the kernel refuses a macvlan above it.
+  await execa('ip', ['link', 'set', second, 'mtu', '1300']);
+  const pod = await startPod(t, daemon, 'mv-move');
+  const cli = podnetCli(daemon);
+  const network = (parent: string) => networkDocument('mvmove', `  type: macvlan\n  macvlan: { parent: ${parent}, mode: bridge }\n  mtu: 1400\n  ipam: { ranges: [{ subnet: 198.18.85.0/24 }] }`);
+  await cli.apply('mv.yaml', network(first));
+  await cli.apply('attach.yaml', attachConfig('mvmove'));
+  const address = await until('net1 in the pod', () => net1Address(pod.ns.name, '198.18.85.'));
+  const before = (await linkOf(pod.ns.name, 'net1'))!;
+
+  t.equal((await cli.apply('mv.yaml', network(second))).exitCode, 0, 'podnet apply: the Network moves to the second parent');
+  const told = await until('the refusal told', async () => {
+    const { stdout } = await cli.explain('mv-move');
+    return /last error: .*name pnt\w+ .*type macvlan/.test(stdout) ? stdout : undefined;
+  }, 30_000);
+  t.match(told, `last error: PodNetworkConfig default/attach spec.attachments[0]: ip link add link ${second} name`, "podnet explain: the kernel's refusal, named by the attachment that asked it");
+  const kept = await linkOf(pod.ns.name, 'net1');
+  t.equal(kept?.ifindex, before.ifindex, 'the pod keeps its net1');
+  t.equal(await net1Address(pod.ns.name, '198.18.85.'), address, 'with its address');
+
+  await execa('ip', ['link', 'set', second, 'mtu', '1500']);
+  const remade = await until('net1 made again on the second parent', async () => {
+    const net1 = await linkOf(pod.ns.name, 'net1');
+    return net1 && net1.ifindex !== before.ifindex && (await net1Address(pod.ns.name, '198.18.85.')) === address ? net1 : undefined;
+  }, 60_000);
+  t.match(remade, { mtu: 1400, linkinfo: { info_kind: 'macvlan' } }, 'a macvlan with the MTU of the Network and the same address');
+  t.same((await execa('ip', ['-n', pod.ns.name, '-o', 'link', 'show'])).stdout.match(/pnt\w+/g), null, 'no link of podnet\'s temporary name is left in the pod');
+});
+
 t.test('vxlan: pods on two nodes reach each other through the tunnel', { skip }, async (t) => {
   // Two nodes, each a netns with its own daemon, joined by an underlay veth.
   const nodes = [await makeNetns(t, 'pne2e-node-'), await makeNetns(t, 'pne2e-node-')];

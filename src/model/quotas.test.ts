@@ -65,6 +65,12 @@ t.test('a tunnel Network has one attachment a node, whatever the namespace; the 
     const other = tunnel(type, type);
     t.same(refusedOf(overQuota([sandbox('c1', 'a', [at(other, 'net1')]), sandbox('c2', 'a', [at(other, 'net1')])])), { c2: ['net1'] }, `${type} too`);
   }
+  // Where each attachment chooses its remote, each remote is its own endpoint.
+  const ranged: Network = { ...gre, metadata: { name: 'ranged' }, spec: { type: 'geneve', geneve: { vni: 7, remoteRanges: ['198.18.100.0/24', '2001:db8:100::/64'] } } };
+  const to = (iface: string, remote: string): DesiredAttachment => ({ ...at(ranged, iface), remote });
+  const chosen = overQuota([sandbox('c1', 'a', [to('net1', '198.18.100.2')]), sandbox('c2', 'b', [to('net1', '198.18.100.3'), to('net2', '2001:db8:100::2')]), sandbox('c3', 'b', [to('net1', '198.18.100.2'), to('net2', '2001:DB8:100::2')])]);
+  t.same(refusedOf(chosen), { c3: ['net1', 'net2'] }, 'two remotes are two tunnels on one node; a remote another pod has is refused, however it is spelled');
+  t.same(chosen.get('c3')?.[1]?.problem.reason, "Network ranged is a geneve tunnel, and a node has one attachment to it per remote: its tunnel endpoint (VNI, remote and port) is the node's; another pod on this node has it to 2001:db8:100::2");
   // A pod its namespace's quota refuses does not hold the tunnel for the others.
   const shut = tunnel('shut', 'gre', 0);
   t.same(refusedOf(overQuota([sandbox('c1', 'tenant-a', [at(shut, 'net1')]), sandbox('c2', 'tenant-b', [at(tunnel('shut', 'gre'), 'net1')])])), { c1: ['net1'] }, "a quota's refusal leaves the tunnel to the next pod");

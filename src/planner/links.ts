@@ -115,11 +115,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
         fresh = !existing || remakes(mine, want);
-        if (fresh) {
-          if (existing) part.apply.push({ where: pod, tool: 'ip', line: linkDelLine(want.interface) });
-          const line = making.createInPod({ interface: want.interface, mtu: want.mtu, netns: ctx.netns });
-          part.apply.push({ where: host, tool: 'ip', line, undo: { where: pod, action: 'link-del', dev: want.interface } });
-        }
+        if (fresh) inPodSteps(ctx, want, making, existing !== undefined, part.apply);
       } else {
         fresh = !existing || remakes(mine, want);
         if (!hostMadeSteps(ctx, want, making, fresh, existing !== undefined, part)) {
@@ -169,6 +165,27 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
 }
 
 /**
+ * A link made from the host straight inside the pod. One made again (`replaces`) is made beside
+ * the old one under its pnt name where its kind allows, then takes the old one's name: a kernel
+ * that refuses the new link leaves the pod its old one. A pnt link in the pod is one an undo could
+ * not delete: it goes first.
+ */
+function inPodSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createInPod: unknown }>, replaces: boolean, steps: Step[]): void {
+  const dev = want.interface;
+  const made = (name: string) => making.createInPod({ interface: name, mtu: want.mtu, netns: ctx.netns });
+  if (!replaces || !making.besideOld) {
+    if (replaces) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
+    steps.push({ where: host, tool: 'ip', line: made(dev), undo: { where: ctx.pod, action: 'link-del', dev } });
+    return;
+  }
+  const beside = hostInterfaceName(ctx.applied.containerId, dev, 'pnt');
+  if (ctx.observed.pod.has(beside)) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(beside) });
+  steps.push({ where: host, tool: 'ip', line: made(beside), undo: { where: ctx.pod, action: 'link-del', dev: beside } });
+  steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
+  steps.push({ where: ctx.pod, tool: 'ip', line: `link set dev ${beside} name ${dev}`, undo: { where: ctx.pod, action: 'link-del', dev } });
+}
+
+/**
  * When `fresh`: a link made on the host under its pnt name, marked, and moved into the pod under
  * the pod's name in one `ip link set`; false, with the problem told, when a link of that name on
  * the host is someone else's, or the host lacks what the kind needs of its underlay. One an
@@ -195,10 +212,10 @@ function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extra
     return false;
   }
   if (left) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
-  // Made again (its spec changed): the pod's link goes once the new one can be made.
-  if (inPod) part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
   part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
   part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
+  // Made again (its spec changed): the pod's link goes once the new one is made.
+  if (inPod) part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
   part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
   return true;
 }

@@ -697,15 +697,30 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
   };
   const seen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1300, addresses: ['198.18.80.2/24'] })]), routes: [{ ...route, metric: 0 }] });
   const p = plan(input({ attachments: [mv], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }], routes: [route] }, { observed: seen, applied }));
+  const beside = hostInterfaceName('c1', 'net1', 'pnt');
   t.same(lines(p), [
+    ['host', 'ip', `link add link eth0 name ${beside} netns /run/netns/pod-a mtu 1400 type macvlan mode private`],
     ['pod', 'ip', 'link del dev net1'],
-    ['host', 'ip', 'link add link eth0 name net1 netns /run/netns/pod-a mtu 1400 type macvlan mode private'],
+    ['pod', 'ip', `link set dev ${beside} name net1`],
     ['pod', 'ip', 'link set dev net1 up'],
     ['pod', 'ip', 'addr add 198.18.80.2/24 dev net1'],
     ['pod', 'ip', 'link set dev net1 mtu 1300'],
     ['pod', 'ip', 'route add 198.18.99.0/24 dev net1 table 100'],
   ], 'made again in private mode; its MTU tuned and its route added again on the new link');
   t.equal(p.next.attachments[0]?.made, linkDigest(mv.link));
+  t.same(
+    p.steps.slice(0, 3).map((step) => step.undo),
+    [{ where: { netns }, action: 'link-del', dev: beside }, undefined, { where: { netns }, action: 'link-del', dev: 'net1' }],
+    'made beside the old link, which goes only once the kernel made the new one; undone, the new one goes under whichever name it has',
+  );
+  const leftBeside = plan(input({ attachments: [mv] }, { observed: observed({ ...seen, pod: new Map([...seen.pod, link(beside)]) }), applied }));
+  t.same(lines(leftBeside).filter((l) => l[2]!.includes(beside)).map((l) => l[2]!.split(' netns')[0]), [`link del dev ${beside}`, `link add link eth0 name ${beside}`, `link set dev ${beside} name net1`], 'one an undo could not delete goes first');
+  const vxlan = { kind: 'vxlan' as const, vni: 42, remote: '198.18.100.2', port: 4789 };
+  const held = plan(input({ attachments: [{ ...blue, link: { ...vxlan, remote: '198.18.100.3' } }] }, { observed: observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) }), applied: { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'vxlan', addresses: ['198.18.80.2/24'], made: linkDigest(vxlan) }] } }));
+  t.same(lines(held).slice(0, 2), [
+    ['pod', 'ip', 'link del dev net1'],
+    ['host', 'ip', 'link add name net1 netns /run/netns/pod-a mtu 1400 type vxlan id 42 remote 198.18.100.3 dstport 4789'],
+  ], 'a vxlan whose VNI and port the host socket of the old link holds: the old one goes first');
 
   const same = plan(input({ attachments: [{ ...mv, link: old, mtu: 1500 }] }, { observed: observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) }), applied: { ...applied, tuning: [], routes: [] } }));
   t.same(lines(same), [['pod', 'ip', 'link set dev net1 mtu 1500']], 'the same spec: kept; the MTU changed in place');
@@ -716,11 +731,11 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
   const tmp = hostInterfaceName('c1', 'net1', 'pnt');
   const greSeen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) });
   t.same(lines(plan(input({ attachments: [gre] }, { observed: greSeen, applied: greApplied }))).slice(0, 4), [
-    ['pod', 'ip', 'link del dev net1'],
     ['host', 'ip', `link add name ${tmp} mtu 1400 type gre remote 198.18.100.2 key 8`],
     ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
+    ['pod', 'ip', 'link del dev net1'],
     ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
-  ], 'a gre key changed: the old link goes once the new one can be made on the host');
+  ], 'a gre key changed: the old link goes once the new one is made on the host');
   const theirs = observed({ ...greSeen, host: new Map([link('eth0'), link(tmp, { alias: 'uplink' })]) });
   const blocked = plan(input({ attachments: [gre] }, { observed: theirs, applied: greApplied }));
   t.same([lines(blocked), blocked.next.attachments], [[], greApplied.attachments], "a pnt name someone else holds: the old link stays, with its old digest");

@@ -66,7 +66,17 @@ export type LinkMaking =
   /** A veth whose host end goes on a bridge podnet makes; the planner makes the pair, its port security and its rate limits (planner/links.ts). */
   | { readonly veth: HostBridge }
   /** One `ip link add` run on the host that makes the link straight inside the pod; the host interface it needs (a parent, an underlay) must be there. */
-  | { readonly createInPod: (pod: PodLink) => string; readonly hostInterface?: string }
+  | {
+      readonly createInPod: (pod: PodLink) => string;
+      readonly hostInterface?: string;
+      /**
+       * Whether a link made again from a changed spec can be made while the one it replaces still
+       * is: then a kernel that refuses the new one leaves the pod its old one. Not where the new
+       * link may hold what the old one holds (a VNI and port its spec kept, the socket being the
+       * host's): the old one goes first.
+       */
+      readonly besideOld: boolean;
+    }
   /**
    * An `ip link add` run on the host under a name of podnet's own (`link.name`), before the planner
    * moves the link into the pod under the pod's name: for a kind whose kernel code sends by the

@@ -17,6 +17,8 @@ export const vlanKind: LinkKind<'vlan', VlanLink> = {
   linkSpec: (network) => ({ kind: 'vlan', parent: network.spec.vlan!.parent, id: network.spec.vlan!.id }),
   making: (spec) => ({
     hostInterface: spec.parent,
+    // Made again only for a new parent or id, which the old link does not hold.
+    besideOld: true,
     createInPod: (pod) => `link add link ${spec.parent} name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type vlan id ${spec.id}`,
   }),
   describe: (spec) => `vlan ${spec.id} on ${spec.parent}`,

@@ -28,6 +28,8 @@ export const wireguardKind: LinkKind<'wireguard', WireguardLink> = {
   // The schema requires spec.wireguard on a wireguard Network.
   linkSpec: (network) => ({ kind: 'wireguard', listenPort: network.spec.wireguard!.listenPort }),
   making: () => ({
+    // Its port is given after the old link is gone.
+    besideOld: true,
     createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type wireguard`,
   }),
   describe: (spec) => `wireguard, port ${spec.listenPort}`,
