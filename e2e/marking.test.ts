@@ -1,13 +1,15 @@
 // DSCP marking on the real kernel, standalone: an attachment's dscp is put on what the pod sends
 // out of it, IPv4 and IPv6, as a packet capture in the peer pod sees it on the wire; changed in
 // place (the link is not made again); a table deleted by hand is written again at resync; taken
-// back, the pod sends best effort again and podnet's table is gone.
+// back, the pod sends best effort again and podnet's table is gone. The same on an interface a cni
+// Network's plugins made (the reference bridge and host-local).
 import t from 'tap';
 import { execa } from 'execa';
 import { fileURLToPath } from 'node:url';
 import { daemonSandbox } from './lib/daemon.ts';
 import { linkOf, networkDocument, podnetCli, startPod, until, type Pod } from './lib/engine.ts';
-import { missingPrerequisite } from './lib/env.ts';
+import { missingPrerequisite, referencePluginDir } from './lib/env.ts';
+import { dir } from 'tmp-promise';
 import { addressesIn, removeLinkAtTeardown, uniqueName } from './lib/netns.ts';
 import { markingTable } from '../src/model/marking.ts';
 
@@ -78,4 +80,35 @@ spec:
   await cli.apply('attach.yaml', config());
   await until('the table gone', async () => ((await markingOf(pods[0]!)) ? undefined : true), 30_000);
   t.equal(await dscpSeen(pods[0]!, pods[1]!, a.v4, b.v4), 0, 'taken back: best effort again, net1 kept');
+});
+
+t.test("a cni Network's interface: its plugins make it, podnet marks what the pod sends out of it", { skip: skip ?? missingPrerequisite([`${referencePluginDir}/bridge`, `${referencePluginDir}/host-local`]) }, async (t) => {
+  const daemon = await daemonSandbox(t, { standalone: true, args: ['--cni-bin-dir', referencePluginDir] });
+  await daemon.start();
+  const bridge = uniqueName('pncb');
+  removeLinkAtTeardown(t, bridge);
+  const ipam = await dir({ unsafeCleanup: true, prefix: 'podnet-e2e-ipam-' });
+  t.teardown(() => ipam.cleanup());
+  const pods = [await startPod(t, daemon, 'plug-a'), await startPod(t, daemon, 'plug-b')];
+  const cli = podnetCli(daemon);
+  await cli.apply('net.yaml', networkDocument('plugged', `  type: cni\n  cni: { config: { cniVersion: 1.0.0, plugins: [{ type: bridge, bridge: ${bridge}, ipam: { type: host-local, ranges: [[{ subnet: 198.18.91.0/24 }]], dataDir: ${ipam.path} } }] } }`));
+  const config = (pod: string, name: string, dscp?: number) => `apiVersion: podnetwork.opdev.io/v1alpha1
+kind: PodNetworkConfig
+metadata: { name: ${name}, namespace: default }
+spec:
+  podSelector: { matchLabels: { podnetwork.opdev.io/pod-name: ${pod} } }
+  attachments: [{ network: plugged, interface: net1${dscp === undefined ? '' : `, dscp: ${dscp}`} }]
+`;
+  t.equal((await cli.apply('peer.yaml', config('plug-b', 'peer'))).exitCode, 0);
+  t.equal((await cli.apply('attach.yaml', config('plug-a', 'attach', 34))).exitCode, 0, 'podnet apply: plug-a asks DSCP 34 on a cni Network');
+  const [a, b] = await Promise.all(pods.map((pod) => until(`net1 in ${pod.name}`, async () => (await addressesIn(pod.ns.name)).find((l) => l.ifname === 'net1')?.addresses.find((x) => x.startsWith('198.18.91.'))?.split('/')[0])));
+  await until("plug-a's table", async () => ((await markingOf(pods[0]!)) ? true : undefined));
+  t.equal(await dscpSeen(pods[0]!, pods[1]!, a!, b!), 34, 'plug-b sees DSCP 34 on what plug-a sends');
+  t.equal(await dscpSeen(pods[1]!, pods[0]!, b!, a!), 0, 'plug-b, which asked none, sends best effort');
+
+  const ifindex = (await linkOf(pods[0]!.ns.name, 'net1'))?.ifindex;
+  await cli.apply('attach.yaml', config('plug-a', 'attach'));
+  await until('the table gone', async () => ((await markingOf(pods[0]!)) ? undefined : true), 30_000);
+  t.equal(await dscpSeen(pods[0]!, pods[1]!, a!, b!), 0, 'taken back: best effort again');
+  t.equal((await linkOf(pods[0]!.ns.name, 'net1'))?.ifindex, ifindex, 'net1 is the same link: its plugins were not run again for a DSCP');
 });

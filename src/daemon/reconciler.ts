@@ -364,7 +364,7 @@ export class Reconciler {
       const observed = observedWith(sight.view, asIfMade);
       // What the pass would refuse whole of a new generation it cannot plan, refused here too (ADR 17).
       const refusals = new PassRefusals(w);
-      const planned = refusals.plan((work) => plan({ containerId: w.record.containerId, netns: w.record.netns, desired: work.desired, observed, applied, ...originsOf(work.wanted) }), applied);
+      const planned = refusals.plan((work) => plan({ containerId: w.record.containerId, netns: w.record.netns, desired: work.desired, observed, applied, pluginsMade: this.opts.delegated.made(w.record.containerId), ...originsOf(work.wanted) }), applied);
       return { containerId: w.record.containerId, namespace: w.identity.namespace, name: w.identity.name, steps: planned.steps.map(view), problems: [...refusals.work.problems, ...planned.problems] };
     });
     return { documentProblems: this.judge(docs), hostSteps: hostSteps.map(view), items };

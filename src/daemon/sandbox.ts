@@ -251,7 +251,7 @@ export class SandboxRoom {
     const { record, identity } = refusals.work;
     const [seen, hostView] = await Promise.all([sight, host]);
     // A config's new generation of which a part cannot be planned is refused whole, and planned again without.
-    const planned = refusals.plan((work) => plan({ containerId: record.containerId, netns: record.netns, desired: work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, ...originsOf(work.wanted) }), report.applied);
+    const planned = refusals.plan((work) => plan({ containerId: record.containerId, netns: record.netns, desired: work.desired, observed: observedWith(seen.view, hostView), applied: report.applied, pluginsMade: this.opts.delegated.made(record.containerId), ...originsOf(work.wanted) }), report.applied);
     const { desired, wanted } = refusals.work;
     report.problems = [...refusals.work.problems, ...track.delegateProblems, ...planned.problems];
     report.lastSteps = planned.steps;

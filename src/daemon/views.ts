@@ -42,14 +42,15 @@ export function podNeeds(desired: Resolved, applied: AppliedState | undefined): 
   return {
     families,
     paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]),
-    marking: desired.attachments.some((a) => a.dscp !== undefined) || (applied?.marking?.length ?? 0) > 0,
+    marking: [...desired.attachments, ...desired.delegated].some((a) => a.dscp !== undefined) || (applied?.marking?.length ?? 0) > 0,
     guards: new Set(applied ? applied.attachments.filter((a) => a.wireguard?.remoteRanges).map((a) => guardTable(applied.containerId, a.interface)) : []),
   };
 }
 
-/** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules or sysctls, wanted or applied. */
+/** Whether a sandbox has anything for the planner: podnet's own links, tuning, routes, rules, sysctls or marks, wanted or applied. */
 export function asksThePlanner(desired: Resolved, applied: AppliedState | undefined): boolean {
-  const wanted = desired.attachments.length + desired.vrfs.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length;
+  const marks = desired.delegated.filter((d) => d.dscp !== undefined).length;
+  const wanted = desired.attachments.length + desired.vrfs.length + desired.tuning.length + desired.routes.length + desired.rules.length + desired.sysctls.length + marks;
   return wanted > 0 || (applied !== undefined && !isEmptyApplied(applied));
 }
 

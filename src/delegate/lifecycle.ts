@@ -152,6 +152,11 @@ export class DelegatedLifecycle {
     return this.opts.records.of(containerId).filter((r) => r.result !== undefined);
   }
 
+  /** The pod interfaces a sandbox's plugins made (their ADD answered). */
+  made(containerId: string): Set<string> {
+    return new Set(this.attachedTo(containerId).map((r) => r.interface));
+  }
+
   /**
    * A sandbox's delegated attachments: DEL for those no longer wanted (or wanted with another
    * config, or whose ADD a crash cut short, or, on a resync, that CHECK found wrong), then ADD for

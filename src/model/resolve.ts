@@ -43,7 +43,7 @@ export function resolveSandbox(
     if (kind.attachedBy === 'plugins') {
       const config = kind.delegatedConfig(want.network);
       if (isConfigProblem(config)) problems.push({ document: want.from, field: want.field, reason: `Network ${want.network.metadata.name}: ${config.field}: ${config.reason}` });
-      else delegated.push({ interface: want.interface, network: want.network.metadata.name, config });
+      else delegated.push({ interface: want.interface, network: want.network.metadata.name, config, ...(want.dscp !== undefined ? { dscp: want.dscp } : {}) });
       continue;
     }
     try {

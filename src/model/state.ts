@@ -151,6 +151,8 @@ export interface ResolvedDelegated {
   interface: string;
   network: string;
   config: DelegatedConfig;
+  /** The DSCP marked on what the pod sends out of it, as on a link podnet makes (planner/marking.ts). */
+  dscp?: number;
 }
 
 /** Everything one sandbox should have. */

@@ -269,6 +269,15 @@ t.test("a DSCP is marked by podnet's table in the pod: written whole when its fi
   t.same(unreadable.next.marking, wanted);
   t.equal(unreadable.unavailable, "DSCP marking needs nft in the pod's network namespace: nft is not installed");
   t.match(unreadable.problems.filter((p) => p.field === 'dscp'), [{ document: 'pod interface net1', reason: /nft is not installed/ }], 'told on the interface');
+
+  // A cni Network's interface, once its plugins made it, is marked as podnet's own links are.
+  const sriov = { interface: 'net2', network: 'vf', config: { cniVersion: '1.0.0', name: 'vf', plugins: [{ type: 'host-device' }] }, dscp: 26 };
+  const both = [{ interface: 'net1', dscp: 46 }, { interface: 'net2', dscp: 26 }];
+  const withPlugins = plan(input({ attachments: [marked], delegated: [sriov] }, { observed: there, applied, pluginsMade: new Set(['net2']) }));
+  t.same(nftOf(withPlugins), [['pod', markingLine(both), { where: { netns }, action: 'marking', entries: [] }]], 'both in one table');
+  t.same(withPlugins.next.marking, both);
+  const notYet = plan(input({ attachments: [marked], delegated: [sriov] }, { observed: there, applied }));
+  t.same(notYet.next.marking, wanted, 'not before its ADD answered: the pod may have an interface of that name of its own');
 });
 
 t.test('a parent the host does not have is a problem, not a failing step', async (t) => {

@@ -24,6 +24,8 @@ export interface PlanInput {
   applied: AppliedState | undefined;
   /** Who asked each desired thing (DesiredSandbox.origins): stamped on its steps. */
   origins?: ReadonlyMap<string, string>;
+  /** The pod interfaces its cni Networks' plugins made (their ADD answered): marked as podnet's own links are. */
+  pluginsMade?: ReadonlySet<string>;
 }
 
 export interface Plan {
@@ -59,7 +61,7 @@ export function plan(input: PlanInput): Plan {
   // A link made again, or moved into or out of a VRF, has lost its routes by the time routes are added.
   const routes = planRoutes({ ...ctx, moving: new Set([...tuning.moving, ...links.remade]) });
   const rules = planRules(ctx);
-  const marking = planMarking(ctx, new Set(links.next.map((a) => a.interface)));
+  const marking = planMarking(ctx, new Set([...links.next.map((a) => a.interface), ...(input.pluginsMade ?? [])]));
   const parts: Part<unknown>[] = [links, vrfs, tuning, sysctls, routes, rules, marking];
   const unavailable = parts.find((p) => p.unavailable !== undefined)?.unavailable;
   return {

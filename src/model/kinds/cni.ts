@@ -9,7 +9,6 @@ export const cniKind: DelegatedKind<'cni'> = {
   refusedAsks: (network) => ({
     bandwidth: `rate limits need a bridge Network: Network ${network.metadata.name}'s plugins make its link (a bandwidth plugin in its list can shape it)`,
     ips: `Network ${network.metadata.name}'s plugins choose its addresses (their ipam config); podnet does not pass static ones to them`,
-    dscp: `podnet marks the DSCP of a link it makes, and Network ${network.metadata.name}'s plugins make its link`,
   }),
   specProblems(network) {
     const config = delegatedConfigOf(network);
