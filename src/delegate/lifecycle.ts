@@ -16,6 +16,7 @@ import type { PluginRunner } from './plugin.ts';
 import { targetOf, type DelegatedRecord } from './store.ts';
 import { fairShare } from '../fair-share.ts';
 import { parseCniArgs } from '../protocol/cni-args.ts';
+import { byCodeUnits } from '../order.ts';
 
 /**
  * DELs tried for a delegated ADD that did not answer before podnet gives up on it. Its record is
@@ -336,7 +337,7 @@ export class DelegatedLifecycle {
 
   /** A sandbox's records by interface, starting after the one its last CHECK was of; those whose last DEL failed last. */
   private inTurn(containerId: string): DelegatedRecord[] {
-    const sorted = [...this.opts.records.of(containerId)].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
+    const sorted = [...this.opts.records.of(containerId)].sort((a, b) => byCodeUnits(a.interface, b.interface));
     const last = this.checkedLast.get(containerId);
     const next = last === undefined ? 0 : sorted.findIndex((r) => r.interface > last);
     return this.lastFailedLast(containerId, next <= 0 ? sorted : [...sorted.slice(next), ...sorted.slice(0, next)]);

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Network } from '../protocol/validate.ts';
 import { kindOf } from '../model/kinds/index.ts';
 import { poolOf } from '../model/pools.ts';
+import { byCodeUnits } from '../order.ts';
 
 /** The driver's name: a subdomain of podnet's API group. */
 export const driverName = 'dra.podnetwork.opdev.io';
@@ -93,7 +94,7 @@ export function networkDevices(served: readonly Network[], heldOutsideClaims: Re
     if (left !== undefined) device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
     return [device];
   });
-  return devices.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return devices.sort((a, b) => byCodeUnits(a.name, b.name));
 }
 
 /** The API server's bound on a device attribute's string value. */

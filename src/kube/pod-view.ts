@@ -6,6 +6,7 @@ import { documentName, podDocumentName, selectingConfigs } from '../model/identi
 import { parseBoundedJson } from '../protocol/bounded-json.ts';
 import { isDocument, type Condition, type NetworkStatusEntry, type PodNetworkConfig, type PodNetworkView } from '../protocol/validate.ts';
 import { parseApiObject, podIdentityOf, type ApiObject, type PodObject } from './resources.ts';
+import { byCodeUnits } from '../order.ts';
 
 /** A core/v1 Event, as far as the view reads it. */
 export interface EventObject {
@@ -114,7 +115,7 @@ export function podNetworkView(pod: PodObject, namespace: NamespaceConfigs, even
   }
 
   const when = (e: EventObject) => e.series?.lastObservedTime ?? e.lastTimestamp ?? e.eventTime ?? '';
-  const recent = [...events].sort((a, b) => when(a).localeCompare(when(b))).slice(-viewEvents);
+  const recent = [...events].sort((a, b) => byCodeUnits(when(a), when(b))).slice(-viewEvents);
   return {
     namespace: identity.namespace,
     name: identity.name,

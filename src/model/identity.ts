@@ -4,6 +4,7 @@
 import type { AttachmentRecord, Bandwidth, PodNetworkConfig, PodNetworkPermission, WireguardPeer } from '../protocol/validate.ts';
 import { annotationField, type AnnotationRequest } from './annotation.ts';
 import { selects, type Labels } from './selector.ts';
+import { byCodeUnits } from '../order.ts';
 
 export const podNameLabel = 'podnetwork.opdev.io/pod-name';
 export const podNamespaceLabel = 'podnetwork.opdev.io/pod-namespace';
@@ -95,7 +96,7 @@ export function podDocumentName(identity: { namespace: string; name: string }): 
 export function selectingConfigs(identity: SandboxIdentity, configs: readonly PodNetworkConfig[]): PodNetworkConfig[] {
   return configs
     .filter((c) => namespaceOf(c.metadata.namespace) === identity.namespace && selects(c.spec.podSelector, identity.labels))
-    .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+    .sort((a, b) => byCodeUnits(a.metadata.name, b.metadata.name));
 }
 
 /** An attachment a pod may not be created without (`required: true`), as its document asks it (docs/adr/0028). */

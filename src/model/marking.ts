@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { ObservedTable } from './port-security.ts';
 import type { AppliedState } from './state.ts';
+import { byCodeUnits } from '../order.ts';
 
 export type MarkingEntry = NonNullable<AppliedState['marking']>[number];
 
@@ -16,7 +17,7 @@ export const markingTable = 'inet podnet_marking';
 
 /** The entries in a fixed order (by interface): one table whatever the order they were asked in. */
 export function sortedMarking(entries: readonly MarkingEntry[]): MarkingEntry[] {
-  return [...entries].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));
+  return [...entries].sort((a, b) => byCodeUnits(a.interface, b.interface));
 }
 
 /**

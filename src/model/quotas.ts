@@ -9,6 +9,7 @@ import type { DesiredAttachment } from './desired.ts';
 import { kindOf } from './kinds/index.ts';
 import { canonicalRemote } from './kinds/kind.ts';
 import { addRefusal, type Refusal } from './refusal.ts';
+import { byCodeUnits } from '../order.ts';
 
 export interface QuotaClaims {
   containerId: string;
@@ -25,7 +26,7 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusa
       .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined || kindOf(a.network).onePerNode !== undefined)
       .map((a) => ({ sandbox: s, attachment: a, held: s.has.has(`${a.network.metadata.name}/${a.interface}`) })),
   );
-  claims.sort((x, y) => Number(y.held) - Number(x.held) || compare(x.sandbox.containerId, y.sandbox.containerId) || compare(x.attachment.interface, y.attachment.interface));
+  claims.sort((x, y) => Number(y.held) - Number(x.held) || byCodeUnits(x.sandbox.containerId, y.sandbox.containerId) || byCodeUnits(x.attachment.interface, y.attachment.interface));
   const counted = new Map<string, number>();
   const refused = new Map<string, Refusal[]>();
   const onNode = new Set<string>();
@@ -56,4 +57,3 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusa
   return refused;
 }
 
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -16,6 +16,7 @@ import { parseStateDocument, stateDocumentText } from './state-document.ts';
 import type { Logger } from '../log.ts';
 import { PodnetError } from '../errors.ts';
 import { isNodeNetworkNamespace } from '../netns/probe.ts';
+import { byCodeUnits } from '../order.ts';
 
 export type { Quarantined } from './quarantine.ts';
 
@@ -52,7 +53,7 @@ export class Registry {
   }
 
   list(): AttachmentRecord[] {
-    return [...this.records.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt) || keyOf(a).localeCompare(keyOf(b)));
+    return [...this.records.values()].sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(keyOf(a), keyOf(b)));
   }
 
   get(key: AttachmentKey): AttachmentRecord | undefined {

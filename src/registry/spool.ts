@@ -18,6 +18,7 @@ import { currentBootId, kernelState } from './boot.ts';
 import { stateLayout } from '../protocol/paths.ts';
 import type { SpoolEntry } from '../protocol/validate.ts';
 import { parseStateDocument, stateDocumentText, type Unversioned } from './state-document.ts';
+import { byCodeUnits } from '../order.ts';
 
 export function spoolDir(stateDir: string): string {
   return join(stateDir, stateLayout.spool);
@@ -36,8 +37,7 @@ function bootOf(name: string): string | undefined {
 /** Replay order: earlier boots first, then this boot's entries by the monotonic clock. */
 export function replayOrder(names: readonly string[], bootId: string): string[] {
   const thisBoot = (n: string) => bootOf(n) === bootId;
-  const byteOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || byteOrder(a, b));
+  return [...names].sort((a, b) => Number(thisBoot(a)) - Number(thisBoot(b)) || byCodeUnits(a, b));
 }
 
 /**

@@ -8,6 +8,7 @@ import type { AttachmentRecord, Condition, Network, NetworkStatusEntry, PodNetwo
 import { networksAnnotation } from '../model/annotation.ts';
 import { readableResult, resultFor } from '../model/cni-config.ts';
 import type { DelegatedRecord } from '../protocol/validate.ts';
+import { byCodeUnits } from '../order.ts';
 
 /** One sandbox as a pass left it. */
 export interface SandboxFacts {
@@ -391,7 +392,7 @@ export function configNodeEntry(config: PodNetworkConfig, sandboxes: readonly Sa
     ...lacking.map((p) => ({ name: p.name, reason: p.reason })),
   ]
     .map(({ name, reason }) => ({ name, reason: reason.length > maxReasonChars ? `${reason.slice(0, maxReasonChars - 3)}...` : reason }))
-    .sort((a, b) => a.name.localeCompare(b.name));
+    .sort((a, b) => byCodeUnits(a.name, b.name));
   return {
     name: node,
     selected,
@@ -475,7 +476,7 @@ export function configStatus(
 
 /** Node entries in the order of their names. */
 function byName<E extends { name: string }>(entries: E[]): E[] {
-  return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return entries.sort((a, b) => byCodeUnits(a.name, b.name));
 }
 
 function readyMessage(failing: number, selected: number, specProblems: boolean): string {
