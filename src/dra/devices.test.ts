@@ -43,6 +43,8 @@ t.test('devices: one per served Network, shared; capacity of addresses left to c
   t.strictSame(networkDevices([network('a'.repeat(65))], new Map()), [], 'a name longer than an attribute value may be is no device');
   const taken = networkDevices([network('blue', { type: 'vxlan' }), network('green', { type: 'macvlan' })], new Map(), new Set(['blue', 'green']));
   t.strictSame(taken.map((d) => d.name), ['green'], "a tunnel an annotation's or a config's attachment has on the node is offered no more; a shared Network still is");
+  const ranged = networkDevices([network('chosen', { type: 'geneve', geneve: { vni: 7, remoteRanges: ['198.18.100.0/24'] } }), network('fixed', { type: 'geneve', geneve: { vni: 8, remote: '198.18.100.2' } })], new Map(), new Set(['chosen', 'fixed']));
+  t.strictSame(ranged, [{ name: 'chosen', attributes: { network: { string: 'chosen' }, type: { string: 'geneve' } }, allowMultipleAllocations: true }], 'a tunnel whose attachments choose their remotes: one a node per remote, so shared, and held outside claims it is still offered');
 });
 
 t.test("a node's pool: slices of at most 128 devices, owned by the Node, one empty slice when it serves nothing", async (t) => {

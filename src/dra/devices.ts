@@ -4,7 +4,7 @@
 // its smallest range can still give to claims, each claim taking exactly one. Pure.
 import { createHash } from 'node:crypto';
 import type { Network } from '../protocol/validate.ts';
-import { kindOf } from '../model/kinds/index.ts';
+import { choosesRemote, kindOf } from '../model/kinds/index.ts';
 import { poolOf } from '../model/pools.ts';
 import { byCodeUnits } from '../order.ts';
 
@@ -77,7 +77,9 @@ export function addressesOf(network: Network): number | undefined {
  * A Network with no address left to offer is no device (the API server refuses a capacity below
  * its request policy's one value), nor is one whose name is longer than an attribute's value may
  * be (64): a claim could not name it. Nor is a tunnel Network that an attachment from no claim
- * has on the node (`attachedOutsideClaims`): its one attachment a node is taken.
+ * has on the node (`attachedOutsideClaims`): its one attachment a node is taken. A tunnel Network
+ * whose attachments choose their remotes is shared as any other: the scheduler cannot see a
+ * claim's remote, and the node refuses a second claim to the same one at its ADD, saying why.
  */
 export function networkDevices(served: readonly Network[], heldOutsideClaims: ReadonlyMap<string, number>, attachedOutsideClaims: ReadonlySet<string> = new Set()): SliceDevice[] {
   const devices = served.flatMap((network): SliceDevice[] => {
@@ -89,7 +91,7 @@ export function networkDevices(served: readonly Network[], heldOutsideClaims: Re
     const left = addresses === undefined ? undefined : addresses - (heldOutsideClaims.get(name) ?? 0);
     if (left !== undefined && left < 1) return [];
     // A tunnel's one attachment a node is one claim: the device is not shared, nor offered once taken.
-    if (kindOf(network).onePerNode !== undefined) return attachedOutsideClaims.has(name) ? [] : [{ name: deviceNameOf(name), attributes }];
+    if (kindOf(network).onePerNode !== undefined && !choosesRemote(network)) return attachedOutsideClaims.has(name) ? [] : [{ name: deviceNameOf(name), attributes }];
     const device: SliceDevice = { name: deviceNameOf(name), attributes, allowMultipleAllocations: true };
     if (left !== undefined) device.capacity = { [addressesCapacity]: { value: String(left), requestPolicy: { default: '1', validValues: ['1'] } } };
     return [device];

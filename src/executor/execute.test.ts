@@ -178,6 +178,26 @@ t.test('a failed step after a link made on the host moved into its pod: the pod 
   t.same(batches.slice(2).map((b) => b.lines), [['link del dev net1']], "the pod's link goes; no delete of pnt1 on the host");
 });
 
+t.test('an undo that deletes a link already gone (made beside, then renamed) is no failure; any other failure of an undo is', async (t) => {
+  const path = await stateDir(t);
+  const { ip, batches } = recordingIp('addr add 198.18.1.2/24 dev net1');
+  const beside: Step[] = [
+    { where: 'host', tool: 'ip', line: 'link add link eth0 name pnt1 netns /run/netns/p type macvlan mode bridge', undo: { where: pod, action: 'link-del', dev: 'pnt1' } },
+    { where: pod, tool: 'ip', line: 'link del dev net1' },
+    { where: pod, tool: 'ip', line: 'link set dev pnt1 name net1', undo: { where: pod, action: 'link-del', dev: 'net1' } },
+    { where: pod, tool: 'ip', line: 'addr add 198.18.1.2/24 dev net1', undo: { where: pod, action: 'addr-del', dev: 'net1', address: '198.18.1.2/24' } },
+  ];
+  // As ip answers a delete of a name the netns no longer has.
+  const gone = (name: string) => new PodnetError('IO_FAILURE', `ip link del dev ${name} in netns /run/netns/p: Cannot find device "${name}"`);
+  const run: NetnsRunner = { ...ip, batch: async (where, tool, lines) => (lines[0] === 'link del dev pnt1' || lines[0] === 'link del dev other' ? (await ip.batch(where, tool, lines), { done: 0, error: gone(lines[0].slice(13)) }) : ip.batch(where, tool, lines)) };
+  const result = await execute(run, path, 'c1', beside, () => t.fail('a failed pass is not committed'));
+  t.same(batches.slice(-2).map((b) => b.lines[0]), ['link del dev net1', 'link del dev pnt1'], 'the renamed link deleted under its new name, then its old name asked');
+  t.same(result.undoErrors, [], 'the old name gone is no failure');
+  const other: Step[] = [{ where: 'host', tool: 'ip', line: 'link add name x type dummy', undo: { where: pod, action: 'link-del', dev: 'net1' } }, beside[3]!];
+  const mismatch = await execute({ ...run, batch: async (where, tool, lines) => (lines[0] === 'link del dev net1' ? { done: 0, error: gone('other') } : ip.batch(where, tool, lines)) }, path, 'c1', other, () => t.fail('not committed'));
+  t.equal(mismatch.undoErrors.length, 1, 'a device other than the one deleted, missing: told');
+});
+
 t.test('a journal left by a crash is undone whole at start, last first, unless its pass was committed', async (t) => {
   const path = await stateDir(t);
   const crashing = recordingIp();

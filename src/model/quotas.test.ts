@@ -2,6 +2,8 @@ import t from 'tap';
 import type { Network } from '../protocol/validate.ts';
 import type { DesiredAttachment } from './desired.ts';
 import { overQuota, type QuotaClaims } from './quotas.ts';
+import { linkDigest } from './kinds/index.ts';
+import { geneveKind } from './kinds/geneve.ts';
 
 const limited = (name: string, attachmentsPerNamespace?: number): Network => ({
   apiVersion: 'podnetwork.opdev.io/v1alpha1',
@@ -12,7 +14,7 @@ const limited = (name: string, attachmentsPerNamespace?: number): Network => ({
 const blue = limited('blue', 2);
 const open = limited('open');
 const at = (network: Network, iface: string, from = 'PodNetworkConfig ns/c'): DesiredAttachment => ({ network, interface: iface, from, field: `spec.attachments[${iface.slice(3)}]` });
-const sandbox = (containerId: string, namespace: string, attachments: DesiredAttachment[], has: string[] = []): QuotaClaims => ({ containerId, namespace, attachments, has: new Set(has) });
+const sandbox = (containerId: string, namespace: string, attachments: DesiredAttachment[], has: (string | [string, string])[] = []): QuotaClaims => ({ containerId, namespace, attachments, has: new Map(has.map((h) => (typeof h === 'string' ? [h, undefined] : h))) });
 const refusedOf = (result: ReturnType<typeof overQuota>) => Object.fromEntries([...result].map(([id, list]) => [id, list.map((r) => r.interface)]));
 
 t.test('a namespace gets at most the quota of a Network on the node; other namespaces and Networks are apart', async (t) => {
@@ -70,7 +72,16 @@ t.test('a tunnel Network has one attachment a node, whatever the namespace; the 
   const to = (iface: string, remote: string): DesiredAttachment => ({ ...at(ranged, iface), remote });
   const chosen = overQuota([sandbox('c1', 'a', [to('net1', '198.18.100.2')]), sandbox('c2', 'b', [to('net1', '198.18.100.3'), to('net2', '2001:db8:100::2')]), sandbox('c3', 'b', [to('net1', '198.18.100.2'), to('net2', '2001:DB8:100::2')])]);
   t.same(refusedOf(chosen), { c3: ['net1', 'net2'] }, 'two remotes are two tunnels on one node; a remote another pod has is refused, however it is spelled');
-  t.same(chosen.get('c3')?.[1]?.problem.reason, "Network ranged is a geneve tunnel, and a node has one attachment to it per remote: its tunnel endpoint (VNI, remote and port) is the node's; another pod on this node has it to 2001:db8:100::2");
+  t.same(chosen.get('c3')?.[1]?.problem.reason, "Network ranged is a geneve tunnel, and a node has one attachment to it per remote: its tunnel endpoint (VNI, remote and port) is the node's; another pod on this node has it to the same remote (2001:db8:100::2)");
+  // A pod that changes its remote asks a new endpoint: it never takes the one another pod has, whatever their names.
+  const digestTo = (remote: string) => linkDigest(geneveKind.linkSpec(ranged, [], { remote }));
+  const a = '198.18.100.2';
+  const b = '198.18.100.3';
+  for (const [mover, holder] of [['a-pod', 'z-pod'], ['z-pod', 'a-pod']] as const) {
+    const moved = overQuota([sandbox(mover, 'a', [to('net1', b)], [['ranged/net1', digestTo(a)]]), sandbox(holder, 'b', [to('net1', b)], [['ranged/net1', digestTo(b)]])]);
+    t.same(refusedOf(moved), { [mover]: ['net1'] }, `${mover}, moving to the remote ${holder} has, is refused it`);
+  }
+  t.same(refusedOf(overQuota([sandbox('c1', 'a', [to('net1', '2001:DB8:100::2')], [['ranged/net1', digestTo('2001:db8:100::2')]]), sandbox('a0', 'b', [to('net1', '2001:db8:100::2')])])), { a0: ['net1'] }, 'the same remote, however spelled, is still held');
   // A pod its namespace's quota refuses does not hold the tunnel for the others.
   const shut = tunnel('shut', 'gre', 0);
   t.same(refusedOf(overQuota([sandbox('c1', 'tenant-a', [at(shut, 'net1')]), sandbox('c2', 'tenant-b', [at(tunnel('shut', 'gre'), 'net1')])])), { c1: ['net1'] }, "a quota's refusal leaves the tunnel to the next pod");

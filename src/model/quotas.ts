@@ -4,9 +4,10 @@
 // per remote where each attachment chooses its own (two remotes are two tunnel endpoints).
 // Counted before any address is taken. An attachment a pod already has keeps its place; new ones
 // are counted after them, by pod and interface, so the same ones win every pass and a new pod
-// never takes a running pod's attachment away. Pure.
+// never takes a running pod's attachment away; a tunnel attachment that chooses another remote is a
+// new one, so it never takes the endpoint another pod has. Pure.
 import type { DesiredAttachment } from './desired.ts';
-import { kindOf } from './kinds/index.ts';
+import { kindOf, linkDigest } from './kinds/index.ts';
 import { canonicalRemote } from './kinds/kind.ts';
 import { addRefusal, type Refusal } from './refusal.ts';
 import { byCodeUnits } from '../order.ts';
@@ -15,8 +16,18 @@ export interface QuotaClaims {
   containerId: string;
   namespace: string;
   attachments: readonly DesiredAttachment[];
-  /** What it has attached already, as "network/interface". */
-  has: ReadonlySet<string>;
+  /** What it has attached already, as "network/interface", with the digest of the link spec podnet made it from (AppliedAttachment.made). */
+  has: ReadonlyMap<string, string | undefined>;
+}
+
+/** Whether the sandbox has the attachment already; one whose remote it chooses, only to that remote (its link's digest is the one it would be made from). */
+function holds(sandbox: QuotaClaims, attachment: DesiredAttachment): boolean {
+  const key = `${attachment.network.metadata.name}/${attachment.interface}`;
+  if (!sandbox.has.has(key)) return false;
+  const made = sandbox.has.get(key);
+  const kind = kindOf(attachment.network);
+  if (attachment.remote === undefined || made === undefined || !('linkSpec' in kind)) return true;
+  return made === linkDigest(kind.linkSpec(attachment.network, [], { remote: attachment.remote }));
 }
 
 /** Per sandbox, its attachments beyond their Network's quota or its one per node, each with the problem to tell. */
@@ -24,7 +35,7 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusa
   const claims = sandboxes.flatMap((s) =>
     s.attachments
       .filter((a) => a.network.spec.limits?.attachmentsPerNamespace !== undefined || kindOf(a.network).onePerNode !== undefined)
-      .map((a) => ({ sandbox: s, attachment: a, held: s.has.has(`${a.network.metadata.name}/${a.interface}`) })),
+      .map((a) => ({ sandbox: s, attachment: a, held: holds(s, a) })),
   );
   claims.sort((x, y) => Number(y.held) - Number(x.held) || byCodeUnits(x.sandbox.containerId, y.sandbox.containerId) || byCodeUnits(x.attachment.interface, y.attachment.interface));
   const counted = new Map<string, number>();
@@ -43,7 +54,7 @@ export function overQuota(sandboxes: readonly QuotaClaims[]): Map<string, Refusa
       onePerNode !== undefined && onNode.has(endpoint)
         ? remote === undefined
           ? `Network ${network} is a ${attachment.network.spec.type} tunnel, and a node has one attachment to it: ${onePerNode}; another pod on this node has it`
-          : `Network ${network} is a ${attachment.network.spec.type} tunnel, and a node has one attachment to it per remote: ${onePerNode}; another pod on this node has it to ${remote}`
+          : `Network ${network} is a ${attachment.network.spec.type} tunnel, and a node has one attachment to it per remote: ${onePerNode}; another pod on this node has it to the same remote (${remote})`
         : limit !== undefined && count >= limit
           ? `Network ${network} allows ${limit} attachment${limit === 1 ? '' : 's'} per namespace on a node (its spec.limits.attachmentsPerNamespace), and namespace ${sandbox.namespace} has ${limit} here already`
           : undefined;

@@ -31,6 +31,8 @@ export interface ObservedLink {
   master?: string;
   /** A VRF's table. */
   vrfTable?: number;
+  /** Its kind's mode, where the kind has one (a macvlan's, an ipvlan's), as ip -d shows it. */
+  mode?: string;
   /** Its alias: on a host link podnet made, its owner mark (model/host-links.ts). */
   alias?: string;
   /** "198.18.5.2/24", as ip shows local/prefixlen. */
@@ -78,8 +80,12 @@ export interface Observed {
   marking?: string;
   /** Why the marking table could not be read (no nft on the node): nothing of it is changed then, and the sandbox fails saying so. */
   markingUnavailable?: string;
-  /** Of the guard tables of the sandbox's WireGuard ports on the host, the ones there; undefined when not read (none asked, or the read failed). */
-  guards?: ReadonlySet<string>;
+  /**
+   * Of the guard tables of the sandbox's WireGuard ports on the host, the ones there, each with
+   * the fingerprint it carries (undefined: not whole as podnet writes it); undefined when not read
+   * (none asked, or the read failed).
+   */
+  guards?: ReadonlyMap<string, string | undefined>;
 }
 
 /** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */

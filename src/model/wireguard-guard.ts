@@ -4,9 +4,13 @@
 // nftables table of podnet's on the node per attachment, named as its host links are (pnw and a
 // hash), lets the interface's UDP port receive from and send to the ranges alone, IPv4 and IPv6
 // (a family without a range: none of it). Written whole in one transaction before the interface is
-// made, again when the port or ranges change, deleted with the attachment. Pure.
+// made, again when the port or ranges change or the table on the node is not the one written (it
+// carries a fingerprint of what it holds, as the marking table does: model/marking.ts), deleted
+// with the attachment. Pure.
+import { createHash } from 'node:crypto';
 import { formatCidr, parseCidr } from './cidr.ts';
 import { hostInterfaceName } from './host-links.ts';
+import type { ObservedTable } from './port-security.ts';
 
 /** The attachment's guard table as nft names it (family and name). */
 export function guardTable(containerId: string, podInterface: string): string {
@@ -18,13 +22,32 @@ export function guardDelLine(table: string): string {
   return `table ${table}; delete table ${table}`;
 }
 
-/** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */
-export function guardLine(table: string, port: number, ranges: readonly string[]): string {
-  // In the one spelling nft reads: an IPv6 range written with a dotted quad it refuses.
-  const canonical = ranges.map((r) => {
+/** The ranges in the one spelling nft reads: an IPv6 range written with a dotted quad it refuses. */
+function canonicalRanges(ranges: readonly string[]): string[] {
+  return ranges.map((r) => {
     const cidr = parseCidr(r);
     return cidr ? formatCidr(cidr) : r;
   });
+}
+
+/** The fingerprint of a guard of `port` to `ranges`: a word nft reads unquoted, that changes when they do. */
+export function guardFingerprint(port: number, ranges: readonly string[]): string {
+  return `podnet.${createHash('sha256').update(`${port} ${canonicalRanges(ranges).join(',')}`).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * The fingerprint a guard table as nft lists it carries: its first rule's comment, when it is
+ * whole as podnet writes it (no flags, its two chains hooked as made); undefined otherwise, which
+ * a pass takes as a guard to write again.
+ */
+export function guardFingerprintOf(table: ObservedTable): string | undefined {
+  const hooked = table.hooks.size === 2 && table.hooks.get('input') === 'filter input 0 accept' && table.hooks.get('output') === 'filter output 0 accept';
+  return !table.flagged && hooked ? table.comments[0] : undefined;
+}
+
+/** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */
+export function guardLine(table: string, port: number, ranges: readonly string[]): string {
+  const canonical = canonicalRanges(ranges);
   const byFamily = (v6: boolean) => canonical.filter((r) => r.includes(':') === v6);
   const rules = (way: 'saddr' | 'daddr', portWay: 'dport' | 'sport') =>
     ([[false, 'ip', 'ipv4'], [true, 'ip6', 'ipv6']] as const).map(([v6, family, proto]) => {
@@ -32,5 +55,6 @@ export function guardLine(table: string, port: number, ranges: readonly string[]
       return allowed.length > 0 ? `udp ${portWay} ${port} ${family} ${way} != { ${allowed.join(', ')} } drop` : `meta nfproto ${proto} udp ${portWay} ${port} drop`;
     });
   const chain = (name: 'input' | 'output', lines: string[]) => `chain ${name} { type filter hook ${name} priority filter; policy accept; ${lines.join('; ')}; }`;
-  return `${guardDelLine(table)}; table ${table} { ${chain('input', rules('saddr', 'dport'))}; ${chain('output', rules('daddr', 'sport'))}; }`;
+  const input = [`counter comment ${guardFingerprint(port, ranges)}`, ...rules('saddr', 'dport')];
+  return `${guardDelLine(table)}; table ${table} { ${chain('input', input)}; ${chain('output', rules('daddr', 'sport'))}; }`;
 }

@@ -54,10 +54,10 @@ t.test("a pod's links, one of each kind this kernel makes, read with ip -json -d
   );
   t.strictSame(
     links.get('net1'),
-    { name: 'net1', mtu: 1300, up: false, promisc: false, txqueuelen: 1000, mac: '02:00:00:00:00:11', kind: 'macvlan', alias: 'podnet:c1/net1', addresses: ['10.99.0.2/16'] },
-    'a macvlan, down, with its alias',
+    { name: 'net1', mtu: 1300, up: false, promisc: false, txqueuelen: 1000, mac: '02:00:00:00:00:11', kind: 'macvlan', mode: 'bridge', alias: 'podnet:c1/net1', addresses: ['10.99.0.2/16'] },
+    'a macvlan, down, with its alias and mode',
   );
-  t.strictSame(links.get('net2'), { name: 'net2', mtu: 1400, up: false, promisc: false, txqueuelen: 500, mac: '02:00:00:00:00:12', kind: 'macvtap', addresses: [] }, 'a macvtap');
+  t.strictSame(links.get('net2'), { name: 'net2', mtu: 1400, up: false, promisc: false, txqueuelen: 500, mac: '02:00:00:00:00:12', kind: 'macvtap', mode: 'bridge', addresses: [] }, 'a macvtap');
   t.strictSame(
     links.get('vx0'),
     { name: 'vx0', mtu: 1340, up: true, promisc: false, txqueuelen: 1000, mac: '02:00:00:00:00:13', kind: 'vxlan', addresses: ['10.77.0.2/24', '2001:db8:77::2/64'] },
@@ -158,7 +158,7 @@ t.test('links of the kinds this kernel cannot make, as iproute2 prints them', as
   const links = linksOf([entries]);
   const up = { up: true, promisc: false, txqueuelen: 1000 };
   t.strictSame(links.get('eth0.10'), { name: 'eth0.10', mtu: 1500, ...up, mac: '02:00:00:00:00:05', kind: 'vlan', addresses: ['10.10.0.2/24'] }, 'a vlan: its parent\'s MAC');
-  t.strictSame(links.get('ipvl0'), { name: 'ipvl0', mtu: 1500, ...up, mac: '02:00:00:00:00:05', kind: 'ipvlan', addresses: ['10.20.0.2/24'] }, 'an ipvlan');
+  t.strictSame(links.get('ipvl0'), { name: 'ipvl0', mtu: 1500, ...up, mac: '02:00:00:00:00:05', kind: 'ipvlan', mode: 'l2', addresses: ['10.20.0.2/24'] }, 'an ipvlan, with its mode');
   t.strictSame(links.get('vrf-blue'), { name: 'vrf-blue', mtu: 65575, ...up, mac: '02:00:00:00:00:21', kind: 'vrf', vrfTable: 10, addresses: [] }, 'a vrf, with its table');
   t.strictSame(links.get('dummy0'), { name: 'dummy0', mtu: 1500, ...up, mac: '02:00:00:00:00:22', kind: 'dummy', master: 'vrf-blue', addresses: ['10.30.0.1/32'] }, "a dummy, the vrf's port");
   t.strictSame(links.get('gre1'), { name: 'gre1', mtu: 1476, ...up, kind: 'gre', addresses: ['10.55.0.1/30'] }, 'a gre tunnel: its local IP is not its MAC');

@@ -6,6 +6,7 @@ import { host, type Where } from '../model/step.ts';
 import { markingFingerprintOf, markingTable } from '../model/marking.ts';
 import { portSecurityTable, securedPortsOf } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
+import { guardFingerprintOf } from '../model/wireguard-guard.ts';
 import type { NetnsRunner, ReadAfter } from './runner.ts';
 
 interface IpAddrEntry {
@@ -17,7 +18,7 @@ interface IpAddrEntry {
   flags?: string[];
   master?: string;
   ifalias?: string;
-  linkinfo?: { info_kind?: string; info_data?: { table?: number } };
+  linkinfo?: { info_kind?: string; info_data?: { table?: number; mode?: string } };
   addr_info?: { local: string; prefixlen: number; scope?: string }[];
 }
 
@@ -66,6 +67,7 @@ function toLink(e: IpAddrEntry): ObservedLink {
     ...(e.linkinfo?.info_kind ? { kind: e.linkinfo.info_kind } : {}),
     ...(e.master ? { master: e.master } : {}),
     ...(e.linkinfo?.info_kind === 'vrf' && e.linkinfo.info_data?.table !== undefined ? { vrfTable: e.linkinfo.info_data.table } : {}),
+    ...(typeof e.linkinfo?.info_data?.mode === 'string' ? { mode: e.linkinfo.info_data.mode } : {}),
     ...(e.ifalias ? { alias: e.ifalias } : {}),
     // Link-local IPv6 addresses are the kernel's, not a request's.
     addresses: (e.addr_info ?? []).filter((a) => a.scope !== 'link').map((a) => `${a.local}/${a.prefixlen}`),
@@ -167,8 +169,8 @@ export interface NetnsObserver {
   securedPorts(): Promise<Set<string> | undefined>;
   /** The fingerprint of podnet's marking table in a netns (model/marking.ts); undefined when it is not there. */
   marking(where: Where): Promise<string | undefined>;
-  /** Of these guard tables of WireGuard ports on the host (model/wireguard-guard.ts), the ones there. */
-  guards(tables: readonly string[]): Promise<Set<string>>;
+  /** Of these guard tables of WireGuard ports on the host (model/wireguard-guard.ts), the ones there, with their fingerprints. */
+  guards(tables: readonly string[]): Promise<Map<string, string | undefined>>;
 }
 
 /** The kernel as `run`'s ip, tc and /proc/sys show it. */
@@ -179,7 +181,17 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
     securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
-    guards: async (tables) => new Set((await Promise.all(tables.map(async (t) => ((await run.readNftTable(host, t)) ? [t] : [])))).flat()),
+    guards: async (tables) =>
+      new Map(
+        (
+          await Promise.all(
+            tables.map(async (t) => {
+              const table = await run.readNftTable(host, t);
+              return table ? [[t, guardFingerprintOf(table)] as const] : [];
+            }),
+          )
+        ).flat(),
+      ),
     marking: async (where) => markingFingerprintOf(await run.readNftTable(where, markingTable)),
   };
 }

@@ -13,7 +13,7 @@ import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } f
 import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
-import { guardDelLine, guardLine, guardTable } from '../model/wireguard-guard.ts';
+import { guardDelLine, guardFingerprint, guardLine, guardTable } from '../model/wireguard-guard.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgPortLine, wgSetLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -47,6 +47,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
     // A link made on the host that an interrupted pass left there, before its move into the pod.
     const unmoved = hostInterfaceName(applied.containerId, was.interface, 'pnt');
     if (mine(unmoved)) part.takeBack.push({ where: host, tool: 'ip', line: linkDelLine(unmoved) });
+    part.takeBack.push(...besideLeft(ctx, was.interface));
     if (was.hostIf && was.portSecurity) part.takeBack.push(releasePort(was.hostIf, was.portSecurity));
   }
 
@@ -115,7 +116,8 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         fresh = vethSteps(ctx, want, bridge, existing, tuned ?? mac, part.apply);
       } else if ('createInPod' in making) {
         fresh = !existing || remakes(mine, want);
-        if (fresh) inPodSteps(ctx, want, making, existing !== undefined, part.apply);
+        if (fresh) inPodSteps(ctx, want, making, existing, part.apply);
+        else part.apply.push(...besideLeft(ctx, want.interface));
       } else {
         fresh = !existing || remakes(mine, want);
         if (!hostMadeSteps(ctx, want, making, fresh, existing !== undefined, part)) {
@@ -167,22 +169,31 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
 /**
  * A link made from the host straight inside the pod. One made again (`replaces`) is made beside
  * the old one under its pnt name where its kind allows, then takes the old one's name: a kernel
- * that refuses the new link leaves the pod its old one. A pnt link in the pod is one an undo could
- * not delete: it goes first.
+ * that refuses the new link leaves the pod its old one.
  */
-function inPodSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createInPod: unknown }>, replaces: boolean, steps: Step[]): void {
+function inPodSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createInPod: unknown }>, replaces: ObservedLink | undefined, steps: Step[]): void {
   const dev = want.interface;
   const made = (name: string) => making.createInPod({ interface: name, mtu: want.mtu, netns: ctx.netns });
-  if (!replaces || !making.besideOld) {
+  if (!replaces || !making.besideOld(replaces)) {
     if (replaces) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
     steps.push({ where: host, tool: 'ip', line: made(dev), undo: { where: ctx.pod, action: 'link-del', dev } });
     return;
   }
   const beside = hostInterfaceName(ctx.applied.containerId, dev, 'pnt');
-  if (ctx.observed.pod.has(beside)) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(beside) });
+  steps.push(...besideLeft(ctx, dev));
   steps.push({ where: host, tool: 'ip', line: made(beside), undo: { where: ctx.pod, action: 'link-del', dev: beside } });
   steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
   steps.push({ where: ctx.pod, tool: 'ip', line: `link set dev ${beside} name ${dev}`, undo: { where: ctx.pod, action: 'link-del', dev } });
+}
+
+/**
+ * The delete of a link made beside the pod's `dev` that the pod still has under its pnt name: one
+ * an undo could not delete. It may hold what its kind's links hold on the node (a VLAN id on its
+ * parent), so it goes whenever it is seen, and before another is made beside.
+ */
+function besideLeft(ctx: PlanContext, dev: string): Step[] {
+  const beside = hostInterfaceName(ctx.applied.containerId, dev, 'pnt');
+  return ctx.observed.pod.has(beside) ? [{ where: ctx.pod, tool: 'ip', line: linkDelLine(beside) }] : [];
 }
 
 /**
@@ -212,10 +223,12 @@ function hostMadeSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extra
     return false;
   }
   if (left) part.apply.push({ where: host, tool: 'ip', line: linkDelLine(name) });
+  // Made again (its spec changed): the pod's link goes first. A tunnel moved into the pod stays in
+  // the host's tunnel table, where the new one, of the same ends and key (a new ttl alone), would
+  // be refused beside it.
+  if (inPod) part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
   part.apply.push({ where: host, tool: 'ip', line, undo: { where: host, action: 'link-del', dev: name, mark } });
   part.apply.push({ where: host, tool: 'ip', line: markLine(name, mark) });
-  // Made again (its spec changed): the pod's link goes once the new one is made.
-  if (inPod) part.apply.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(want.interface) });
   part.apply.push({ where: host, tool: 'ip', line: `link set dev ${name} netns ${ctx.netns} name ${want.interface}`, undo: { where: ctx.pod, action: 'link-del', dev: want.interface } });
   return true;
 }
@@ -244,9 +257,9 @@ function mtuInPlace(ctx: PlanContext, want: ResolvedAttachment, parent: string |
  */
 function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: readonly string[], was: AppliedAttachment['wireguard'], before: AppliedAttachment['wireguard'], steps: Step[]): void {
   const table = guardTable(ctx.applied.containerId, dev);
-  // Read with the pod (daemon/views.ts): one deleted (a flush of the node's ruleset) is written again.
-  const gone = ctx.observed.guards !== undefined && !ctx.observed.guards.has(table);
-  if (was && !gone && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
+  // Read with the pod (daemon/views.ts): one deleted (a flush of the node's ruleset) or changed by hand is written again.
+  const drifted = ctx.observed.guards !== undefined && ctx.observed.guards.get(table) !== guardFingerprint(listenPort, ranges);
+  if (was && !drifted && was.listenPort === listenPort && JSON.stringify(was.remoteRanges) === JSON.stringify(ranges)) return;
   const back = before?.remoteRanges ? { listenPort: before.listenPort, remoteRanges: before.remoteRanges } : {};
   steps.push({ where: host, tool: 'nft', line: guardLine(table, listenPort, ranges), undo: { where: host, action: 'wireguard-guard', table, ...back } });
 }

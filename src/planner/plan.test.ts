@@ -6,6 +6,7 @@ import { emptyApplied, type AppliedState, type Observed, type ObservedLink, type
 import type { Step } from '../model/step.ts';
 import { renderUndo } from '../model/undo.ts';
 import { portSecurityRuleset } from '../model/port-security.ts';
+import { guardFingerprint } from '../model/wireguard-guard.ts';
 import { parseDocument } from '../protocol/validate.ts';
 import { plan as planOf, type PlanInput, type Plan } from './plan.ts';
 import { planGoneSandbox } from './leftovers.ts';
@@ -724,6 +725,14 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
   );
   const leftBeside = plan(input({ attachments: [mv] }, { observed: observed({ ...seen, pod: new Map([...seen.pod, link(beside)]) }), applied }));
   t.same(lines(leftBeside).filter((l) => l[2]!.includes(beside)).map((l) => l[2]!.split(' netns')[0]), [`link del dev ${beside}`, `link add link eth0 name ${beside}`, `link set dev ${beside} name net1`], 'one an undo could not delete goes first');
+  const keptWithLeft = plan(input({ attachments: [{ ...mv, link: old }] }, { observed: observed({ ...seen, pod: new Map([...seen.pod, link(beside)]) }), applied }));
+  t.same(lines(keptWithLeft).filter((l) => l[2]!.includes(beside)), [['pod', 'ip', `link del dev ${beside}`]], 'seen while its link is kept: deleted');
+  const takenWithLeft = plan(input({}, { observed: observed({ ...seen, pod: new Map([...seen.pod, link(beside)]) }), applied }));
+  t.same(lines(takenWithLeft).filter((l) => l[2]!.includes('link del')), [['pod', 'ip', 'link del dev net1'], ['pod', 'ip', `link del dev ${beside}`]], 'and when the attachment is taken back');
+  for (const [what, to, from] of [['to passthru', 'passthru', 'bridge'], ['from passthru', 'private', 'passthru']] as const) {
+    const pass = plan(input({ attachments: [{ ...mv, link: { ...old, mode: to } }], tuning: [{ interface: 'net1', settings: { mtu: 1300 } }], routes: [route] }, { observed: observed({ ...seen, pod: new Map([link('eth0'), link('net1', { mtu: 1300, addresses: ['198.18.80.2/24'], mode: from })]) }), applied }));
+    t.same(lines(pass).slice(0, 2).map((l) => l[2]!.split(' netns')[0]), ['link del dev net1', 'link add link eth0 name net1'], `a macvlan ${what}: the old one goes first (the kernel takes no macvlan beside a passthru one)`);
+  }
   const vxlan = { kind: 'vxlan' as const, vni: 42, remote: '198.18.100.2', port: 4789 };
   const held = plan(input({ attachments: [{ ...blue, link: { ...vxlan, remote: '198.18.100.3' } }] }, { observed: observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) }), applied: { ...emptyApplied('c1', netns), attachments: [{ interface: 'net1', network: 'blue', kind: 'vxlan', addresses: ['198.18.80.2/24'], made: linkDigest(vxlan) }] } }));
   t.same(lines(held).slice(0, 2), [
@@ -740,11 +749,11 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
   const tmp = hostInterfaceName('c1', 'net1', 'pnt');
   const greSeen = observed({ pod: new Map([link('eth0'), link('net1', { mtu: 1400, addresses: ['198.18.80.2/24'] })]) });
   t.same(lines(plan(input({ attachments: [gre] }, { observed: greSeen, applied: greApplied }))).slice(0, 4), [
+    ['pod', 'ip', 'link del dev net1'],
     ['host', 'ip', `link add name ${tmp} mtu 1400 type gre remote 198.18.100.2 key 8`],
     ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
-    ['pod', 'ip', 'link del dev net1'],
     ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
-  ], 'a gre key changed: the old link goes once the new one is made on the host');
+  ], "a gre key changed: the old link goes first (it stays in the host's tunnel table, where the same ends and key would be refused)");
   const theirs = observed({ ...greSeen, host: new Map([link('eth0'), link(tmp, { alias: 'uplink' })]) });
   const blocked = plan(input({ attachments: [gre] }, { observed: theirs, applied: greApplied }));
   t.same([lines(blocked), blocked.next.attachments], [[], greApplied.attachments], "a pnt name someone else holds: the old link stays, with its old digest");
@@ -756,7 +765,7 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
   const wg: ResolvedAttachment = { ...blue, interface: 'wg0', link: { kind: 'wireguard', listenPort: 51820 }, mtu: 1420, addresses: ['10.9.0.1/24'], wireguard: { privateKeyFile: '/var/lib/podnet/wireguard/c1+wg0.key', publicKey: 'pub', peers: [peer], remoteRanges: ['198.18.102.0/24'] } };
   const made = plan(input({ attachments: [wg] }));
   const table = 'inet pnwf3305300a9';
-  const guard = `table ${table}; delete table ${table}; table ${table} { chain input { type filter hook input priority filter; policy accept; udp dport 51820 ip saddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp dport 51820 drop; }; chain output { type filter hook output priority filter; policy accept; udp sport 51820 ip daddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp sport 51820 drop; }; }`;
+  const guard = `table ${table}; delete table ${table}; table ${table} { chain input { type filter hook input priority filter; policy accept; counter comment ${guardFingerprint(51820, ['198.18.102.0/24'])}; udp dport 51820 ip saddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp dport 51820 drop; }; chain output { type filter hook output priority filter; policy accept; udp sport 51820 ip daddr != { 198.18.102.0/24 } drop; meta nfproto ipv6 udp sport 51820 drop; }; }`;
   t.same(lines(made), [
     ['host', 'ip', `link add name wg0 netns ${netns} mtu 1420 type wireguard`],
     ['pod', 'ip', 'link set dev wg0 up'],
@@ -781,8 +790,12 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
   t.same(made.next.attachments[0]?.wireguard, { publicKey: 'pub', listenPort: 51820, peers: [peer], remoteRanges: ['198.18.102.0/24'] }, 'recorded: its public key, what wg was given and what its guard admits, not its private key');
   const there = observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) });
   t.same(plan(input({ attachments: [wg] }, { observed: there, applied: made.next })).steps, [], 'as given: nothing');
-  t.same(plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Set([table]) }, applied: made.next })).steps, [], 'its guard read there: nothing');
-  const flushed = plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Set() }, applied: made.next }));
+  t.same(plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Map([[table, guardFingerprint(51820, ['198.18.102.0/24'])]]) }, applied: made.next })).steps, [], 'its guard read there as written: nothing');
+  for (const [what, fingerprint] of [['changed by hand (another port or ranges)', guardFingerprint(51820, ['0.0.0.0/0'])], ['not whole as written (a chain unhooked, flags)', undefined]] as const) {
+    const changed = plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Map([[table, fingerprint]]) }, applied: made.next }));
+    t.same(lines(changed), [['host', 'nft', guard]], `its guard ${what}: written again, nothing else`);
+  }
+  const flushed = plan(input({ attachments: [wg] }, { observed: { ...there, guards: new Map() }, applied: made.next }));
   t.same(lines(flushed), [['host', 'nft', guard]], "its guard read gone (the node's ruleset flushed): written again, nothing else");
   const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
   const changed = plan(input({ attachments: [{ ...wg, wireguard: { ...wg.wireguard!, peers: [{ publicKey: other, allowedIPs: ['10.9.0.3/32'] }] } }] }, { observed: there, applied: made.next }));

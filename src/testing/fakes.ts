@@ -151,11 +151,11 @@ export class FakeObserver implements NetnsObserver {
     return where === 'host' ? undefined : this.markings.get(where.netns);
   }
 
-  /** The guard tables of WireGuard ports on the host (model/wireguard-guard.ts) that are there. */
-  readonly guardTables = new Set<string>();
+  /** The guard tables of WireGuard ports on the host (model/wireguard-guard.ts) that are there, with the fingerprints they carry. */
+  readonly guardTables = new Map<string, string | undefined>();
 
-  async guards(tables: readonly string[]): Promise<Set<string>> {
-    return new Set(tables.filter((t) => this.guardTables.has(t)));
+  async guards(tables: readonly string[]): Promise<Map<string, string | undefined>> {
+    return new Map(tables.filter((t) => this.guardTables.has(t)).map((t) => [t, this.guardTables.get(t)]));
   }
 
   /** The ports in podnet's port security table; undefined: no table. */

@@ -24,7 +24,7 @@ export const geneveKind: LinkKind<'geneve', GeneveLink> = {
   },
   making: (spec) => ({
     // Its VNI, remote and port may be the old link's (a new ttl): the host's socket holds them.
-    besideOld: false,
+    besideOld: () => false,
     createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type geneve id ${spec.vni} remote ${spec.remote} dstport ${spec.port}${spec.ttl ? ` ttl ${spec.ttl}` : ''}`,
   }),
   describe: (spec) => `geneve ${spec.vni} to ${spec.remote} port ${spec.port}`,

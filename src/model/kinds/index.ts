@@ -114,6 +114,11 @@ export function attachmentRefusal(network: Network, asked: AttachmentAsks): Atta
   return undefined;
 }
 
+/** Whether each attachment to the Network chooses its tunnel's remote (within its remoteRanges): then a node has one attachment per remote, not one. */
+export function choosesRemote(network: Network): boolean {
+  return kindOf(network).tunnelRemote?.(network).ranges !== undefined;
+}
+
 /**
  * Why an attachment's tunnel remote (or none) cannot be: a Network of a kind with no remote, or
  * one that fixes its remote, takes none; one whose remoteRanges let attachments choose needs one,

@@ -21,7 +21,7 @@ export const ipvlanKind: LinkKind<'ipvlan', IpvlanLink> = {
   linkSpec: (network) => ({ kind: 'ipvlan', parent: network.spec.ipvlan!.parent, mode: network.spec.ipvlan!.mode ?? 'l2' }),
   making: (spec) => ({
     hostInterface: spec.parent,
-    besideOld: true,
+    besideOld: () => true,
     createInPod: (pod) => `link add link ${spec.parent} name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type ipvlan mode ${spec.mode}`,
   }),
   describe: (spec) => `ipvlan on ${spec.parent}, mode ${spec.mode}`,

@@ -70,12 +70,12 @@ export type LinkMaking =
       readonly createInPod: (pod: PodLink) => string;
       readonly hostInterface?: string;
       /**
-       * Whether a link made again from a changed spec can be made while the one it replaces still
-       * is: then a kernel that refuses the new one leaves the pod its old one. Not where the new
-       * link may hold what the old one holds (a VNI and port its spec kept, the socket being the
-       * host's): the old one goes first.
+       * Whether a link made again from a changed spec can be made while `old`, the one it replaces,
+       * still is: then a kernel that refuses the new one leaves the pod its old one. Not where the
+       * new link may hold what the old one holds (a VNI and port its spec kept, the socket being
+       * the host's), or the kernel takes no second link beside it: the old one goes first.
        */
-      readonly besideOld: boolean;
+      besideOld(old: { readonly mode?: string }): boolean;
     }
   /**
    * An `ip link add` run on the host under a name of podnet's own (`link.name`), before the planner

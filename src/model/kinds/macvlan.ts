@@ -17,7 +17,8 @@ export const macvlanKind: LinkKind<'macvlan', MacvlanLink> = {
   linkSpec: (network) => ({ kind: 'macvlan', parent: network.spec.macvlan!.parent, mode: network.spec.macvlan!.mode ?? 'bridge' }),
   making: (spec) => ({
     hostInterface: spec.parent,
-    besideOld: true,
+    // A parent in passthru takes no second macvlan, and a passthru one none beside it.
+    besideOld: (old) => spec.mode !== 'passthru' && old.mode !== 'passthru',
     createInPod: (pod) => `link add link ${spec.parent} name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type macvlan mode ${spec.mode}`,
   }),
   describe: (spec) => `macvlan on ${spec.parent}, mode ${spec.mode}`,

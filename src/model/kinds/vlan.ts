@@ -18,7 +18,7 @@ export const vlanKind: LinkKind<'vlan', VlanLink> = {
   making: (spec) => ({
     hostInterface: spec.parent,
     // Made again only for a new parent or id, which the old link does not hold.
-    besideOld: true,
+    besideOld: () => true,
     createInPod: (pod) => `link add link ${spec.parent} name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type vlan id ${spec.id}`,
   }),
   describe: (spec) => `vlan ${spec.id} on ${spec.parent}`,

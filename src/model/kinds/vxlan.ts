@@ -25,7 +25,7 @@ export const vxlanKind: LinkKind<'vxlan', VxlanLink> = {
   making: (spec) => ({
     ...(spec.device ? { hostInterface: spec.device } : {}),
     // Its VNI and port may be the old link's (a new remote): the host's socket holds them.
-    besideOld: false,
+    besideOld: () => false,
     createInPod: (pod) => {
       const peer = spec.remote ? ` remote ${spec.remote}` : spec.group ? ` group ${spec.group}` : '';
       const device = spec.device ? ` dev ${spec.device}` : '';

@@ -29,7 +29,7 @@ export const wireguardKind: LinkKind<'wireguard', WireguardLink> = {
   linkSpec: (network) => ({ kind: 'wireguard', listenPort: network.spec.wireguard!.listenPort }),
   making: () => ({
     // Its port is given after the old link is gone.
-    besideOld: true,
+    besideOld: () => true,
     createInPod: (pod) => `link add name ${pod.interface} netns ${pod.netns}${mtuArgument(pod)} type wireguard`,
   }),
   describe: (spec) => `wireguard, port ${spec.listenPort}`,
