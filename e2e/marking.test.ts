@@ -105,6 +105,7 @@ spec:
   await until("plug-a's table", async () => ((await markingOf(pods[0]!)) ? true : undefined));
   t.equal(await dscpSeen(pods[0]!, pods[1]!, a!, b!), 34, 'plug-b sees DSCP 34 on what plug-a sends');
   t.equal(await dscpSeen(pods[1]!, pods[0]!, b!, a!), 0, 'plug-b, which asked none, sends best effort');
+  t.match((await cli.explain('default/plug-a')).stdout, /net1 on Network plugged: plugins bridge, dscp 34/, 'podnet explain shows it');
 
   const ifindex = (await linkOf(pods[0]!.ns.name, 'net1'))?.ifindex;
   await cli.apply('attach.yaml', config('plug-a', 'attach'));

@@ -59,7 +59,7 @@ export function explainText(report: Report): string {
     lines.push(`  ${a.interface} on Network ${a.network}: ${link.text}${host}, addresses ${a.addresses.join(', ') || 'none'}${a.mtu ? `, mtu ${a.mtu}` : ''}${rate}${dscp}${peers}`);
   }
   // Delegated attachments are the cni kind's (model/state.ts ResolvedDelegated).
-  for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}`);
+  for (const d of desired.delegated ?? []) lines.push(`  ${d.interface} on Network ${d.network}: ${networkKinds.cni.describe(d.config)}${d.dscp !== undefined ? `, dscp ${d.dscp}` : ''}`);
   for (const v of desired.vrfs ?? []) lines.push(`  ${vrfText(v)}`);
   for (const t of desired.tuning) lines.push(`  ${t.interface}: ${settingsText(t.settings)}`);
   for (const r of desired.routes) lines.push(`  ${routeText(r)}`);
