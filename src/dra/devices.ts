@@ -25,7 +25,7 @@ export interface SliceDevice {
   name: string;
   attributes: Record<string, { string: string } | { int: number } | { bool: boolean }>;
   capacity?: Record<string, { value: string; requestPolicy: { default: string; validValues: string[] } }>;
-  /** Left out for a tunnel Network (its kind's onePerNode): a node has one attachment to it, so one claim. */
+  /** Left out for a tunnel Network (its kind's onePerNode) whose remote its attachments do not choose: a node has one attachment to it, so one claim. */
   allowMultipleAllocations?: true;
 }
 

@@ -2007,6 +2007,7 @@ export interface AppliedAttachment {
    * A link made from the host (any kind but bridge): the digest of the link spec it was made from (model/kinds linkDigest). A Network whose link spec changes (a parent, a mode, a remote, a key) makes its links again; absent in a file of an older podnet, whose links are taken as they are.
    */
   made?: string;
+  remote?: Ip;
   /**
    * A wireguard attachment: the public key of its interface, and the listen port and peers podnet set on it (wg set), and the ranges its guard table on the node admits, what a change is compared with.
    */

@@ -124,7 +124,7 @@ interface NodeChecks {
 function nodeOf(sandboxes: readonly AdmissionSandbox[], { hostLinks }: AdmissionFacts): NodeChecks {
   const hostMacs = new Set(hostLinks.flatMap((l) => (l.mac ? [l.mac] : [])));
   const hostIps = hostLinks.flatMap((l) => l.addresses.map(plainAddress));
-  const held = sandboxes.map((s) => new Map(earlierOf(s).map((e) => [`${e.network}/${e.interface}`, e.made] as const)));
+  const held = sandboxes.map((s) => new Map(earlierOf(s).map((e) => [`${e.network}/${e.interface}`, e.remote] as const)));
   // As last seen, and as podnet recorded giving them: a first pass after a start has seen nothing yet.
   const macsHad = sandboxes.map((s) => [...s.seenMacs, ...(s.applied?.attachments ?? []).flatMap((a) => [a.mac, a.portSecurity?.mac].filter((m): m is string => m !== undefined))]);
   const addressesHad = sandboxes.map((s) => (s.applied?.attachments ?? []).flatMap((a) => a.addresses.map((ip) => `${a.network} ${plainAddress(ip)}`)));

@@ -639,7 +639,7 @@ t.test("a tunnel's remote an attachment chooses within its Network's ranges reac
   const d = desiredFor(pod, nets, [config('tun', { podSelector: all, attachments: [{ network: 'tun', interface: 'net1', remote: '198.18.102.2' }] })]);
   t.same([d.problems, d.attachments[0]?.remote], [[], '198.18.102.2']);
   const { desired } = resolveSandbox('c1', d, nets, () => []);
-  t.match(desired.attachments[0]?.link, { kind: 'geneve', remote: '198.18.102.2' });
+  t.match(desired.attachments[0], { link: { kind: 'geneve', remote: '198.18.102.2' }, remote: '198.18.102.2' });
   const outside = desiredFor(pod, nets, [config('tun', { podSelector: all, attachments: [{ network: 'tun', interface: 'net1', remote: '198.18.9.2' }] })]);
   t.same(outside.attachments, []);
   t.match(outside.problems, [{ document: 'PodNetworkConfig tenant-a/tun', field: 'spec.attachments[0].remote', reason: /198\.18\.9\.2 is outside Network tun's spec\.geneve\.remoteRanges/ }]);

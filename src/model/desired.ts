@@ -96,8 +96,8 @@ export const defaultLimits: NodeLimits = { attachmentsPerPod: 32, addressesPerPo
 export interface EarlierAttachment {
   network: string;
   interface: string;
-  /** The digest of the link spec podnet made it from (AppliedAttachment.made), where podnet made its link. */
-  made?: string;
+  /** The tunnel remote its attachment chose (AppliedAttachment.remote), where it chose one. */
+  remote?: string;
 }
 
 /**

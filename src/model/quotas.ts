@@ -7,7 +7,7 @@
 // never takes a running pod's attachment away; a tunnel attachment that chooses another remote is a
 // new one, so it never takes the endpoint another pod has. Pure.
 import type { DesiredAttachment } from './desired.ts';
-import { kindOf, linkDigest } from './kinds/index.ts';
+import { kindOf } from './kinds/index.ts';
 import { canonicalRemote } from './kinds/kind.ts';
 import { addRefusal, type Refusal } from './refusal.ts';
 import { byCodeUnits } from '../order.ts';
@@ -16,18 +16,16 @@ export interface QuotaClaims {
   containerId: string;
   namespace: string;
   attachments: readonly DesiredAttachment[];
-  /** What it has attached already, as "network/interface", with the digest of the link spec podnet made it from (AppliedAttachment.made). */
+  /** What it has attached already, as "network/interface", with the tunnel remote its attachment chose (AppliedAttachment.remote), where it chose one. */
   has: ReadonlyMap<string, string | undefined>;
 }
 
-/** Whether the sandbox has the attachment already; one whose remote it chooses, only to that remote (its link's digest is the one it would be made from). */
+/** Whether the sandbox has the attachment already; one whose remote it chooses, only to the remote its link goes to (whatever else of its Network changed). */
 function holds(sandbox: QuotaClaims, attachment: DesiredAttachment): boolean {
   const key = `${attachment.network.metadata.name}/${attachment.interface}`;
   if (!sandbox.has.has(key)) return false;
-  const made = sandbox.has.get(key);
-  const kind = kindOf(attachment.network);
-  if (attachment.remote === undefined || made === undefined || !('linkSpec' in kind)) return true;
-  return made === linkDigest(kind.linkSpec(attachment.network, [], { remote: attachment.remote }));
+  const had = sandbox.has.get(key);
+  return attachment.remote === undefined || had === undefined || had === canonicalRemote(attachment.remote);
 }
 
 /** Per sandbox, its attachments beyond their Network's quota or its one per node, each with the problem to tell. */

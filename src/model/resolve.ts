@@ -8,6 +8,7 @@ import { isConfigProblem } from './cni-config.ts';
 import type { DesiredAttachment, DesiredSandbox, Problem } from './desired.ts';
 import { hostInterfaceName } from './host-links.ts';
 import { kindOf, type Allocation, type AnyLinkKind } from './kinds/index.ts';
+import { canonicalRemote } from './kinds/kind.ts';
 import type { Resolved, ResolvedAttachment, ResolvedDelegated } from './state.ts';
 
 /** An address an allocator handed out (the IPAM's too). */
@@ -73,6 +74,7 @@ function resolveAttachment(containerId: string, want: DesiredAttachment, kind: A
     addresses: allocations.map((a) => a.address),
     ...(want.bandwidth ? { bandwidth: want.bandwidth } : {}),
     ...(want.dscp !== undefined ? { dscp: want.dscp } : {}),
+    ...(want.remote !== undefined ? { remote: canonicalRemote(want.remote) } : {}),
     ...(kind.type === 'wireguard' ? { wireguard: wireguardOf(containerId, want, keyOf) } : {}),
   };
 }

@@ -110,6 +110,8 @@ export interface ResolvedAttachment {
   dscp?: number;
   /** A wireguard attachment: its key's file and public key (undefined in a preview, before it is made), and its peers. */
   wireguard?: { privateKeyFile: string; publicKey?: string; peers: WireguardPeer[]; remoteRanges: string[] };
+  /** The tunnel remote its attachment chose within its Network's remoteRanges, as the kernel spells it: recorded, what holds its endpoint on the node (model/quotas.ts). */
+  remote?: string;
 }
 
 /** A VRF device in the pod: its name and table. */
@@ -189,6 +191,8 @@ export interface AppliedAttachment {
   bandwidth?: Bandwidth;
   /** A link made from the host (any kind but bridge): the digest of the spec it was made from (kinds/index.ts linkDigest); another makes it again. */
   made?: string;
+  /** A gre or geneve link whose attachment chose its remote: that remote, what holds its endpoint on the node (model/quotas.ts). */
+  remote?: string;
   /** A wireguard attachment: its public key, the listen port and peers wg was given, and the ranges its guard on the node admits. */
   wireguard?: { publicKey: string; listenPort: number; peers: WireguardPeer[]; remoteRanges?: string[] };
 }

@@ -37,12 +37,14 @@ export function guardFingerprint(port: number, ranges: readonly string[]): strin
 
 /**
  * The fingerprint a guard table as nft lists it carries: its first rule's comment, when it is
- * whole as podnet writes it (no flags, its two chains hooked as made); undefined otherwise, which
- * a pass takes as a guard to write again.
+ * whole as podnet writes it (no flags, its two chains hooked as made, the counter and a rule per
+ * family in input, a rule per family in output); undefined otherwise, which a pass takes as a
+ * guard to write again.
  */
 export function guardFingerprintOf(table: ObservedTable): string | undefined {
   const hooked = table.hooks.size === 2 && table.hooks.get('input') === 'filter input 0 accept' && table.hooks.get('output') === 'filter output 0 accept';
-  return !table.flagged && hooked ? table.comments[0] : undefined;
+  const whole = table.rules.size === 2 && table.rules.get('input') === 3 && table.rules.get('output') === 2;
+  return !table.flagged && hooked && whole ? table.comments[0] : undefined;
 }
 
 /** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */

@@ -3,6 +3,7 @@ import { basename } from 'node:path';
 import type { LaunchOptions } from '../launcher/launcher.ts';
 import type { Tool, Where } from '../model/step.ts';
 import { findExecutable, type ProcessExit, type StartedProcess } from '../process.ts';
+import { guardFingerprint, guardFingerprintOf } from '../model/wireguard-guard.ts';
 import { batchArgv, netnsRunner, nftTableOf, startToolsWith, sysctlArgv, wgArgv, wgFailure, type ReadAfter } from './runner.ts';
 
 const pod: Where = { netns: '/run/netns/p' };
@@ -217,4 +218,17 @@ t.test("a failed wg line is told by its interface and wg's words, never a key wg
   const told = wgFailure(`set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/wg+c1+wg0.key peer ${key} allowed-ips 10.9.0.2/32`, `Key is not the correct length or format: \`${key}'\nConfiguration parsing error\n`);
   t.equal(told, 'wg set wg0: Key is not the correct length or format: (left out)');
   t.equal(wgFailure('set wg0 listen-port 51820', `Unable to modify interface: peer ${key} unknown\n`), 'wg set wg0: Unable to modify interface: peer (a key) unknown');
+});
+
+t.test("a WireGuard guard as nft 1.0.6 lists it: whole, its fingerprint is read; a rule gone, a chain flushed, or flags: none, to be written again", async (t) => {
+  const listed = "{\"nftables\": [{\"metainfo\": {\"version\": \"1.0.6\", \"release_name\": \"Lester Gooch #5\", \"json_schema_version\": 1}}, {\"table\": {\"family\": \"inet\", \"name\": \"pnwtest\", \"handle\": 2}}, {\"chain\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"name\": \"input\", \"handle\": 1, \"type\": \"filter\", \"hook\": \"input\", \"prio\": 0, \"policy\": \"accept\"}}, {\"chain\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"name\": \"output\", \"handle\": 2, \"type\": \"filter\", \"hook\": \"output\", \"prio\": 0, \"policy\": \"accept\"}}, {\"rule\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"chain\": \"input\", \"handle\": 3, \"comment\": \"podnet.9bfe97fe486d4009\", \"expr\": [{\"counter\": {\"packets\": 0, \"bytes\": 0}}]}}, {\"rule\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"chain\": \"input\", \"handle\": 4, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"udp\", \"field\": \"dport\"}}, \"right\": 51820}}, {\"match\": {\"op\": \"!=\", \"left\": {\"payload\": {\"protocol\": \"ip\", \"field\": \"saddr\"}}, \"right\": {\"prefix\": {\"addr\": \"198.18.102.0\", \"len\": 24}}}}, {\"drop\": null}]}}, {\"rule\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"chain\": \"input\", \"handle\": 5, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"nfproto\"}}, \"right\": \"ipv6\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"udp\", \"field\": \"dport\"}}, \"right\": 51820}}, {\"drop\": null}]}}, {\"rule\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"chain\": \"output\", \"handle\": 6, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"udp\", \"field\": \"sport\"}}, \"right\": 51820}}, {\"match\": {\"op\": \"!=\", \"left\": {\"payload\": {\"protocol\": \"ip\", \"field\": \"daddr\"}}, \"right\": {\"prefix\": {\"addr\": \"198.18.102.0\", \"len\": 24}}}}, {\"drop\": null}]}}, {\"rule\": {\"family\": \"inet\", \"table\": \"pnwtest\", \"chain\": \"output\", \"handle\": 7, \"expr\": [{\"match\": {\"op\": \"==\", \"left\": {\"meta\": {\"key\": \"nfproto\"}}, \"right\": \"ipv6\"}}, {\"match\": {\"op\": \"==\", \"left\": {\"payload\": {\"protocol\": \"udp\", \"field\": \"sport\"}}, \"right\": 51820}}, {\"drop\": null}]}}]}";
+  const fingerprint = guardFingerprint(51820, ['198.18.102.0/24']);
+  t.equal(guardFingerprintOf(nftTableOf(listed)), fingerprint, 'as written: the fingerprint of its port and ranges');
+  const parsed = JSON.parse(listed) as { nftables: Record<string, { chain?: string; expr?: unknown[] }>[] };
+  const without = (drop: (entry: Record<string, { chain?: string; expr?: unknown[] }>, i: number) => boolean) => JSON.stringify({ nftables: parsed.nftables.filter((e, i) => !drop(e, i)) });
+  const lastInput = parsed.nftables.map((e, i) => (e['rule']?.chain === 'input' ? i : -1)).filter((i) => i >= 0).at(-1)!;
+  t.equal(guardFingerprintOf(nftTableOf(without((_, i) => i === lastInput))), undefined, 'one of its drop rules deleted by hand: not whole');
+  t.equal(guardFingerprintOf(nftTableOf(without((e) => e['rule']?.chain === 'output'))), undefined, 'its output chain flushed: not whole');
+  const flagged = JSON.stringify({ nftables: parsed.nftables.map((e) => (e['table'] ? { table: { ...e['table'], flags: 'dormant' } } : e)) });
+  t.equal(guardFingerprintOf(nftTableOf(flagged)), undefined, 'dormant: not whole');
 });

@@ -156,6 +156,7 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
         addresses: [...want.addresses],
         ...(Object.keys(bandwidth).length > 0 ? { bandwidth } : {}),
         ...('veth' in making ? {} : { made: linkDigest(want.link) }),
+        ...(want.remote !== undefined ? { remote: want.remote } : {}),
         ...(wireguard ? { wireguard } : {}),
       });
     } finally {
@@ -174,13 +175,14 @@ export function planLinks(ctx: PlanContext): Part<AppliedAttachment> & { creates
 function inPodSteps(ctx: PlanContext, want: ResolvedAttachment, making: Extract<LinkMaking, { createInPod: unknown }>, replaces: ObservedLink | undefined, steps: Step[]): void {
   const dev = want.interface;
   const made = (name: string) => making.createInPod({ interface: name, mtu: want.mtu, netns: ctx.netns });
+  // A link left beside may hold what the new one needs (a VLAN id on the parent): it goes first.
+  steps.push(...besideLeft(ctx, dev));
   if (!replaces || !making.besideOld(replaces)) {
     if (replaces) steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
     steps.push({ where: host, tool: 'ip', line: made(dev), undo: { where: ctx.pod, action: 'link-del', dev } });
     return;
   }
   const beside = hostInterfaceName(ctx.applied.containerId, dev, 'pnt');
-  steps.push(...besideLeft(ctx, dev));
   steps.push({ where: host, tool: 'ip', line: made(beside), undo: { where: ctx.pod, action: 'link-del', dev: beside } });
   steps.push({ where: ctx.pod, tool: 'ip', line: linkDelLine(dev) });
   steps.push({ where: ctx.pod, tool: 'ip', line: `link set dev ${beside} name ${dev}`, undo: { where: ctx.pod, action: 'link-del', dev } });

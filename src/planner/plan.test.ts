@@ -754,6 +754,7 @@ t.test("a Network's changed link spec makes its pods' links again, with their tu
     ['host', 'ip', `link set dev ${tmp} alias podnet:c1/net1`],
     ['host', 'ip', `link set dev ${tmp} netns ${netns} name net1`],
   ], "a gre key changed: the old link goes first (it stays in the host's tunnel table, where the same ends and key would be refused)");
+  t.equal(plan(input({ attachments: [{ ...gre, remote: '198.18.100.2' }] })).next.attachments[0]?.remote, '198.18.100.2', 'a remote the attachment chose is recorded: what holds its endpoint on the node');
   const theirs = observed({ ...greSeen, host: new Map([link('eth0'), link(tmp, { alias: 'uplink' })]) });
   const blocked = plan(input({ attachments: [gre] }, { observed: theirs, applied: greApplied }));
   t.same([lines(blocked), blocked.next.attachments], [[], greApplied.attachments], "a pnt name someone else holds: the old link stays, with its old digest");
