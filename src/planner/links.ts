@@ -5,8 +5,9 @@
 // on the host under the pod's name; except an ip tunnel's (gre), which routes in the netns it is
 // made in: made on the host under a pnt name of podnet's and moved in (docs/adr/0034). A link
 // made from the host keeps the digest of its spec: when its Network changes the spec (a parent, a
-// mode, a remote, a key) it is made again, and what the pass tunes, routes or sets of it follows
-// (the parts see it in `creates`, its routes in `remade`); a new MTU is set in place.
+// mode, a remote, a key) it is made again, beside the old one where its kind allows (inPodSteps),
+// and what the pass tunes, routes or sets of it follows (the parts see it in `creates`, its routes
+// in `remade`); a new MTU is set in place.
 import { originKey } from '../model/desired.ts';
 import { linkDigest, makingOf, type HostBridge, type LinkMaking } from '../model/kinds/index.ts';
 import type { AppliedAttachment, Bandwidth, ObservedLink, ResolvedAttachment } from '../model/state.ts';
