@@ -2,11 +2,10 @@
 // `inet podnet_marking`, whose postrouting chain sets the DSCP of what leaves each marked
 // interface, IPv4 and IPv6. The pod cannot change it without NET_ADMIN, and nothing on the host
 // is touched. The table is always written whole, in one nft transaction, and carries a
-// fingerprint of its entries as the comment of its first rule (a counter; nft 1.0.6 lists no
-// table's or chain's comment as JSON): a pass compares that to what it wants, and a table someone
-// deleted or replaced is written again. Pure.
-import { createHash } from 'node:crypto';
+// fingerprint of its entries (model/table-fingerprint.ts): a table someone deleted or replaced is
+// written again. Pure.
 import type { ObservedTable } from './port-security.ts';
+import { carriedFingerprint, tableFingerprint } from './table-fingerprint.ts';
 import type { AppliedState } from './state.ts';
 import { byCodeUnits } from '../order.ts';
 
@@ -26,14 +25,12 @@ export function sortedMarking(entries: readonly MarkingEntry[]): MarkingEntry[] 
  * pass takes as a table to write again.
  */
 export function markingFingerprintOf(table: ObservedTable | undefined): string | undefined {
-  if (!table || table.flagged || table.hooks.get('postrouting') !== 'filter postrouting -150 accept' || table.hooks.size !== 1) return undefined;
-  return table.comments[0];
+  return carriedFingerprint(table, { postrouting: 'filter postrouting -150 accept' });
 }
 
 /** The fingerprint of these entries: a word nft reads unquoted, that changes when they do. */
 export function markingFingerprint(entries: readonly MarkingEntry[]): string {
-  const text = sortedMarking(entries).map((e) => `${e.interface}=${e.dscp}`).join(',');
-  return `podnet.${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+  return tableFingerprint(sortedMarking(entries).map((e) => `${e.interface}=${e.dscp}`).join(','));
 }
 
 /**

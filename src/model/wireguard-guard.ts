@@ -5,12 +5,12 @@
 // hash), lets the interface's UDP port receive from and send to the ranges alone, IPv4 and IPv6
 // (a family without a range: none of it). Written whole in one transaction before the interface is
 // made, again when the port or ranges change or the table on the node is not the one written (it
-// carries a fingerprint of what it holds, as the marking table does: model/marking.ts), deleted
-// with the attachment. Pure.
-import { createHash } from 'node:crypto';
+// carries a fingerprint of what it holds: model/table-fingerprint.ts), deleted with the
+// attachment. Pure.
 import { formatCidr, parseCidr } from './cidr.ts';
 import { hostInterfaceName } from './host-links.ts';
 import type { ObservedTable } from './port-security.ts';
+import { carriedFingerprint, tableFingerprint } from './table-fingerprint.ts';
 
 /** The attachment's guard table as nft names it (family and name). */
 export function guardTable(containerId: string, podInterface: string): string {
@@ -32,7 +32,7 @@ function canonicalRanges(ranges: readonly string[]): string[] {
 
 /** The fingerprint of a guard of `port` to `ranges`: a word nft reads unquoted, that changes when they do. */
 export function guardFingerprint(port: number, ranges: readonly string[]): string {
-  return `podnet.${createHash('sha256').update(`${port} ${canonicalRanges(ranges).join(',')}`).digest('hex').slice(0, 16)}`;
+  return tableFingerprint(`${port} ${canonicalRanges(ranges).join(',')}`);
 }
 
 /**
@@ -42,9 +42,7 @@ export function guardFingerprint(port: number, ranges: readonly string[]): strin
  * guard to write again.
  */
 export function guardFingerprintOf(table: ObservedTable): string | undefined {
-  const hooked = table.hooks.size === 2 && table.hooks.get('input') === 'filter input 0 accept' && table.hooks.get('output') === 'filter output 0 accept';
-  const whole = table.rules.size === 2 && table.rules.get('input') === 3 && table.rules.get('output') === 2;
-  return !table.flagged && hooked && whole ? table.comments[0] : undefined;
+  return carriedFingerprint(table, { input: 'filter input 0 accept', output: 'filter output 0 accept' }, { input: 3, output: 2 });
 }
 
 /** The nft line that leaves the node with the guard `table` exactly so: `port` talks with `ranges` alone. */

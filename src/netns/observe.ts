@@ -181,17 +181,10 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
     qdiscs: () => observeQdiscs(run),
     sysctls: (where, paths) => run.readSysctls(where, paths),
     securedPorts: async () => securedPortsOf(await run.readNftTable(host, portSecurityTable)),
-    guards: async (tables) =>
-      new Map(
-        (
-          await Promise.all(
-            tables.map(async (t) => {
-              const table = await run.readNftTable(host, t);
-              return table ? [[t, guardFingerprintOf(table)] as const] : [];
-            }),
-          )
-        ).flat(),
-      ),
+    guards: async (tables) => {
+      const read = await Promise.all(tables.map(async (name) => [name, await run.readNftTable(host, name)] as const));
+      return new Map(read.flatMap(([name, table]) => (table ? [[name, guardFingerprintOf(table)] as const] : [])));
+    },
     marking: async (where) => markingFingerprintOf(await run.readNftTable(where, markingTable)),
   };
 }
