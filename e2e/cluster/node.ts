@@ -650,7 +650,24 @@ async function killNodeProcesses(root: string, cgroupRoot: string, { spare = [] 
         // Gone already.
       }
     }
+    await thawCgroups(cgroupRoot);
     await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
+ * runc freezes a container's cgroup while it signals its processes (kill --all) and thaws it
+ * after; a runc killed in between (a node switched off) leaves it frozen, and a frozen process
+ * takes its SIGKILL only once thawed.
+ */
+async function thawCgroups(cgroupRoot: string): Promise<void> {
+  for (const hierarchy of await cgroupHierarchies()) {
+    for (const dir of await cgroupTree(join(hierarchy, cgroupRoot))) {
+      // cgroup v1's freezer hierarchy, or v2's every folder but the root.
+      for (const [file, thawed] of [['freezer.state', 'THAWED'], ['cgroup.freeze', '0']] as const) {
+        if (existsSync(join(dir, file))) await writeFile(join(dir, file), thawed).catch(() => undefined);
+      }
+    }
   }
 }
 
