@@ -97,7 +97,13 @@ t.test('a tenant claims a bridge Network: podnet offers it as a device, net1 is 
   // A claim on a Network its namespace may not use, or naming none in the one form: refused at once.
   const red = bridgeNetwork(t, 'red', ['198.18.246.0/24'], ['tenant-b']);
   await node.kubectl(['apply', '-f', '-'], { input: stringify(red) });
-  const foreign = await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: 'foreign', namespace: tenant }, spec: claimSpec('red') })).catch((err: { stderr: string; exitCode: number }) => err);
+  // The policy weighs the claim against each Network the API server's cache has: red may not be
+  // there the moment it is written, so the claim is tried until refused (and taken back if admitted).
+  const foreign = await until('the policy refuses a claim on red', async () => {
+    const answer = await asTenant(['apply', '-f', '-'], stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaim', metadata: { name: 'foreign', namespace: tenant }, spec: claimSpec('red') })).catch((err: { stderr: string; exitCode: number }) => err);
+    if (answer.exitCode === 0) await asTenant(['delete', 'resourceclaim', 'foreign']);
+    return answer.exitCode === 0 ? undefined : answer;
+  });
   t.match(foreign, { exitCode: 1, stderr: /ValidatingAdmissionPolicy 'podnet-claims-networks'.*Network red does not admit namespace tenant-a/ }, "a claim on a Network that does not admit its namespace is refused at creation: it would hold the Network's address");
   const vague = { ...claimSpec('blue') };
   vague.devices.requests[0]!.exactly.selectors = [{ cel: { expression: 'device.attributes["dra.podnetwork.opdev.io"].type == "bridge"' } }];

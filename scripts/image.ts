@@ -1,4 +1,4 @@
-// npm run image [-- --tag NAME] → the container image of Containerfile, built with podman:
+// npm run image [-- --tag NAME | --rootfs-only] → the container image of Containerfile, built with podman:
 //  - build/rootfs.tar: a Debian minbase root with the tools podnet runs, made by debootstrap from
 //    Debian's archive and cached by release and package list outside the tree (a second build
 //    takes seconds);
@@ -75,7 +75,8 @@ export function buildImage(tag: string, log: (line: string) => void = () => unde
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { tag: { type: 'string', default: `localhost/podnet:${podnetVersion}` } } });
-  const tag = buildImage(values.tag, (line) => console.error(line));
-  console.log(tag);
+  const { values } = parseArgs({ options: { tag: { type: 'string', default: `localhost/podnet:${podnetVersion}` }, 'rootfs-only': { type: 'boolean', default: false } } });
+  // --rootfs-only: Debian's root alone, into its cache (a test machine's set-up, before any test's clock runs).
+  if (values['rootfs-only']) console.log(rootfsTarball((line) => console.error(line)));
+  else console.log(buildImage(values.tag, (line) => console.error(line)));
 }

@@ -127,8 +127,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
   const name = second ? secondNodeName : nodeName;
   const address = second ? underlay.node : nodeName;
   const processes: Supervised[] = [];
-  const madeMountPoints: string[] = [];
-  const sysctlsBefore = await kubeletSysctlValues();
+  await shareMachine();
 
   let holder: Supervised | undefined;
   /** argv that runs `argv` in the node's mount namespace. */
@@ -156,8 +155,7 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     if (holder) await terminate(holder, 'SIGKILL', 0);
     await removeNodeRemains(root);
     await new Promise((resolve) => (apiserverSocket ? apiserverSocket.close(resolve) : resolve(undefined)));
-    for (const [key, value] of Object.entries(sysctlsBefore)) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
-    for (const path of madeMountPoints.reverse()) await rmdir(path).catch(() => undefined);
+    await leaveMachine(root);
     if (!t.passing()) for (const name of ['containerd', 'kubelet', 'kube-controller-manager', 'kube-scheduler']) process.stderr.write(`--- last lines of ${name}'s log (test failed) ---\n${await tail(join(root, `${name}.log`))}\n`);
     await rm(root, { recursive: true, force: true });
   };
@@ -207,10 +205,10 @@ export async function startNode(t: Owner, cluster: Cluster, options: { primarySu
     const folder = join(root, 'fs', path);
     await mkdir(folder, { recursive: true });
     folders.set(path, folder);
-    madeMountPoints.push(...(await mkdirRecording(path)));
+    await mkdirShared(path);
     await runInNode(['mount', '--bind', folder, path]);
   }
-  madeMountPoints.push(...(await mkdirRecording('/run/netns')));
+  await mkdirShared('/run/netns');
   // Pods' netns files: a tmpfs of the node's own, shared, so that a netns containerd pins after
   // podnet's daemon started reaches the daemon's HostToContainer mount. Made anew at a restart, as
   // a reboot does with /run.
@@ -432,17 +430,55 @@ export async function otherNodeRunning(): Promise<boolean> {
   return (await ownedTempFolders(nodePrefix)).some((f) => f.alive && f.owner !== process.pid);
 }
 
-/** mkdir -p that says which folders it made, outermost first, so teardown removes only those. */
-async function mkdirRecording(path: string): Promise<string[]> {
-  const made: string[] = [];
+/**
+ * What the nodes of a machine share on it: the machine's own values of the sysctls each kubelet
+ * sets, and the folders nodes made to mount their own over. Kept in one file while any node runs,
+ * whichever test process runs it, and put back by the last node to leave: a node that left first
+ * would give the machine its sysctls back under a kubelet still running, or remove a folder another
+ * node is mounted on (the kernel then takes that node's mount away). A file a crashed run left
+ * keeps the machine's values, and the next last node puts them back.
+ */
+const machineShareFile = join(tmpdir(), 'podnet-e2e-nodes-machine.json');
+
+interface MachineShare {
+  sysctls: Record<string, string>;
+  /** Outermost first. */
+  mountPoints: string[];
+}
+
+/** At a node's start, before its kubelet: the machine's sysctl values, unless a node that runs (or one that crashed) took them first. */
+async function shareMachine(): Promise<void> {
+  const share: MachineShare = { sysctls: await kubeletSysctlValues(), mountPoints: [] };
+  await writeFile(machineShareFile, JSON.stringify(share), { flag: 'wx', mode: 0o600 }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EEXIST') throw error;
+  });
+}
+
+async function readMachineShare(): Promise<MachineShare> {
+  return JSON.parse(await readFile(machineShareFile, 'utf8')) as MachineShare;
+}
+
+/** mkdir -p whose folders made are the machine's share, for the last node to remove. */
+async function mkdirShared(path: string): Promise<void> {
   const parts = path.split('/').filter(Boolean);
   for (let i = 1; i <= parts.length; i++) {
     const prefix = `/${parts.slice(0, i).join('/')}`;
     if (existsSync(prefix)) continue;
     await mkdir(prefix);
-    made.push(prefix);
+    const share = await readMachineShare();
+    share.mountPoints.push(prefix);
+    await writeFile(machineShareFile, JSON.stringify(share));
   }
-  return made;
+}
+
+/** At a node's stop, its processes gone: the machine put back, if no other node runs on it. */
+async function leaveMachine(root: string): Promise<void> {
+  if ((await ownedTempFolders(nodePrefix)).some((f) => f.alive && f.path !== root)) return;
+  const share = await readMachineShare().catch(() => undefined);
+  if (!share) return;
+  for (const [key, value] of Object.entries(share.sysctls)) await writeFile(`/proc/sys/${key}`, value).catch(() => undefined);
+  for (const path of share.mountPoints.toReversed()) await rmdir(path).catch(() => undefined);
+  await rm(machineShareFile, { force: true });
 }
 
 async function startControllers(cluster: Cluster, binaries: NodeBinaries, root: string): Promise<Supervised[]> {
@@ -637,9 +673,13 @@ export async function nodeProcesses(root: string, cgroupRoot: string): Promise<S
   return pids;
 }
 
-/** SIGKILL for every process of the node (nodeProcesses) but `spare`, until there is none. */
+/**
+ * SIGKILL for every process of the node (nodeProcesses) but `spare`, until there is none or 30 s
+ * went by (what is left then, the machine-left-as-found test names).
+ */
 async function killNodeProcesses(root: string, cgroupRoot: string, { spare = [] as number[] } = {}): Promise<void> {
-  for (let round = 0; round < 20; round++) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
     const pids = await nodeProcesses(root, cgroupRoot);
     for (const pid of spare) pids.delete(pid);
     if (pids.size === 0) return;

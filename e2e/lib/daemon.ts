@@ -51,7 +51,10 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
   let log = '';
 
   const waitReady = async () => {
-    for (let i = 0; i < 200; i++) {
+    // A clock, not a count of tries: a refused connect returns at once, and a daemon's start (its
+    // registry opened, what it left adopted) takes seconds on a loaded machine or in the VM.
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
       try {
         await callDaemon({ socketPath, method: 'GET', path: routes.readyz, timeoutMs: 500 });
         return;
@@ -60,7 +63,7 @@ export async function daemonSandbox(t: Test, options: { standalone?: boolean; re
         if (early) throw new Error(`podnet daemon exited before it was ready: ${String(early.stderr)}`);
       }
     }
-    throw new Error(`podnet daemon did not become ready on ${socketPath}`);
+    throw new Error(`podnet daemon did not become ready on ${socketPath} within 60 s`);
   };
   const end = async (signal: 'SIGTERM' | 'SIGKILL') => {
     const running = proc;

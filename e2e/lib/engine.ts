@@ -8,8 +8,12 @@ import { CniRuntime, type Attachment } from './cni-runtime.ts';
 import type { DaemonSandbox } from './daemon.ts';
 import { addressesIn, makeNetns, uniqueName } from './netns.ts';
 
-/** Polls `probe` every 100 ms until it gives a value; fails naming `what` after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+/**
+ * Polls `probe` every 100 ms until it gives a value; fails naming `what` after `timeoutMs`. The
+ * default is long: a condition met costs only its own time, and a loaded two-core machine or the
+ * VM's emulated kernel takes several times an idle machine's.
+ */
+export async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
