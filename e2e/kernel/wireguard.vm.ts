@@ -111,6 +111,15 @@ t.test('wireguard: pods on two nodes, keys made on their nodes, reach each other
   t.equal(await wgShow(sides[0]!.pod, 'public-key'), keys[0], 'with the same key');
   t.equal(await pingFrom(sides[0]!.pod.ns.name, sides[1]!.address), 0, 'and it carries traffic again');
 
+  // Drift: its peer removed by hand and a stranger added (what NET_ADMIN in the pod could do): the
+  // resync reads the interface back and gives it its own peer again, and no other.
+  const stranger = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  await execa('ip', ['netns', 'exec', sides[0]!.pod.ns.name, 'wg', 'set', 'wg0', 'peer', keys[1]!, 'remove', 'peer', stranger, 'allowed-ips', '10.99.0.77/32']);
+  t.equal(await wgShow(sides[0]!.pod, 'peers'), stranger, 'changed by hand');
+  await until('its own peer given back, the stranger removed', async () => ((await wgShow(sides[0]!.pod, 'peers')) === keys[1] ? true : undefined), 60_000);
+  t.equal(await wgShow(sides[0]!.pod, 'allowed-ips'), `${keys[1]}\t10.99.0.2/32`, 'with the allowed IPs the request gives');
+  t.equal(await pingFrom(sides[0]!.pod.ns.name, sides[1]!.address), 0, 'and it carries traffic again');
+
   const outside = await sides[0]!.cli.apply('bad.yaml', config('wg-x', '10.99.0.9', { key: keys[1]!, node: 2, address: '10.99.0.2' }).replace('198.18.102.2', '198.18.103.2').replace('name: attach', 'name: bad'));
   t.not(outside.exitCode, 0, 'an endpoint outside the remoteRanges is refused');
   t.match(outside.stderr, /PodNetworkConfig default\/bad spec\.attachments\[0\]\.peers\[0\]\.endpoint\.address: 198\.18\.103\.2 is outside Network wg's spec\.wireguard\.remoteRanges/);

@@ -77,7 +77,7 @@ t.test('each reader sees the one outcome: the socket without the record, the sta
   ledger.begin(outcome('c1', { desired }), { desiredJson: '{}', records: '' });
   ledger.begin(outcome('c2', { known: false }), { desiredJson: '{}', records: '' });
   const pod = new Map([['net1', { name: 'net1', mtu: 1400, up: true, addresses: [] }]]);
-  ledger.track('c1')!.sight = { families: new Set(), paths: new Set(), marking: false, guards: new Set(), records: '', view: { pod, routes: [], rules: [], sysctls: new Map() } };
+  ledger.track('c1')!.sight = { families: new Set(), paths: new Set(), marking: false, guards: new Set(), wireguard: new Set(), records: '', view: { pod, routes: [], rules: [], sysctls: new Map() } };
   const list = ledger.list([{ document: 'Network blue', field: 'spec', reason: 'r' }]);
   t.same(list.documentProblems, [{ document: 'Network blue', field: 'spec', reason: 'r' }]);
   t.same(list.items.map((i) => i.containerId), ['c1', 'c2']);

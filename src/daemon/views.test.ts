@@ -7,11 +7,12 @@ import { guardTable } from '../model/wireguard-guard.ts';
 
 const nothing: Resolved = { attachments: [], delegated: [], vrfs: [], tuning: [], routes: [], rules: [], sysctls: [] };
 const link = (name: string): ObservedLink => ({ name, mtu: 1500, up: true, addresses: [] });
-const sight = (families: ('4' | '6')[], paths: string[], marking = false, guards: string[] = []): PodSight => ({
+const sight = (families: ('4' | '6')[], paths: string[], marking = false, guards: string[] = [], wireguard: string[] = []): PodSight => ({
   families: new Set(families.map((f) => Number(f) as 4 | 6)),
   paths: new Set(paths),
   marking,
   guards: new Set(guards),
+  wireguard: new Set(wireguard),
   records: '',
   view: { pod: new Map(), routes: [], rules: [], sysctls: new Map() },
 });
@@ -22,15 +23,16 @@ t.test('a netns is read for what the desired or the applied state has: routes of
   const needs = podNeeds(desired, applied);
   t.same([...needs.families].sort(), [4, 6]);
   t.same([...needs.paths], ['net/ipv4/ip_forward']);
-  t.same(podNeeds(nothing, undefined), { families: new Set(), paths: new Set(), marking: false, guards: new Set() }, 'nothing asked, nothing but the links read');
+  t.same(podNeeds(nothing, undefined), { families: new Set(), paths: new Set(), marking: false, guards: new Set(), wireguard: new Set() }, 'nothing asked, nothing but the links read');
   const wg = { ...emptyApplied('c1', '/run/netns/x'), attachments: [{ interface: 'wg0', network: 'wg', kind: 'wireguard' as const, addresses: [], wireguard: { publicKey: 'k', listenPort: 51871, peers: [], remoteRanges: ['198.18.0.0/24'] } }] };
   t.same([...podNeeds(nothing, wg).guards], [guardTable('c1', 'wg0')], "a WireGuard port guarded: its guard table read on the host, to write it again if it went");
+  t.same([...podNeeds(nothing, wg).wireguard], ['wg0'], 'and the interface read back, to set again what was changed by hand');
   t.equal(podNeeds({ ...nothing, attachments: [{ dscp: 46 } as unknown as Resolved['attachments'][number]] }, undefined).marking, true, 'a DSCP asked: the marking table read');
   t.equal(podNeeds(nothing, { ...emptyApplied('c1', '/run/netns/x'), marking: [{ interface: 'net1', dscp: 46 }] }).marking, true, 'a DSCP marked: read, to take it back');
 });
 
 t.test('a kept view serves the next pass only when it read all that pass needs', async (t) => {
-  const needs = { families: new Set<4 | 6>([4]), paths: new Set(['net/ipv4/ip_forward']), marking: false, guards: new Set<string>() };
+  const needs = { families: new Set<4 | 6>([4]), paths: new Set(['net/ipv4/ip_forward']), marking: false, guards: new Set<string>(), wireguard: new Set<string>() };
   t.ok(covers(sight(['4', '6'], ['net/ipv4/ip_forward', 'net/core/somaxconn']), needs));
   t.notOk(covers(sight(['4'], ['net/ipv4/ip_forward']), { ...needs, marking: true }), 'the marking table was not read');
   t.ok(covers(sight(['4'], ['net/ipv4/ip_forward'], true), { ...needs, marking: true }));
@@ -38,6 +40,8 @@ t.test('a kept view serves the next pass only when it read all that pass needs',
   t.notOk(covers(sight(['4'], []), needs), 'the sysctl was not read');
   t.notOk(covers(sight(['4'], ['net/ipv4/ip_forward']), { ...needs, guards: new Set(['inet pnw0123456789']) }), 'the guard was not read');
   t.ok(covers(sight(['4'], ['net/ipv4/ip_forward'], false, ['inet pnw0123456789']), { ...needs, guards: new Set(['inet pnw0123456789']) }));
+  t.notOk(covers(sight(['4'], ['net/ipv4/ip_forward']), { ...needs, wireguard: new Set(['wg0']) }), 'the WireGuard interface was not read back');
+  t.ok(covers(sight(['4'], ['net/ipv4/ip_forward'], false, [], ['wg0']), { ...needs, wireguard: new Set(['wg0']) }));
 });
 
 t.test('a sandbox with nothing wanted and nothing applied asks nothing of the planner', async (t) => {

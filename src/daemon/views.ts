@@ -10,7 +10,7 @@ import type { AttachmentRecord } from '../protocol/validate.ts';
 import { guardTable } from '../model/wireguard-guard.ts';
 
 /** What a pass sees inside one sandbox's netns. */
-export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking' | 'markingUnavailable' | 'guards'>;
+export type PodView = Pick<Observed, 'pod' | 'routes' | 'rules' | 'sysctls' | 'marking' | 'markingUnavailable' | 'guards' | 'wireguard'>;
 
 /** What of a netns a plan needs read: its links always, routes and rules of these families, these sysctls, podnet's marking table. */
 export interface PodNeeds {
@@ -19,6 +19,8 @@ export interface PodNeeds {
   marking: boolean;
   /** The guard tables of its WireGuard ports on the host (model/wireguard-guard.ts), read with its netns: a table gone is written again. */
   guards: ReadonlySet<string>;
+  /** The WireGuard interfaces podnet set in it, read back: a peer, key or port changed by hand is set again. */
+  wireguard: ReadonlySet<string>;
 }
 
 /** A netns as read, and what the read covered. */
@@ -44,6 +46,7 @@ export function podNeeds(desired: Resolved, applied: AppliedState | undefined): 
     paths: new Set([...desired.sysctls.map((s) => s.path), ...(applied?.sysctls ?? []).map((s) => s.path)]),
     marking: [...desired.attachments, ...desired.delegated].some((a) => a.dscp !== undefined) || (applied?.marking?.length ?? 0) > 0,
     guards: new Set(applied ? applied.attachments.filter((a) => a.wireguard?.remoteRanges).map((a) => guardTable(applied.containerId, a.interface)) : []),
+    wireguard: new Set((applied?.attachments ?? []).filter((a) => a.wireguard).map((a) => a.interface)),
   };
 }
 
@@ -55,7 +58,7 @@ export function asksThePlanner(desired: Resolved, applied: AppliedState | undefi
 }
 
 export function covers(sight: PodSight, needs: PodNeeds): boolean {
-  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p)) && (sight.marking || !needs.marking) && [...needs.guards].every((g) => sight.guards.has(g));
+  return [...needs.families].every((f) => sight.families.has(f)) && [...needs.paths].every((p) => sight.paths.has(p)) && (sight.marking || !needs.marking) && [...needs.guards].every((g) => sight.guards.has(g)) && [...needs.wireguard].every((w) => sight.wireguard.has(w));
 }
 
 /** What a plan sees: a sandbox's netns and the host. */
@@ -146,7 +149,7 @@ export function readsEnough(view: HostView, reads: HostReads): boolean {
 
 /** Whether `needs` asks for a netns's links alone: a read that can end a pass's last batch in it (executor ReadBack). */
 export function linksAlone(needs: PodNeeds): boolean {
-  return needs.families.size === 0 && needs.paths.size === 0 && !needs.marking && needs.guards.size === 0;
+  return needs.families.size === 0 && needs.paths.size === 0 && !needs.marking && needs.guards.size === 0 && needs.wireguard.size === 0;
 }
 
 /** A sight of links alone (linksAlone), read at the end of a pass's last batch. */
@@ -154,10 +157,10 @@ export function sightOfLinks(needs: PodNeeds, records: string, pod: Map<string, 
   return { ...needs, records, view: { pod, routes: [], rules: [], sysctls: new Map() } };
 }
 
-/** A sandbox's netns as it is now: its links, and the routes, rules, sysctls and marking table `needs` names, read at once. */
+/** A sandbox's netns as it is now: its links, and the routes, rules, sysctls, marking table and WireGuard interfaces `needs` names, read at once. */
 export async function readPod(observe: NetnsObserver, netns: string, records: string, needs: PodNeeds): Promise<PodSight> {
   const where = { netns };
-  const [pod, routing, sysctls, marking, guards] = await Promise.all([
+  const [pod, routing, sysctls, marking, guards, wireguard] = await Promise.all([
     observe.links(where),
     Promise.all([...needs.families].map((family) => observe.routing(where, family))),
     observe.sysctls(where, [...needs.paths]),
@@ -170,6 +173,8 @@ export async function readPod(observe: NetnsObserver, netns: string, records: st
       : {},
     // Not read (no nft): nothing is written again for it; the guard's own write says why.
     needs.guards.size > 0 ? observe.guards([...needs.guards]).then((there) => ({ guards: there }), () => ({})) : {},
+    // Not read (no wg, an interface of another kind under the name): nothing is set again for it.
+    needs.wireguard.size > 0 ? observe.wireguard(where, [...needs.wireguard]).then((there) => ({ wireguard: there }), () => ({})) : {},
   ]);
-  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...marking, ...guards } };
+  return { ...needs, records, view: { pod, routes: routing.flatMap((r) => r.routes), rules: routing.flatMap((r) => r.rules), sysctls, ...marking, ...guards, ...wireguard } };
 }

@@ -23,6 +23,7 @@ function recordingIp(failOn?: string) {
     query: async () => [],
     readSysctls: async () => new Map(),
     readNftTable: async () => undefined,
+    readWireguard: async () => undefined,
     batch: async (where: Where, tool: Tool, lines: readonly string[]) => {
       batches.push({ where: name(where), ...(tool === 'ip' ? {} : { tool }), lines: [...lines] });
       const failed = failOn === undefined ? -1 : lines.indexOf(failOn);

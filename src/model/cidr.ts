@@ -129,6 +129,12 @@ export function networkAddress(cidr: Cidr): Ip {
   return { family: cidr.ip.family, value: cidr.ip.value & ~hostMask(cidr) };
 }
 
+/** "address/prefix" as the subnet it names, host bits clear, as ip prints it ("2001:db8:0::5/64" is "2001:db8::/64"); undefined when `text` is not one. */
+export function subnetOf(text: string): string | undefined {
+  const cidr = parseCidr(text);
+  return cidr && formatCidr({ ip: networkAddress(cidr), prefix: cidr.prefix });
+}
+
 /** The last address of the subnet (host bits set): IPv4's broadcast address. */
 export function lastAddress(cidr: Cidr): Ip {
   return { family: cidr.ip.family, value: cidr.ip.value | hostMask(cidr) };

@@ -86,6 +86,8 @@ export interface Observed {
    * (none asked, or the read failed).
    */
   guards?: ReadonlyMap<string, string | undefined>;
+  /** The pod's WireGuard interfaces podnet set, as read back (their key, port and peers); undefined when not read (none set, or the read failed). */
+  wireguard?: ReadonlyMap<string, ObservedWireguard>;
 }
 
 /** The link podnet makes for an attachment: each Network kind's own shape (model/kinds/). */
@@ -93,6 +95,7 @@ export type { LinkSpec } from './kinds/index.ts';
 
 export type { Bandwidth } from '../protocol/validate.ts';
 import type { AppliedConfig, SecuredPort, WireguardPeer } from '../protocol/validate.ts';
+import type { ObservedWireguard } from './wireguard-config.ts';
 
 /** A desired attachment with everything decided: names and addresses. */
 export interface ResolvedAttachment {

@@ -37,6 +37,7 @@ const replaying: NetnsRunner = {
   },
   readSysctls: () => Promise.reject(new Error('reads only')),
   readNftTable: () => Promise.reject(new Error('reads only')),
+  readWireguard: () => Promise.reject(new Error('reads only')),
 };
 
 const pod: Where = { netns: '/run/netns/pnobs-pod' };

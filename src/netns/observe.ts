@@ -1,5 +1,6 @@
 // What is there now, read with ip -json, tc -json and /proc/sys: links with their settings and
-// addresses, routes and rules of one address family, the qdiscs on podnet's host links.
+// addresses, routes and rules of one address family, the qdiscs on podnet's host links, nft and
+// wg for podnet's tables and WireGuard interfaces.
 import { PodnetError } from '../errors.ts';
 import type { Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import { host, type Where } from '../model/step.ts';
@@ -7,6 +8,7 @@ import { markingFingerprintOf, markingTable } from '../model/marking.ts';
 import { portSecurityTable, securedPortsOf } from '../model/port-security.ts';
 import { hasPodnetPrefix } from '../model/host-links.ts';
 import { guardFingerprintOf } from '../model/wireguard-guard.ts';
+import type { ObservedWireguard } from '../model/wireguard-config.ts';
 import type { NetnsRunner, ReadAfter } from './runner.ts';
 
 interface IpAddrEntry {
@@ -171,6 +173,8 @@ export interface NetnsObserver {
   marking(where: Where): Promise<string | undefined>;
   /** Of these guard tables of WireGuard ports on the host (model/wireguard-guard.ts), the ones there, with their fingerprints. */
   guards(tables: readonly string[]): Promise<Map<string, string | undefined>>;
+  /** Of these WireGuard interfaces in a netns, the ones there and read, with their public key, port and peers. */
+  wireguard(where: Where, devs: readonly string[]): Promise<Map<string, ObservedWireguard>>;
 }
 
 /** The kernel as `run`'s ip, tc and /proc/sys show it. */
@@ -186,5 +190,10 @@ export function netnsObserver(run: NetnsRunner): NetnsObserver {
       return new Map(read.flatMap(([name, table]) => (table ? [[name, guardFingerprintOf(table)] as const] : [])));
     },
     marking: async (where) => markingFingerprintOf(await run.readNftTable(where, markingTable)),
+    wireguard: async (where, devs) => {
+      // One that cannot be read (not a WireGuard interface under that name) is left out alone: the others are compared.
+      const read = await Promise.all(devs.map(async (dev) => [dev, await run.readWireguard(where, dev).catch(() => undefined)] as const));
+      return new Map(read.flatMap(([dev, seen]) => (seen ? [[dev, seen] as const] : [])));
+    },
   };
 }

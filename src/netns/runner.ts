@@ -6,6 +6,7 @@
 import { PodnetError } from '../errors.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import type { ObservedTable } from '../model/port-security.ts';
+import { wireguardDumpOf, type ObservedWireguard } from '../model/wireguard-config.ts';
 import { joinsOthers, type BatchResult, type StartedBatch } from './batch.ts';
 import { joinBatches } from './join.ts';
 import type { LaunchOptions } from '../launcher/launcher.ts';
@@ -46,6 +47,8 @@ export interface NetnsRunner {
   readSysctls(where: Where, paths: readonly string[]): Promise<Map<string, string>>;
   /** An nftables table (`bridge podnet`): its chains' rule counts and its sets' single names; undefined when it is not there. */
   readNftTable(where: Where, table: string): Promise<ObservedTable | undefined>;
+  /** A WireGuard interface's public key, port and peers (`wg show IF dump`, its private key dropped); undefined when there is no such interface. */
+  readWireguard(where: Where, dev: string): Promise<ObservedWireguard | undefined>;
 }
 
 /**
@@ -313,11 +316,11 @@ export function wgFailure(line: string, stderr: string): string {
   return `wg set ${line.split(' ')[1] ?? ''}: ${said}`;
 }
 
+const wgMissing = () => new PodnetError('NOT_AVAILABLE', 'wg (Debian package wireguard-tools) is not installed on this node: WireGuard Networks need it');
+
 /** sysctl and wg: a process a line, the line its arguments. */
 async function runEachLine(where: Where, tool: 'sysctl' | 'wg', lines: readonly string[]): Promise<BatchResult> {
-  if (tool === 'wg' && !installed('wg')) {
-    return { done: 0, error: new PodnetError('NOT_AVAILABLE', 'wg (Debian package wireguard-tools) is not installed on this node: WireGuard Networks need it') };
-  }
+  if (tool === 'wg' && !installed('wg')) return { done: 0, error: wgMissing() };
   for (const [i, line] of lines.entries()) {
     const [file, list] = tool === 'sysctl' ? sysctlArgv(where, line) : wgArgv(where, line);
     const result = await exec(file, list);
@@ -379,6 +382,22 @@ export const netnsRunner: NetnsRunner = {
     } catch (err) {
       // nft 1.0.6 may list a dormant table's flags as JSON cut short.
       throw new PodnetError('IO_FAILURE', `nft -j list table ${table} in ${describeWhere(where)} printed what is not JSON (${(err as Error).message})`);
+    }
+  },
+
+  async readWireguard(where, dev) {
+    if (!installed('wg')) throw wgMissing();
+    const [file, list] = argv(where, 'wg', ['show', dev, 'dump']);
+    const result = await exec(file, list);
+    if (result.code !== 0) {
+      if (/No such device/.test(result.stderr)) return undefined;
+      throw new PodnetError('IO_FAILURE', `wg show ${dev} dump in ${describeWhere(where)} failed: ${result.stderr.trim().split('\n')[0]!.slice(0, 200)}`);
+    }
+    if (result.stdoutCut) throw new PodnetError('IO_FAILURE', `wg show ${dev} dump in ${describeWhere(where)}: printed more than ${toolOutput.maxStdoutBytes} bytes`);
+    try {
+      return wireguardDumpOf(result.stdout);
+    } catch (err) {
+      throw new PodnetError('IO_FAILURE', `wg show ${dev} dump in ${describeWhere(where)}: ${(err as Error).message}`);
     }
   },
 

@@ -15,6 +15,7 @@ import { host, stamp, type Step } from '../model/step.ts';
 import { bearsMark, hostInterfaceName, ownerMark } from '../model/host-links.ts';
 import { linkLocalOf, podMacOf, portSecurityTable, releasePortLine, sameSecuredPort, securePortLine, type SecuredPort } from '../model/port-security.ts';
 import { guardDelLine, guardFingerprint, guardLine, guardTable } from '../model/wireguard-guard.ts';
+import { hasWhatWasSet } from '../model/wireguard-config.ts';
 import { addrLine, linkDelLine, markLine, qdiscDelLine, settingLine, tbfLine, wgPortLine, wgSetLine, type UndoAction } from '../model/undo.ts';
 import { cannotMake, emptyPart, podProblem, type Part, type PlanContext } from './part.ts';
 
@@ -268,24 +269,28 @@ function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: r
 }
 
 /**
- * A WireGuard interface's port, key and peers, given by wg when it is made or when they change
- * from what it was given (peers it no longer has removed; one whose endpoint is no longer asked
- * removed first, wg keeping an endpoint otherwise); what it has then. Undone, it gets back what it
- * had. A peer changed by hand (NET_ADMIN in the pod) is given back when the request changes or
- * the link is made again.
+ * A WireGuard interface's port, key and peers, given by wg when it is made, when they change from
+ * what it was given (peers it no longer has removed; one whose endpoint is no longer asked removed
+ * first, wg keeping an endpoint otherwise), or when the interface read back no longer has them (a
+ * peer, key or port changed by hand: its peers not asked removed too); what it has then. Undone,
+ * it gets back what it had.
  */
 function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, replaces: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
   const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers, remoteRanges: wg.remoteRanges };
   const was = fresh ? undefined : mine?.wireguard;
+  const seen = was && ctx.observed.wireguard?.get(dev);
+  const changedByHand = seen !== undefined && !hasWhatWasSet(seen, was!);
   // Made: the port claimed first (a port in use fails here, before the node's firewall is touched),
   // then guarded, then the key and peers that make the interface speak.
   if (fresh) steps.push({ where: ctx.pod, tool: 'wg', line: wgPortLine(dev, listenPort) });
   guardSteps(ctx, dev, listenPort, wg.remoteRanges, was, replaces ? mine?.wireguard : undefined, steps);
-  if (was && was.listenPort === listenPort && JSON.stringify(was.peers) === JSON.stringify(wg.peers) && was.publicKey === now.publicKey) return now;
+  if (was && !changedByHand && was.listenPort === listenPort && JSON.stringify(was.peers) === JSON.stringify(wg.peers) && was.publicKey === now.publicKey) return now;
   const keyOf = (p: { publicKey: string }) => p.publicKey;
-  const gone = (was?.peers ?? []).filter((p) => !wg.peers.some((w) => w.publicKey === p.publicKey)).map(keyOf);
+  // Peers added by hand are removed with those no longer asked.
+  const gone = [...new Set([...(was?.peers ?? []), ...(changedByHand ? seen.peers : [])].filter((p) => !wg.peers.some((w) => w.publicKey === p.publicKey)).map(keyOf))];
   const lostEndpoint = (was?.peers ?? []).filter((p) => p.endpoint && wg.peers.some((w) => w.publicKey === p.publicKey && !w.endpoint)).map(keyOf);
-  // Undone: the peers it had, as they were, and those this pass added removed.
+  // Undone: the peers podnet had given it, as they were, and those this pass added removed (not
+  // what a hand added: a later pass would remove it again, and its list is the hand's, unbounded).
   const added = wg.peers.filter((p) => !(was?.peers ?? []).some((w) => w.publicKey === p.publicKey)).map(keyOf);
   const undo = was ? { where: ctx.pod, action: 'wireguard' as const, dev, listenPort: was.listenPort, privateKeyFile: wg.privateKeyFile, peers: was.peers, removed: added } : undefined;
   if (lostEndpoint.length > 0) steps.push({ where: ctx.pod, tool: 'wg', line: wgSetLine(dev, wg.privateKeyFile, listenPort, [], lostEndpoint), ...(undo ? { undo } : {}) });

@@ -7,6 +7,7 @@ import type { Step } from '../model/step.ts';
 import { renderUndo } from '../model/undo.ts';
 import { portSecurityRuleset } from '../model/port-security.ts';
 import { guardFingerprint } from '../model/wireguard-guard.ts';
+import type { ObservedWireguard } from '../model/wireguard-config.ts';
 import { parseDocument } from '../protocol/validate.ts';
 import { plan as planOf, type PlanInput, type Plan } from './plan.ts';
 import { planGoneSandbox } from './leftovers.ts';
@@ -807,6 +808,28 @@ t.test('wireguard: made into the pod, then given its port, key file and peers by
     `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} remove`,
     `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} allowed-ips 10.9.0.2/32 persistent-keepalive 0`,
   ], 'an endpoint no longer asked: the peer removed and given again (wg keeps an endpoint otherwise)');
+});
+
+t.test('wireguard: the interface read back; a peer, key or port changed by hand is set again, a roamed endpoint or a prefix written otherwise is not a change', async (t) => {
+  const key = 'xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=';
+  const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  const peer = { publicKey: key, endpoint: { address: '198.18.102.2', port: 51820 }, allowedIPs: ['10.9.0.2/32', '2001:db8:0::5/64'] };
+  const wg: ResolvedAttachment = { ...blue, interface: 'wg0', link: { kind: 'wireguard', listenPort: 51820 }, mtu: 1420, addresses: ['10.9.0.1/24'], wireguard: { privateKeyFile: '/var/lib/podnet/wireguard/c1+wg0.key', publicKey: 'pub', peers: [peer], remoteRanges: ['198.18.102.0/24'] } };
+  const made = plan(input({ attachments: [wg] }));
+  const there = observed({ pod: new Map([link('eth0'), link('wg0', { mtu: 1420, addresses: ['10.9.0.1/24'] })]) });
+  const readBack = (seen: ObservedWireguard) => plan(input({ attachments: [wg] }, { observed: { ...there, wireguard: new Map([['wg0', seen]]) }, applied: made.next }));
+  const asSet = { publicKey: 'pub', listenPort: 51820, peers: [{ publicKey: key, endpoint: { address: '198.18.102.9', port: 40000 }, allowedIPs: ['2001:db8::/64', '10.9.0.2/32'] }] };
+  t.same(readBack(asSet).steps, [], "as set: nothing (the endpoint roamed where the peer last sent from; wg's form of the prefixes)");
+  const setAgain = `set wg0 listen-port 51820 private-key /var/lib/podnet/wireguard/c1+wg0.key peer ${key} endpoint 198.18.102.2:51820 allowed-ips 10.9.0.2/32,2001:db8:0::5/64 persistent-keepalive 0`;
+  const removed = readBack({ ...asSet, peers: [] });
+  t.same(lines(removed), [['pod', 'wg', setAgain]], 'its peer removed by hand: given again');
+  t.equal(undoLine(removed.steps[0]!), setAgain, "undone: as podnet had given it (a later pass would set it again anyway)");
+  const added = readBack({ ...asSet, peers: [...asSet.peers, { publicKey: other, allowedIPs: ['0.0.0.0/0'] }] });
+  t.same(lines(added), [['pod', 'wg', `${setAgain} peer ${other} remove`]], 'a peer added by hand: removed');
+  t.same(lines(readBack({ ...asSet, peers: [{ ...asSet.peers[0]!, allowedIPs: ['0.0.0.0/0'] }] })), [['pod', 'wg', setAgain]], 'its allowed IPs changed by hand: given again');
+  t.same(lines(readBack({ ...asSet, publicKey: 'another' })), [['pod', 'wg', setAgain]], 'another private key set by hand: its key file given again');
+  t.same(lines(readBack({ ...asSet, listenPort: 40001 })), [['pod', 'wg', setAgain]], 'another port: its own again');
+  t.same(plan(input({ attachments: [wg] }, { observed: there, applied: made.next })).steps, [], 'not read back (no wg on the node): nothing set again');
 });
 
 t.test("a Network's MTU in place: not above a parent's (told on the Network), not on a veth's ends; a remake keeps what the pod had; a kind changed is made anew at once", async (t) => {

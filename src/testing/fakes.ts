@@ -8,6 +8,7 @@ import type { DelegatedRecord } from '../delegate/store.ts';
 import type { CniResult, DelegatedConfig } from '../model/cni-config.ts';
 import type { AppliedState, Family, ObservedLink, ObservedRoute, ObservedRule } from '../model/state.ts';
 import type { ObservedTable } from '../model/port-security.ts';
+import type { ObservedWireguard } from '../model/wireguard-config.ts';
 import { describeWhere, type Tool, type Where } from '../model/step.ts';
 import type { NetnsObserver } from '../netns/observe.ts';
 import type { NamespaceSight } from '../netns/probe.ts';
@@ -102,6 +103,10 @@ export class RecordingRunner implements NetnsRunner {
   async readNftTable(): Promise<ObservedTable | undefined> {
     throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
   }
+
+  async readWireguard(): Promise<ObservedWireguard | undefined> {
+    throw new Error('RecordingRunner reads nothing: give the code under test a FakeObserver');
+  }
 }
 
 /** The kernel as a test says it is: links of the host and of each netns, counted reads. */
@@ -156,6 +161,14 @@ export class FakeObserver implements NetnsObserver {
 
   async guards(tables: readonly string[]): Promise<Map<string, string | undefined>> {
     return new Map(tables.filter((t) => this.guardTables.has(t)).map((t) => [t, this.guardTables.get(t)]));
+  }
+
+  /** WireGuard interfaces as read back, by netns path and name; absent: not there. */
+  readonly wireguards = new Map<string, Map<string, ObservedWireguard>>();
+
+  async wireguard(where: Where, devs: readonly string[]): Promise<Map<string, ObservedWireguard>> {
+    const there = where === 'host' ? undefined : this.wireguards.get(where.netns);
+    return new Map(devs.flatMap((dev) => (there?.has(dev) ? [[dev, there.get(dev)!] as const] : [])));
   }
 
   /** The ports in podnet's port security table; undefined: no table. */

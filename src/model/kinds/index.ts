@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { AppliedAttachment as AppliedAttachmentRecord, Network, WireguardPeer } from '../../protocol/validate.ts';
 import { staticAddressProblem } from '../pools.ts';
-import { parseCidr } from '../cidr.ts';
+import { parseCidr, subnetOf } from '../cidr.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { bridgeKind } from './bridge.ts';
 import { cniKind } from './cni.ts';
@@ -134,7 +134,11 @@ function remoteAskRefusal(network: Network, remote: string | undefined): string 
   return endpointRefusal(kind.type, remote, name, `${tunnel.field}Ranges`, tunnel.ranges);
 }
 
-/** Why an attachment's WireGuard peers cannot be: a Network of another kind, an endpoint outside its remoteRanges, a peer named twice. */
+/**
+ * Why an attachment's WireGuard peers cannot be: a Network of another kind, an endpoint outside
+ * its remoteRanges, a peer named twice, a subnet two peers allow (WireGuard gives a subnet to one
+ * peer: the last set takes it from the other, which would read back as changed at every pass).
+ */
 function peersRefusal(network: Network, peers: readonly WireguardPeer[]): AttachmentRefusal | undefined {
   const ranges = network.spec.wireguard?.remoteRanges;
   if (!ranges) return { field: 'peers', reason: `a ${network.spec.type} link has no WireGuard peers` };
@@ -142,6 +146,11 @@ function peersRefusal(network: Network, peers: readonly WireguardPeer[]): Attach
     if (peers.findIndex((p) => p.publicKey === peer.publicKey) < i) return { field: `peers[${i}].publicKey`, reason: `the peer ${peer.publicKey} is named twice` };
     const notSubnet = peer.allowedIPs.findIndex((c) => parseCidr(c) === undefined);
     if (notSubnet >= 0) return { field: `peers[${i}].allowedIPs[${notSubnet}]`, reason: `${peer.allowedIPs[notSubnet]} is not an address with a prefix length` };
+    for (const [j, allowed] of peer.allowedIPs.entries()) {
+      const subnet = subnetOf(allowed);
+      const earlier = peers.slice(0, i).findIndex((p) => p.allowedIPs.some((a) => subnetOf(a) === subnet));
+      if (earlier >= 0) return { field: `peers[${i}].allowedIPs[${j}]`, reason: `peers[${earlier}] allows ${subnet} too: WireGuard sends a subnet to one peer` };
+    }
     const address = peer.endpoint?.address;
     if (address === undefined) continue;
     const wrong = endpointRefusal('wireguard', address, network.metadata.name, 'spec.wireguard.remoteRanges', ranges);

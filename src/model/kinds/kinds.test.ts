@@ -221,6 +221,9 @@ t.test('wireguard: made from the node into the pod; its peers only on a wireguar
   t.equal(attachmentRefusal(wg, { peers: [{ publicKey: key, allowedIPs: ['10.9.0.0/24'] }] }), undefined, 'a peer without an endpoint waits for it to send first');
   t.same(attachmentRefusal(wg, { peers: [{ ...peer, endpoint: { address: '198.18.9.2', port: 51820 } }] }), { field: 'peers[0].endpoint.address', reason: "198.18.9.2 is outside Network wg's spec.wireguard.remoteRanges (198.18.102.0/24)" });
   t.same(attachmentRefusal(wg, { peers: [peer, { ...peer, allowedIPs: ['10.9.0.3/32'] }] }), { field: 'peers[1].publicKey', reason: `the peer ${key} is named twice` });
+  const other = 'TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=';
+  t.same(attachmentRefusal(wg, { peers: [{ ...peer, allowedIPs: ['10.9.0.0/24'] }, { publicKey: other, allowedIPs: ['10.9.1.0/24', '10.9.0.7/24'] }] }), { field: 'peers[1].allowedIPs[1]', reason: 'peers[0] allows 10.9.0.0/24 too: WireGuard sends a subnet to one peer' }, 'a subnet two peers allow, however written');
+  t.equal(attachmentRefusal(wg, { peers: [{ ...peer, allowedIPs: ['10.9.0.0/24'] }, { publicKey: other, allowedIPs: ['10.9.0.0/25'] }] }), undefined, 'a longer prefix within it is another subnet');
   t.same(attachmentRefusal(blue, { peers: [peer] }), { field: 'peers', reason: 'a bridge link has no WireGuard peers' });
   t.same(attachmentRefusal(wg, { mac: '02:00:00:00:00:01' }), { field: 'mac', reason: 'a wireguard interface carries IP packets and has no MAC' });
   const bad = network('bad', { type: 'wireguard', wireguard: { listenPort: 1, remoteRanges: ['198.18.0.999/24'] } });
