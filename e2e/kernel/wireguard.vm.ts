@@ -118,6 +118,13 @@ t.test('wireguard: pods on two nodes, keys made on their nodes, reach each other
   t.equal(await wgShow(sides[0]!.pod, 'peers'), stranger, 'changed by hand');
   await until('its own peer given back, the stranger removed', async () => ((await wgShow(sides[0]!.pod, 'peers')) === keys[1] ? true : undefined), 60_000);
   t.equal(await wgShow(sides[0]!.pod, 'allowed-ips'), `${keys[1]}\t10.99.0.2/32`, 'with the allowed IPs the request gives');
+  // As set, it reads back as set: the resyncs (every second) that follow change nothing, though
+  // its peer's endpoint is wherever the peer last sent from.
+  const applied = () => sides[0]!.daemon.log().match(/"msg":"applied"/g)?.length ?? 0;
+  const appliedBefore = applied();
+  t.ok(appliedBefore > 0, 'the repair was told as a pass that applied steps');
+  await new Promise((r) => setTimeout(r, 4000));
+  t.equal(applied(), appliedBefore, 'no pass in the next resyncs changed anything');
   t.equal(await pingFrom(sides[0]!.pod.ns.name, sides[1]!.address), 0, 'and it carries traffic again');
 
   const outside = await sides[0]!.cli.apply('bad.yaml', config('wg-x', '10.99.0.9', { key: keys[1]!, node: 2, address: '10.99.0.2' }).replace('198.18.102.2', '198.18.103.2').replace('name: attach', 'name: bad'));
