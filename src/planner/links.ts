@@ -273,7 +273,7 @@ function guardSteps(ctx: PlanContext, dev: string, listenPort: number, ranges: r
  * what it was given (peers it no longer has removed; one whose endpoint is no longer asked removed
  * first, wg keeping an endpoint otherwise), or when the interface read back no longer has them (a
  * peer, key or port changed by hand: its peers not asked removed too); what it has then. Undone,
- * it gets back what it had.
+ * it gets back what podnet had given it.
  */
 function wireguardSteps(ctx: PlanContext, dev: string, listenPort: number, wg: NonNullable<ResolvedAttachment['wireguard']>, mine: AppliedAttachment | undefined, fresh: boolean, replaces: boolean, steps: Step[]): NonNullable<AppliedAttachment['wireguard']> {
   const now = { publicKey: wg.publicKey ?? '', listenPort, peers: wg.peers, remoteRanges: wg.remoteRanges };
