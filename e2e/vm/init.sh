@@ -28,12 +28,21 @@ fail() {
   echo "# the test VM could not start: $*" >&3
   exit_failed
 }
+# Where the VM got to, on the console (which the host shows when the file fails): a VM that hangs
+# before its test prints any TAP says at which step.
+stage() {
+  # /proc moves under /root once the root is mounted.
+  up=$(cat /proc/uptime /root/proc/uptime 2>/dev/null | head -n 1)
+  echo "podnet-vm: $* (${up%% *} s after boot)"
+}
+stage "init started"
 for module in /modules/*.ko; do insmod "$module" || fail "insmod $module"; done
 mkdir -p /host /upper /root
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 host /host || fail "mount the host's root over 9p"
 mount -t tmpfs -o size=1g upper /upper || fail "mount the overlay's tmpfs"
 mkdir -p /upper/data /upper/work
 mount -t overlay -o lowerdir=/host,upperdir=/upper/data,workdir=/upper/work root /root || fail "mount the overlay"
+stage "the machine's root mounted over 9p"
 # The kernel runs /bin/modprobe of this initramfs to load a module (a link kind, nftables); both
 # it and the tests' root see the package's modules under the running release.
 release=$(uname -r)
@@ -51,8 +60,10 @@ mount -t tmpfs shm /root/dev/shm
 chroot /root ip link set lo up || fail "set lo up"
 env="PATH=$repo/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The test's stderr goes to the console, which the host keeps in a file beside the VM.
+stage "starting $file"
 chroot /root /usr/bin/env -i -C "$repo" "$env" HOME=/root "TAP_TIMEOUT=$tap_timeout" "CI=${ci#-}" node "$file" >&3
 status=$?
+stage "$file exited with status $status"
 if [ "$status" -ne 0 ]; then
   echo "# $file exited with status $status in the test VM" >&3
   exit_failed
